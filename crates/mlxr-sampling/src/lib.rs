@@ -1,1 +1,28 @@
-//! mlxr-sampling
+//! Token sampling over raw logits (`&[f32]`, one entry per vocabulary id).
+//!
+//! The chain follows llama.cpp's default order: logit bias, repetition /
+//! presence / frequency penalties, top-k, top-p, min-p, temperature, then a
+//! draw from the softmax of what is left. Greedy decoding (temperature 0)
+//! takes the argmax after bias and penalties.
+
+mod candidates;
+mod error;
+mod fastexp;
+mod logprobs;
+mod params;
+mod penalties;
+mod rng;
+mod sampler;
+#[cfg(test)]
+mod sampler_tests;
+mod stop;
+#[cfg(test)]
+mod stop_tests;
+
+pub use error::SamplingError;
+pub use params::SamplingParams;
+pub use sampler::{Sampled, Sampler};
+pub use stop::{StopMatcher, StopUpdate};
+
+/// A vocabulary index.
+pub type TokenId = u32;

@@ -1,0 +1,33 @@
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("{path}: {source}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: mlxr_formats::gguf::GgufError,
+    },
+    #[error("{path}: {source}")]
+    Model {
+        path: PathBuf,
+        #[source]
+        source: mlxr_models::ModelError,
+    },
+    #[error("{path}: {source}")]
+    Tokenizer {
+        path: PathBuf,
+        #[source]
+        source: mlxr_tokenizer::TokenizerError,
+    },
+    #[error("chat template: {0}")]
+    Template(#[from] mlxr_template::TemplateError),
+    #[error("sampling parameters: {0}")]
+    Sampling(#[from] mlxr_sampling::SamplingError),
+    #[error("the prompt has {prompt} tokens but the context holds {context}; shorten it or raise the context size")]
+    PromptTooLong { prompt: usize, context: usize },
+    #[error("the prompt is empty")]
+    EmptyPrompt,
+    #[error(transparent)]
+    Forward(#[from] mlxr_models::ModelError),
+}

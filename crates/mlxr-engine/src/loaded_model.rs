@@ -1,0 +1,67 @@
+//! A model file opened for inference: weights, tokenizer and chat template.
+
+use std::path::{Path, PathBuf};
+
+use candle_core::Device;
+use mlxr_formats::gguf::GgufFile;
+use mlxr_models::DecoderModel;
+use mlxr_template::{ChatMessage, ChatTemplate};
+use mlxr_tokenizer::{TokenId, Tokenizer};
+
+use crate::EngineError;
+
+pub struct LoadedModel {
+    pub path: PathBuf,
+    pub model: DecoderModel,
+    pub tokenizer: Tokenizer,
+    pub template: ChatTemplate,
+    /// Tokens one sequence may hold (prompt and reply together).
+    pub context_size: usize,
+}
+
+impl LoadedModel {
+    /// Opens a GGUF file. `context_size`: `None` for the model's trained context.
+    pub fn load(path: &Path, context_size: Option<usize>) -> Result<Self, EngineError> {
+        let path = path.to_path_buf();
+        let file = GgufFile::open(&path).map_err(|source| EngineError::Open {
+            path: path.clone(),
+            source,
+        })?;
+        let model_err = |source| EngineError::Model {
+            path: path.clone(),
+            source,
+        };
+        file.check_supported()
+            .map_err(|e| model_err(mlxr_models::ModelError::Gguf(e)))?;
+        let tokenizer =
+            Tokenizer::from_gguf(file.metadata()).map_err(|source| EngineError::Tokenizer {
+                path: path.clone(),
+                source,
+            })?;
+        let template = match file.metadata().opt_str("tokenizer.chat_template") {
+            Ok(Some(source)) => {
+                let text = |id: Option<TokenId>| {
+                    id.and_then(|id| tokenizer.token_text(id))
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                ChatTemplate::new(source, &text(tokenizer.bos()), &text(tokenizer.eos()))?
+            }
+            _ => ChatTemplate::fallback(),
+        };
+        let model = DecoderModel::load(&file, &Device::Cpu).map_err(model_err)?;
+        let trained = model.config().context_length;
+        Ok(Self {
+            path,
+            context_size: context_size.unwrap_or(trained).min(trained).max(1),
+            model,
+            tokenizer,
+            template,
+        })
+    }
+
+    /// The prompt a chat request becomes, as text.
+    pub fn render_chat(&self, messages: &[ChatMessage]) -> Result<String, EngineError> {
+        Ok(self.template.render(messages, true)?)
+    }
+}

@@ -1,0 +1,154 @@
+//! The decoder-only transformer shared by every supported architecture.
+
+use std::sync::Arc;
+
+use candle_core::quantized::QTensor;
+use candle_core::{Device, Tensor};
+use mlxr_formats::gguf::GgufFile;
+
+use crate::batch::SeqChunk;
+use crate::config::ModelConfig;
+use crate::layers::{Attention, Mlp, QLinear, RmsNorm, Rope};
+use crate::weights::GgufWeights;
+use crate::{ModelError, Result};
+
+struct DecoderLayer {
+    attn_norm: RmsNorm,
+    attention: Attention,
+    post_attn_norm: Option<RmsNorm>,
+    ffn_norm: RmsNorm,
+    mlp: Mlp,
+    post_ffn_norm: Option<RmsNorm>,
+    /// Index into `DecoderModel::ropes`.
+    rope: usize,
+}
+
+pub struct DecoderModel {
+    config: ModelConfig,
+    device: Device,
+    token_embd: Arc<QTensor>,
+    layers: Vec<DecoderLayer>,
+    ropes: Vec<Rope>,
+    output_norm: RmsNorm,
+    lm_head: QLinear,
+}
+
+impl DecoderModel {
+    pub fn load(file: &GgufFile, device: &Device) -> Result<Self> {
+        let config = ModelConfig::from_gguf(file.metadata())?;
+        let w = GgufWeights::new(file, device);
+        let (h, eps) = (config.hidden_size, config.rms_norm_eps);
+
+        let token_embd = Arc::new(w.qtensor("token_embd.weight", &[config.vocab_size, h])?);
+        // Files without `output.weight` tie the LM head to the embeddings.
+        let lm_head = if w.contains("output.weight") {
+            QLinear::load(&w, "output.weight", config.vocab_size, h)?
+        } else {
+            QLinear::from_qtensor(token_embd.clone())?
+        };
+
+        let mut ropes: Vec<Rope> = Vec::new();
+        let mut layers = Vec::with_capacity(config.n_layers);
+        for i in 0..config.n_layers {
+            let p = format!("blk.{i}");
+            let base = config.layers[i].rope_base;
+            let rope = match ropes.iter().position(|r| r.base() == base) {
+                Some(r) => r,
+                None => {
+                    ropes.push(Rope::new(config.rope_style, config.rope_dim, base));
+                    ropes.len() - 1
+                }
+            };
+            let post = |name: &str| -> Result<Option<RmsNorm>> {
+                config
+                    .post_norms
+                    .then(|| RmsNorm::load(&w, &format!("{p}.{name}.weight"), h, eps))
+                    .transpose()
+            };
+            layers.push(DecoderLayer {
+                attn_norm: RmsNorm::load(&w, &format!("{p}.attn_norm.weight"), h, eps)?,
+                attention: Attention::load(&w, i, &config)?,
+                post_attn_norm: post("post_attention_norm")?,
+                ffn_norm: RmsNorm::load(&w, &format!("{p}.ffn_norm.weight"), h, eps)?,
+                mlp: Mlp::load(&w, &p, &config)?,
+                post_ffn_norm: post("post_ffw_norm")?,
+                rope,
+            });
+        }
+        Ok(Self {
+            output_norm: RmsNorm::load(&w, "output_norm.weight", h, eps)?,
+            config,
+            device: device.clone(),
+            token_embd,
+            layers,
+            ropes,
+            lm_head,
+        })
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Runs `tokens` (the chunks of `seqs`, concatenated in order) through the
+    /// model, stores their keys and values in each sequence's cache and returns
+    /// the logits of each chunk's last token, `[seqs.len(), vocab_size]`.
+    pub fn forward(&self, tokens: &[u32], seqs: &mut [SeqChunk<'_>]) -> Result<Tensor> {
+        let total: usize = seqs.iter().map(|s| s.len).sum();
+        if total != tokens.len() || seqs.iter().any(|s| s.len == 0) {
+            return Err(ModelError::InvalidBatch(format!(
+                "{} tokens for chunks of lengths {:?}",
+                tokens.len(),
+                seqs.iter().map(|s| s.len).collect::<Vec<_>>()
+            )));
+        }
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.config.vocab_size) {
+            return Err(ModelError::InvalidBatch(format!(
+                "token id {bad} is outside the vocabulary of {}",
+                self.config.vocab_size
+            )));
+        }
+        let positions: Vec<usize> = seqs.iter().flat_map(|s| s.positions()).collect();
+        let tables = self
+            .ropes
+            .iter()
+            .map(|r| r.tables(&positions, &self.device))
+            .collect::<Result<Vec<_>>>()?;
+
+        let ids = Tensor::new(tokens, &self.device)?;
+        let mut x = self.token_embd.embedding(&ids)?;
+        if let Some(scale) = self.config.embedding_scale {
+            x = (x * scale as f64)?;
+        }
+        for layer in &self.layers {
+            let rope = &self.ropes[layer.rope];
+            let h = layer.attn_norm.forward(&x)?;
+            let mut h = layer.attention.forward(&h, rope, &tables[layer.rope], seqs)?;
+            if let Some(norm) = &layer.post_attn_norm {
+                h = norm.forward(&h)?;
+            }
+            x = (x + h)?;
+            let h = layer.ffn_norm.forward(&x)?;
+            let mut h = layer.mlp.forward(&h)?;
+            if let Some(norm) = &layer.post_ffn_norm {
+                h = norm.forward(&h)?;
+            }
+            x = (x + h)?;
+        }
+
+        let mut last = Vec::with_capacity(seqs.len());
+        let mut end = 0u32;
+        for seq in seqs.iter() {
+            end += seq.len as u32;
+            last.push(end - 1);
+        }
+        let last = Tensor::new(last.as_slice(), &self.device)?;
+        let x = x.index_select(&last, 0)?;
+        let x = self.output_norm.forward(&x)?;
+        self.lm_head.forward(&x)
+    }
+}

@@ -1,0 +1,13 @@
+//! Building blocks of the decoder.
+
+pub mod attention;
+pub mod linear;
+pub mod mlp;
+pub mod norm;
+pub mod rope;
+
+pub use attention::Attention;
+pub use linear::QLinear;
+pub use mlp::Mlp;
+pub use norm::RmsNorm;
+pub use rope::Rope;

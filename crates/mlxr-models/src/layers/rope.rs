@@ -1,0 +1,72 @@
+use candle_core::{Device, Tensor};
+
+use crate::config::RopeStyle;
+use crate::Result;
+
+/// Rotary position embedding for one frequency base.
+pub struct Rope {
+    style: RopeStyle,
+    /// Dimensions rotated (a prefix of the head).
+    dim: usize,
+    base: f32,
+}
+
+/// `cos`/`sin` of every token's angles, `[tokens, 1, dim / 2]`.
+pub struct RopeTables {
+    cos: Tensor,
+    sin: Tensor,
+}
+
+impl Rope {
+    pub fn new(style: RopeStyle, dim: usize, base: f32) -> Self {
+        Self { style, dim, base }
+    }
+
+    pub fn base(&self) -> f32 {
+        self.base
+    }
+
+    /// Angles for arbitrary per-token positions (tokens of several sequences).
+    ///
+    /// The angle of pair `i` is `pos · base^(-2i/dim)`, accumulated in f32 as a
+    /// running product the way ggml does, so long positions round like llama.cpp's.
+    pub fn tables(&self, positions: &[usize], device: &Device) -> Result<RopeTables> {
+        let half = self.dim / 2;
+        let theta_scale = self.base.powf(-2.0 / self.dim as f32);
+        let mut cos = Vec::with_capacity(positions.len() * half);
+        let mut sin = Vec::with_capacity(positions.len() * half);
+        for &pos in positions {
+            let mut theta = pos as f32;
+            for _ in 0..half {
+                cos.push(theta.cos());
+                sin.push(theta.sin());
+                theta *= theta_scale;
+            }
+        }
+        let shape = (positions.len(), 1, half);
+        Ok(RopeTables {
+            cos: Tensor::from_vec(cos, shape, device)?,
+            sin: Tensor::from_vec(sin, shape, device)?,
+        })
+    }
+
+    /// `x`: `[tokens, heads, head_dim]`, one position per token.
+    pub fn apply(&self, x: &Tensor, tables: &RopeTables) -> Result<Tensor> {
+        let (tokens, heads, head_dim) = x.dims3()?;
+        // Each token is its own "batch" of one position so positions may differ freely.
+        let rotate = |x: &Tensor| -> Result<Tensor> {
+            let x = x.reshape((tokens, heads, 1, self.dim))?.contiguous()?;
+            let y = match self.style {
+                RopeStyle::Interleaved => candle_nn::rotary_emb::rope_i(&x, &tables.cos, &tables.sin)?,
+                RopeStyle::Halves => candle_nn::rotary_emb::rope(&x, &tables.cos, &tables.sin)?,
+            };
+            Ok(y.reshape((tokens, heads, self.dim))?)
+        };
+        if self.dim == head_dim {
+            return rotate(x);
+        }
+        let rotated = rotate(&x.narrow(2, 0, self.dim)?)?;
+        let pass = x.narrow(2, self.dim, head_dim - self.dim)?;
+        Ok(Tensor::cat(&[&rotated, &pass], 2)?)
+    }
+}

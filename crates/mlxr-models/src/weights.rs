@@ -1,0 +1,79 @@
+//! Named weights of a GGUF file as candle tensors.
+
+use candle_core::quantized::{ggml_file::qtensor_from_ggml, GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+use mlxr_formats::gguf::{GgmlType, GgufFile};
+
+use crate::ModelError;
+
+pub struct GgufWeights<'a> {
+    file: &'a GgufFile,
+    device: Device,
+}
+
+impl<'a> GgufWeights<'a> {
+    pub fn new(file: &'a GgufFile, device: &Device) -> Self {
+        Self {
+            file,
+            device: device.clone(),
+        }
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.file.tensor(name).is_some()
+    }
+
+    /// The tensor `name` in its stored (possibly quantized) type. `shape` is in
+    /// row-major order (outermost first), the reverse of GGUF's `ne` order.
+    pub fn qtensor(&self, name: &str, shape: &[usize]) -> Result<QTensor, ModelError> {
+        let info = self
+            .file
+            .tensor(name)
+            .ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
+        let stored: Vec<usize> = info.dims.iter().rev().map(|&d| d as usize).collect();
+        if stored != shape {
+            return Err(ModelError::ShapeMismatch {
+                tensor: name.to_string(),
+                expected: shape.to_vec(),
+                found: stored,
+            });
+        }
+        let dtype = candle_dtype(info.ggml_type).ok_or_else(|| {
+            ModelError::Gguf(mlxr_formats::gguf::GgufError::UnsupportedTensorType {
+                tensor: name.to_string(),
+                ggml_type: info.ggml_type,
+            })
+        })?;
+        let bytes = self.file.tensor_data(info)?;
+        qtensor_from_ggml(dtype, bytes, stored, &self.device)
+            .map_err(|e| ModelError::candle(format!("loading tensor '{name}'"), e))
+    }
+
+    /// The tensor `name` dequantized to f32 (norm weights and other small vectors).
+    pub fn tensor(&self, name: &str, shape: &[usize]) -> Result<Tensor, ModelError> {
+        self.qtensor(name, shape)?
+            .dequantize(&self.device)
+            .map_err(|e| ModelError::candle(format!("dequantizing tensor '{name}'"), e))
+    }
+}
+
+fn candle_dtype(t: GgmlType) -> Option<GgmlDType> {
+    Some(match t {
+        GgmlType::F32 => GgmlDType::F32,
+        GgmlType::F16 => GgmlDType::F16,
+        GgmlType::BF16 => GgmlDType::BF16,
+        GgmlType::Q4_0 => GgmlDType::Q4_0,
+        GgmlType::Q4_1 => GgmlDType::Q4_1,
+        GgmlType::Q5_0 => GgmlDType::Q5_0,
+        GgmlType::Q5_1 => GgmlDType::Q5_1,
+        GgmlType::Q8_0 => GgmlDType::Q8_0,
+        GgmlType::Q8_1 => GgmlDType::Q8_1,
+        GgmlType::Q2_K => GgmlDType::Q2K,
+        GgmlType::Q3_K => GgmlDType::Q3K,
+        GgmlType::Q4_K => GgmlDType::Q4K,
+        GgmlType::Q5_K => GgmlDType::Q5K,
+        GgmlType::Q6_K => GgmlDType::Q6K,
+        GgmlType::Q8_K => GgmlDType::Q8K,
+        _ => return None,
+    })
+}

@@ -1,0 +1,180 @@
+use crate::candidates::{self, collect_top_k, max_logit, Candidate};
+use crate::fastexp;
+use crate::logprobs::{log_sum_exp, logprob, top_logprobs};
+use crate::penalties::{apply_logit_bias, apply_penalties, clean};
+use crate::rng::Rng;
+use crate::{SamplingError, SamplingParams, TokenId};
+
+/// One sampled token.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sampled {
+    pub token: TokenId,
+    /// Log-probability of `token` under the log-softmax of the logits after
+    /// bias and penalties, before temperature and truncation (what vLLM and
+    /// OpenAI report).
+    pub logprob: f32,
+    /// With `logprobs: Some(k)`, the k most likely tokens and their
+    /// logprobs (same distribution), most likely first; ties by lower id.
+    pub top_logprobs: Vec<(TokenId, f32)>,
+}
+
+/// Picks tokens from logits with one sequence's parameters and random stream.
+pub struct Sampler {
+    params: SamplingParams,
+    seed: u64,
+    rng: Rng,
+    /// Reused per step so a step does not allocate (beyond the result).
+    scores: Vec<f32>,
+    candidates: Vec<Candidate>,
+    scratch: Vec<Candidate>,
+    weights: Vec<f32>,
+    window: Vec<TokenId>,
+}
+
+impl std::fmt::Debug for Sampler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sampler")
+            .field("params", &self.params)
+            .field("seed", &self.seed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sampler {
+    pub fn new(params: SamplingParams) -> Result<Sampler, SamplingError> {
+        params.validate()?;
+        let seed = params.seed.unwrap_or_else(rand::random);
+        Ok(Sampler {
+            params,
+            seed,
+            rng: Rng::new(seed),
+            scores: Vec::new(),
+            candidates: Vec::new(),
+            scratch: Vec::new(),
+            weights: Vec::new(),
+            window: Vec::new(),
+        })
+    }
+
+    pub fn params(&self) -> &SamplingParams {
+        &self.params
+    }
+
+    /// The seed in use: the requested one, or the one drawn from the OS, so a
+    /// generation can be replayed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// `history`: every token of the sequence so far (prompt + generated),
+    /// oldest first.
+    ///
+    /// Never panics: NaN logits count as -inf and +inf as the largest finite
+    /// value. With no logit above -inf (or none at all) the result is token 0
+    /// with logprob -inf.
+    pub fn sample(&mut self, logits: &[f32], history: &[TokenId]) -> Sampled {
+        self.scores.clear();
+        self.scores.extend(logits.iter().map(|&l| clean(l)));
+        apply_logit_bias(&mut self.scores, &self.params.logit_bias);
+        apply_penalties(&mut self.scores, history, &self.params, &mut self.window);
+
+        let token = if self.params.is_greedy() {
+            argmax(&self.scores)
+        } else {
+            self.draw()
+        };
+
+        let lse = log_sum_exp(&self.scores);
+        let chosen = self
+            .scores
+            .get(token as usize)
+            .copied()
+            .unwrap_or(f32::NEG_INFINITY);
+        let top = match self.params.logprobs {
+            Some(k) => top_logprobs(&self.scores, k, lse, &mut self.scratch),
+            None => Vec::new(),
+        };
+        Sampled {
+            token,
+            logprob: logprob(chosen, lse),
+            top_logprobs: top,
+        }
+    }
+
+    /// top-k -> top-p -> min-p -> temperature -> draw, on `self.scores`.
+    fn draw(&mut self) -> TokenId {
+        let p = &self.params;
+        let inv_t = 1.0 / p.temperature;
+        if !inv_t.is_finite() {
+            // A subnormal temperature: the limit is greedy.
+            return argmax(&self.scores);
+        }
+        if p.top_k == 0 && p.top_p >= 1.0 && p.min_p <= 0.0 {
+            // Nothing to truncate: draw straight from the scores.
+            let max = self
+                .scores
+                .iter()
+                .copied()
+                .fold(f32::NEG_INFINITY, f32::max);
+            if max == f32::NEG_INFINITY {
+                return 0;
+            }
+            tempered_weights(&self.scores, max, inv_t, &mut self.weights);
+            let u = self.rng.uniform();
+            return pick(&self.weights, u).map_or(0, |i| i as TokenId);
+        }
+
+        let cands = &mut self.candidates;
+        collect_top_k(&self.scores, p.top_k, cands);
+        if cands.is_empty() {
+            return 0;
+        }
+        candidates::top_p(cands, p.top_p, &mut self.weights);
+        candidates::min_p(cands, p.min_p);
+
+        let max = max_logit(cands);
+        self.weights.clear();
+        self.weights
+            .extend(cands.iter().map(|&(_, l)| fastexp::exp((l - max) * inv_t)));
+        let u = self.rng.uniform();
+        pick(&self.weights, u).map_or(cands[0].0, |i| cands[i].0)
+    }
+}
+
+/// Softmax weights at temperature 1/inv_t, unnormalised: exp((l - max) * inv_t).
+fn tempered_weights(scores: &[f32], max: f32, inv_t: f32, out: &mut Vec<f32>) {
+    out.clear();
+    out.extend(scores.iter().map(|&l| fastexp::exp((l - max) * inv_t)));
+}
+
+/// Index drawn with probability proportional to `weights`, `u` uniform in
+/// [0, 1). `None` only when every weight is 0.
+fn pick(weights: &[f32], u: f64) -> Option<usize> {
+    let target = u * fastexp::sum(weights);
+    let mut cumulative = 0.0;
+    let mut last_positive = None;
+    for (i, &w) in weights.iter().enumerate() {
+        if w > 0.0 {
+            cumulative += f64::from(w);
+            last_positive = Some(i);
+            if cumulative > target {
+                return Some(i);
+            }
+        }
+    }
+    // The running sum can end a rounding error short of the target.
+    last_positive
+}
+
+/// Index of the largest score, the lowest index among equals.
+fn argmax(scores: &[f32]) -> TokenId {
+    let mut best = 0;
+    let mut best_score = f32::NEG_INFINITY;
+    for (i, &s) in scores.iter().enumerate() {
+        if s > best_score {
+            best = i;
+            best_score = s;
+        }
+    }
+    best as TokenId
+}

@@ -1,0 +1,145 @@
+//! Command-line syntax. Kept apart from what the commands do.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "mlxr",
+    version,
+    about = "Run large language models locally (GGUF on the CPU).",
+    after_help = "Examples:
+  mlxr run -m ~/.cache/mlxr/models/SmolLM2-135M-Instruct.Q4_1.gguf
+  mlxr run -m model.gguf \"Why is the sky blue?\" --verbose
+  mlxr generate -m model.gguf --raw -n 32 --temperature 0 \"The capital of France is\"
+  mlxr tokenize -m model.gguf --pieces \"Hello, world!\""
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Chat with a model: one reply to PROMPT, or an interactive chat without it.
+    #[command(after_help = "Examples:
+  mlxr run -m SmolLM2-135M-Instruct.Q4_1.gguf               interactive chat (/bye or Ctrl-D to leave)
+  mlxr run -m SmolLM2-135M-Instruct.Q4_1.gguf \"Hi there\"    one reply, then exit
+  mlxr run -m model.gguf --verbose --temperature 0 \"2+2=\"   with timings
+
+In a chat, Ctrl-C stops the current reply; /bye or Ctrl-D leaves.")]
+    Run(RunArgs),
+    /// Complete a prompt (chat-templated unless --raw) and print the result.
+    #[command(after_help = "Examples:
+  mlxr generate -m model.gguf \"Write a haiku about rust\"
+  mlxr generate -m model.gguf --raw -n 32 --temperature 0 \"def fib(n):\"
+  mlxr generate -m model.gguf --raw --json --logprobs 3 -n 8 \"Once upon a time\"
+
+--json prints one object: {\"text\", \"tokens\", \"prompt_tokens\", \"finish_reason\",
+\"logprobs\" (with --logprobs), \"timings\": {\"prompt_n\", \"prompt_ms\", \"predicted_n\", \"predicted_ms\"}}.")]
+    Generate(GenerateArgs),
+    /// Print the token ids a model sees for TEXT (as a raw prompt) as a JSON array.
+    #[command(after_help = "Examples:
+  mlxr tokenize -m model.gguf \"Hello, world!\"            [1, 19556, 28, 905, 17]
+  mlxr tokenize -m model.gguf --pieces \"Hello\"           [{\"id\": 19556, \"piece\": \"Hello\"}]")]
+    Tokenize(TokenizeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ModelArgs {
+    /// Path to a GGUF model file.
+    #[arg(short = 'm', long = "model", value_name = "MODEL")]
+    pub model: PathBuf,
+    /// CPU threads (default: all cores).
+    #[arg(short = 't', long)]
+    pub threads: Option<usize>,
+    /// Context size in tokens (default: the model's trained context).
+    #[arg(short = 'c', long = "ctx-size")]
+    pub ctx_size: Option<usize>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SamplingArgs {
+    /// Sampling temperature; 0 picks the most likely token (greedy).
+    #[arg(long, default_value_t = 0.8)]
+    pub temperature: f32,
+    /// Keep only the K most likely tokens (0: off).
+    #[arg(long, default_value_t = 40)]
+    pub top_k: usize,
+    /// Keep the smallest set of tokens whose probability adds up to P (1: off).
+    #[arg(long, default_value_t = 0.95)]
+    pub top_p: f32,
+    /// Drop tokens less likely than P times the most likely one (0: off).
+    #[arg(long, default_value_t = 0.05)]
+    pub min_p: f32,
+    /// Penalise tokens repeated in the last --repeat-last-n tokens (1: off).
+    #[arg(long, default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    /// Window of the repetition penalties, in tokens.
+    #[arg(long, default_value_t = 64)]
+    pub repeat_last_n: usize,
+    /// OpenAI-style presence penalty.
+    #[arg(long, default_value_t = 0.0)]
+    pub presence_penalty: f32,
+    /// OpenAI-style frequency penalty.
+    #[arg(long, default_value_t = 0.0)]
+    pub frequency_penalty: f32,
+    /// Random seed: the same seed and settings give the same output.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Stop when this text appears (not printed). Repeatable.
+    #[arg(long = "stop", value_name = "TEXT")]
+    pub stop: Vec<String>,
+    /// Maximum tokens to generate (default: until the model stops or the context is full).
+    #[arg(short = 'n', long = "max-tokens", visible_alias = "n-predict")]
+    pub max_tokens: Option<usize>,
+    /// Keep generating past end-of-generation tokens.
+    #[arg(long)]
+    pub ignore_eos: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    /// A system prompt for the chat.
+    #[arg(long)]
+    pub system: Option<String>,
+    /// Print prompt-eval and eval speed after each reply.
+    #[arg(long)]
+    pub verbose: bool,
+    /// One message to answer; without it, an interactive chat starts.
+    pub prompt: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct GenerateArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    /// Use PROMPT as is, without the chat template.
+    #[arg(long)]
+    pub raw: bool,
+    /// Report the K most likely alternatives and the log-probability of each token.
+    #[arg(long, value_name = "K")]
+    pub logprobs: Option<usize>,
+    /// Print one JSON object instead of streaming text.
+    #[arg(long)]
+    pub json: bool,
+    pub prompt: String,
+}
+
+#[derive(Args, Debug)]
+pub struct TokenizeArgs {
+    /// Path to a GGUF model file.
+    #[arg(short = 'm', long = "model", value_name = "MODEL")]
+    pub model: PathBuf,
+    /// Print each token's text next to its id.
+    #[arg(long)]
+    pub pieces: bool,
+    pub text: String,
+}

@@ -1,0 +1,65 @@
+use std::io::Write;
+
+use anyhow::Result;
+use mlxr_engine::{ChatMessage, Event, GenerateRequest, Prompt, Session};
+use serde_json::json;
+
+use crate::cli::GenerateArgs;
+
+pub fn generate(args: GenerateArgs) -> Result<()> {
+    let lm = super::load_model(&args.model)?;
+    let prompt = if args.raw {
+        Prompt::Raw(args.prompt.clone())
+    } else {
+        Prompt::Chat(vec![ChatMessage {
+            role: "user".into(),
+            content: args.prompt.clone(),
+        }])
+    };
+    let request = GenerateRequest {
+        prompt,
+        sampling: super::sampling_params(&args.sampling, args.logprobs),
+        max_tokens: args.sampling.max_tokens,
+        stop: args.sampling.stop.clone(),
+        ignore_eos: args.sampling.ignore_eos,
+    };
+    let mut session = Session::new(&lm);
+    let stdout = std::io::stdout();
+    let generation = session.generate(&lm, &request, |event| {
+        if !args.json {
+            let text = match event {
+                Event::Token(t) => &t.text,
+                Event::Done { text, .. } => text,
+            };
+            let mut out = stdout.lock();
+            // A closed pipe (`| head`) ends the generation instead of failing it.
+            return out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_ok();
+        }
+        true
+    })?;
+    if args.json {
+        let mut out = json!({
+            "text": generation.text,
+            "tokens": generation.tokens,
+            "prompt_tokens": generation.prompt_tokens,
+            "finish_reason": generation.finish_reason,
+            "timings": generation.timings,
+        });
+        if args.logprobs.is_some() {
+            out["logprobs"] = json!(generation
+                .logprobs
+                .iter()
+                .map(|(chosen, top)| json!({
+                    "id": chosen.id,
+                    "token": chosen.token,
+                    "logprob": chosen.logprob,
+                    "top_logprobs": top,
+                }))
+                .collect::<Vec<_>>());
+        }
+        println!("{out}");
+    } else {
+        println!();
+    }
+    Ok(())
+}

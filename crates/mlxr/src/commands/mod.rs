@@ -1,0 +1,43 @@
+mod generate;
+mod run;
+mod tokenize;
+
+use anyhow::Result;
+use mlxr_engine::{LoadedModel, SamplingParams};
+
+use crate::cli::{Cli, Command, ModelArgs, SamplingArgs};
+
+pub fn dispatch(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Generate(args) => generate::generate(args),
+        Command::Tokenize(args) => tokenize::tokenize(args),
+    }
+}
+
+/// Applies `--threads` and loads the model.
+fn load_model(args: &ModelArgs) -> Result<LoadedModel> {
+    if let Some(n) = args.threads {
+        anyhow::ensure!(n > 0, "--threads must be at least 1");
+        // candle's CPU kernels size their pools from this variable; set it
+        // before the first tensor operation creates them.
+        std::env::set_var("RAYON_NUM_THREADS", n.to_string());
+    }
+    Ok(LoadedModel::load(&args.model, args.ctx_size)?)
+}
+
+fn sampling_params(args: &SamplingArgs, logprobs: Option<usize>) -> SamplingParams {
+    SamplingParams {
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        min_p: args.min_p,
+        repeat_penalty: args.repeat_penalty,
+        repeat_last_n: args.repeat_last_n,
+        presence_penalty: args.presence_penalty,
+        frequency_penalty: args.frequency_penalty,
+        logit_bias: Vec::new(),
+        seed: args.seed,
+        logprobs,
+    }
+}

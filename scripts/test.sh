@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs every MLXR test: formatting, lints, unit tests, reference-parity tests
+# against llama.cpp fixtures on the real models, and end-to-end CLI tests.
+# Models come from scripts/fetch-models.sh (run it first; tests that need a
+# model fail loudly when MLXR_REQUIRE_MODELS=1 and the file is missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export MLXR_MODELS_DIR="${MLXR_MODELS_DIR:-$HOME/.cache/mlxr/models}"
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo clippy"
+cargo clippy --release --workspace --all-targets -- -D warnings
+
+echo "== cargo test (release: the parity tests run real models)"
+cargo test --release --workspace
