@@ -105,4 +105,5 @@ REFERENCE=$REF
 LLAMA_BENCH=$BUILD/bin/llama-bench
 LLAMA_TOKENIZE=$BUILD/bin/llama-tokenize
 ENV
+cp "$BIN/env.sh" "$CACHE/env.sh"  # the pin built last
 log "ok: $REF"

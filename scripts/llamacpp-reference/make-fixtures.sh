@@ -5,7 +5,8 @@
 #
 #   scripts/llamacpp-reference/make-fixtures.sh            # everything
 #   SKIP_BENCH=1 scripts/llamacpp-reference/make-fixtures.sh
-#   SKIP_GENERATE=1 ...                                    # tokenize + chat templates only
+#   SKIP_GENERATE=1 ...   # tokenize + chat templates only (keeps the existing
+#                         # generate entries when model, llama.cpp and prompts match)
 #
 # Builds llama.cpp first (build.sh; cached, slow only the first time) and
 # fetches the models (scripts/fetch-models.sh, SHA-verified). CI never runs
@@ -23,7 +24,7 @@ NCTX=4096
 
 bash "$HERE/build.sh"
 # shellcheck disable=SC1090
-. "$(ls -d "$CACHE"/bin-*/env.sh | tail -n1)"
+. "$CACHE/env.sh"
 
 bash "$ROOT/scripts/fetch-models.sh" smollm2 >&2
 bash "$ROOT/scripts/fetch-models.sh" gemma3 >&2

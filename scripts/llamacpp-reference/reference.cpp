@@ -4,7 +4,8 @@
 // llama.cpp does for a model so that MLXR's tests can compare against it:
 // tokenization, chat-template rendering and greedy generation with logits.
 //
-//   reference MODEL.gguf [--threads N] [--ctx N] < requests.txt > responses.jsonl
+//   reference MODEL.gguf [--threads N] [--ctx N] [--kv-type f32|f16] [--flash-attn on|off]
+//             < requests.txt > responses.jsonl   (defaults: f32 KV cache, no flash attention)
 //
 // Requests come one per line on stdin, fields separated by TAB; every string
 // field is hex-encoded UTF-8 so that any byte (TAB, newline, NUL-free text)
@@ -131,6 +132,12 @@ static std::vector<std::string> split_tabs(const std::string & line) {
 struct Settings {
     int n_threads = 2;
     int n_ctx = 4096;
+    // MLXR's fixtures use an f32 KV cache and no flash attention: llama.cpp's
+    // f16 cache and f16 flash-attention accumulators round activations enough
+    // to flip its 8-bit activation quantization, which would make the
+    // reference differ from any f32 implementation by noise, not by bugs.
+    ggml_type kv_type = GGML_TYPE_F32;
+    bool flash_attn = false;
 };
 
 static llama_context_params make_cparams(const Settings & s) {
@@ -138,6 +145,9 @@ static llama_context_params make_cparams(const Settings & s) {
     p.n_ctx = s.n_ctx;
     p.n_threads = s.n_threads;
     p.n_threads_batch = s.n_threads;
+    p.type_k = s.kv_type;
+    p.type_v = s.kv_type;
+    p.flash_attn_type = s.flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
     // Everything else: llama.cpp defaults (recorded by `info`).
     return p;
 }
@@ -386,7 +396,7 @@ static void cmd_generate(llama_model * model, const Settings & s, const std::str
 
 int main(int argc, char ** argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s MODEL.gguf [--threads N] [--ctx N] < requests\n", argv[0]);
+        fprintf(stderr, "usage: %s MODEL.gguf [--threads N] [--ctx N] [--kv-type f32|f16] [--flash-attn on|off] < requests\n", argv[0]);
         return 2;
     }
     Settings s;
@@ -394,6 +404,8 @@ int main(int argc, char ** argv) {
         std::string a = argv[i];
         if (a == "--threads") s.n_threads = atoi(argv[i + 1]);
         else if (a == "--ctx") s.n_ctx = atoi(argv[i + 1]);
+        else if (a == "--kv-type") s.kv_type = std::string(argv[i + 1]) == "f16" ? GGML_TYPE_F16 : GGML_TYPE_F32;
+        else if (a == "--flash-attn") s.flash_attn = std::string(argv[i + 1]) == "on";
         else { fprintf(stderr, "unknown argument %s\n", a.c_str()); return 2; }
     }
     const char * v = getenv("REF_VERBOSE");

@@ -113,7 +113,10 @@ impl Session {
             let event = TokenEvent {
                 id,
                 text: update.emit,
-                logprob: req.sampling.logprobs.map(|_| logprob(lm, id, sampled.logprob)),
+                logprob: req
+                    .sampling
+                    .logprobs
+                    .map(|_| logprob(lm, id, sampled.logprob)),
                 top_logprobs: sampled
                     .top_logprobs
                     .iter()

@@ -15,10 +15,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut chunk = ids.clone();
     let t = std::time::Instant::now();
     for _ in 0..n {
-        let mut seqs = [SeqChunk { start_pos: pos, len: chunk.len(), cache: &mut cache }];
-        let logits = model.forward(&chunk, &mut seqs)?.squeeze(0)?.to_vec1::<f32>()?;
+        let mut seqs = [SeqChunk {
+            start_pos: pos,
+            len: chunk.len(),
+            cache: &mut cache,
+        }];
+        let logits = model
+            .forward(&chunk, &mut seqs)?
+            .squeeze(0)?
+            .to_vec1::<f32>()?;
         pos += chunk.len();
-        let (best, _) = logits.iter().enumerate().fold((0, f32::MIN), |a, (i, &v)| if v > a.1 { (i, v) } else { a });
+        let (best, _) =
+            logits
+                .iter()
+                .enumerate()
+                .fold((0, f32::MIN), |a, (i, &v)| if v > a.1 { (i, v) } else { a });
         ids.push(best as u32);
         chunk = vec![best as u32];
     }

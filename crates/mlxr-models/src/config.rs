@@ -162,7 +162,9 @@ impl ModelConfig {
         let pattern = meta
             .opt_u32("gemma3.attention.sliding_window_pattern")?
             .unwrap_or(6) as usize;
-        let local_base = meta.opt_f32("gemma3.rope.freq_base_swa")?.unwrap_or(10_000.0);
+        let local_base = meta
+            .opt_f32("gemma3.rope.freq_base_swa")?
+            .unwrap_or(10_000.0);
         if let Some(window) = meta.opt_u32("gemma3.attention.sliding_window")? {
             for (i, layer) in cfg.layers.iter_mut().enumerate() {
                 let is_global = pattern > 0 && (i + 1) % pattern == 0;

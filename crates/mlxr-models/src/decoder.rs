@@ -106,7 +106,10 @@ impl DecoderModel {
                 seqs.iter().map(|s| s.len).collect::<Vec<_>>()
             )));
         }
-        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.config.vocab_size) {
+        if let Some(&bad) = tokens
+            .iter()
+            .find(|&&t| t as usize >= self.config.vocab_size)
+        {
             return Err(ModelError::InvalidBatch(format!(
                 "token id {bad} is outside the vocabulary of {}",
                 self.config.vocab_size
@@ -127,7 +130,9 @@ impl DecoderModel {
         for layer in &self.layers {
             let rope = &self.ropes[layer.rope];
             let h = layer.attn_norm.forward(&x)?;
-            let mut h = layer.attention.forward(&h, rope, &tables[layer.rope], seqs)?;
+            let mut h = layer
+                .attention
+                .forward(&h, rope, &tables[layer.rope], seqs)?;
             if let Some(norm) = &layer.post_attn_norm {
                 h = norm.forward(&h)?;
             }

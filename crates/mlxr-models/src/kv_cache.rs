@@ -103,14 +103,23 @@ mod tests {
 
     fn chunk(heads: usize, start: usize, len: usize, dim: usize) -> Tensor {
         let data: Vec<f32> = (0..heads)
-            .flat_map(|h| (start..start + len).flat_map(move |p| (0..dim).map(move |d| (h * 100_000 + p * 100 + d) as f32)))
+            .flat_map(|h| {
+                (start..start + len)
+                    .flat_map(move |p| (0..dim).map(move |d| (h * 100_000 + p * 100 + d) as f32))
+            })
             .collect();
         Tensor::from_vec(data, (heads, len, dim), &Device::Cpu).unwrap()
     }
 
     #[test]
     fn appended_chunks_read_back_in_order_across_growth() {
-        for sizes in [vec![30, 40], vec![10, 60], vec![32, 38], vec![1; 70], vec![64, 1, 200]] {
+        for sizes in [
+            vec![30, 40],
+            vec![10, 60],
+            vec![32, 38],
+            vec![1; 70],
+            vec![64, 1, 200],
+        ] {
             let mut cache = ContiguousKvCache::new(1);
             let mut pos = 0;
             for len in sizes.iter().copied() {
@@ -118,7 +127,11 @@ mod tests {
                 let (k_all, v_all) = cache.append(0, pos, &k, &k).unwrap();
                 pos += len;
                 let want = chunk(3, 0, pos, 8).to_vec3::<f32>().unwrap();
-                assert_eq!(k_all.to_vec3::<f32>().unwrap(), want, "sizes {sizes:?} at {pos}");
+                assert_eq!(
+                    k_all.to_vec3::<f32>().unwrap(),
+                    want,
+                    "sizes {sizes:?} at {pos}"
+                );
                 assert_eq!(v_all.to_vec3::<f32>().unwrap(), want);
             }
         }

@@ -41,7 +41,7 @@ pub enum ModelError {
     Candle {
         context: String,
         #[source]
-        source: candle_core::Error,
+        source: Box<candle_core::Error>,
     },
 }
 
@@ -49,7 +49,7 @@ impl ModelError {
     pub fn candle(context: impl Into<String>, source: candle_core::Error) -> Self {
         ModelError::Candle {
             context: context.into(),
-            source,
+            source: Box::new(source),
         }
     }
 }

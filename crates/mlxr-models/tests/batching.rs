@@ -16,10 +16,16 @@ use mlxr_models::{ContiguousKvCache, DecoderModel, SeqChunk};
 fn model(file: &str) -> Option<DecoderModel> {
     let dir = std::env::var_os("MLXR_MODELS_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/mlxr/models"));
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/mlxr/models")
+        });
     let path = dir.join(file);
     if !path.exists() {
-        assert!(std::env::var("MLXR_REQUIRE_MODELS").as_deref() != Ok("1"), "{} missing", path.display());
+        assert!(
+            std::env::var("MLXR_REQUIRE_MODELS").as_deref() != Ok("1"),
+            "{} missing",
+            path.display()
+        );
         eprintln!("skipping: {} not found", path.display());
         return None;
     }
@@ -31,16 +37,31 @@ fn model(file: &str) -> Option<DecoderModel> {
 
 fn alone(model: &DecoderModel, tokens: &[u32]) -> Vec<f32> {
     let mut cache = ContiguousKvCache::new(model.config().n_layers);
-    let mut seqs = [SeqChunk { start_pos: 0, len: tokens.len(), cache: &mut cache }];
-    model.forward(tokens, &mut seqs).unwrap().squeeze(0).unwrap().to_vec1().unwrap()
+    let mut seqs = [SeqChunk {
+        start_pos: 0,
+        len: tokens.len(),
+        cache: &mut cache,
+    }];
+    model
+        .forward(tokens, &mut seqs)
+        .unwrap()
+        .squeeze(0)
+        .unwrap()
+        .to_vec1()
+        .unwrap()
 }
 
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 fn prompt(len: usize, salt: u32) -> Vec<u32> {
-    (0..len as u32).map(|i| 100 + (i * 37 + salt * 101) % 5000).collect()
+    (0..len as u32)
+        .map(|i| 100 + (i * 37 + salt * 101) % 5000)
+        .collect()
 }
 
 fn check(file: &str, long: usize) {
@@ -53,7 +74,11 @@ fn check(file: &str, long: usize) {
     // a and b prefilled in chunks of different sizes while c decodes one token at a time:
     // mixed prefill and decode in the same passes.
     let n = model.config().n_layers;
-    let (mut ca, mut cb, mut cc) = (ContiguousKvCache::new(n), ContiguousKvCache::new(n), ContiguousKvCache::new(n));
+    let (mut ca, mut cb, mut cc) = (
+        ContiguousKvCache::new(n),
+        ContiguousKvCache::new(n),
+        ContiguousKvCache::new(n),
+    );
     let (mut pa, mut pb, mut pc) = (0, 0, 0);
     let (mut la, mut lb, mut lc) = (vec![], vec![], vec![]);
     while pa < a.len() || pb < b.len() || pc < c.len() {
@@ -65,17 +90,29 @@ fn check(file: &str, long: usize) {
         let take_c = (c.len() - pc).min(1);
         if take_a > 0 {
             tokens.extend_from_slice(&a[pa..pa + take_a]);
-            seqs.push(SeqChunk { start_pos: pa, len: take_a, cache: &mut ca });
+            seqs.push(SeqChunk {
+                start_pos: pa,
+                len: take_a,
+                cache: &mut ca,
+            });
             which.push(0);
         }
         if take_b > 0 {
             tokens.extend_from_slice(&b[pb..pb + take_b]);
-            seqs.push(SeqChunk { start_pos: pb, len: take_b, cache: &mut cb });
+            seqs.push(SeqChunk {
+                start_pos: pb,
+                len: take_b,
+                cache: &mut cb,
+            });
             which.push(1);
         }
         if take_c > 0 {
             tokens.extend_from_slice(&c[pc..pc + take_c]);
-            seqs.push(SeqChunk { start_pos: pc, len: take_c, cache: &mut cc });
+            seqs.push(SeqChunk {
+                start_pos: pc,
+                len: take_c,
+                cache: &mut cc,
+            });
             which.push(2);
         }
         let logits = model.forward(&tokens, &mut seqs).unwrap();
@@ -93,7 +130,10 @@ fn check(file: &str, long: usize) {
     }
     for (name, got, want) in [("a", &la, &ra), ("b", &lb, &rb), ("c", &lc, &rc)] {
         let d = max_diff(got, want);
-        assert!(d < 1e-3, "{file}: sequence {name}: batched logits differ by {d}");
+        assert!(
+            d < 1e-3,
+            "{file}: sequence {name}: batched logits differ by {d}"
+        );
     }
 }
 

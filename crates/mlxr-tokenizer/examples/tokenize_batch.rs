@@ -20,11 +20,15 @@ fn hex_decode(s: &str) -> Vec<u8> {
     if s == "-" {
         return Vec::new();
     }
-    (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).expect("hex")).collect()
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).expect("hex"))
+        .collect()
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = std::env::args().nth(1).ok_or("usage: tokenize_batch MODEL.gguf < requests")?;
+    let path = std::env::args()
+        .nth(1)
+        .ok_or("usage: tokenize_batch MODEL.gguf < requests")?;
     let file = GgufFile::open(&path)?;
     let tok = Tokenizer::from_gguf(file.metadata())?;
     let flags_mode = std::env::args().any(|a| a == "--flags");
@@ -40,7 +44,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             let text = String::from_utf8(hex_decode(f[3]))?;
             let ids = tok.encode(&text, f[1] == "1", f[2] == "1");
-            let pieces: Vec<String> = ids.iter().map(|&id| hex(&tok.token_to_piece(id, false))).collect();
+            let pieces: Vec<String> = ids
+                .iter()
+                .map(|&id| hex(&tok.token_to_piece(id, false)))
+                .collect();
             let detok = hex(&tok.decode_bytes(&ids, false));
             let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
             writeln!(
@@ -57,9 +64,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let text = String::from_utf8(hex_decode(f[2]))?;
         let ids = tok.encode(&text, true, true);
-        let detok: String = tok.decode_bytes(&ids, true).iter().map(|b| format!("{b:02x}")).collect();
+        let detok: String = tok
+            .decode_bytes(&ids, true)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
-        writeln!(out, "{{\"id\":\"{}\",\"ids\":[{}],\"detok_hex\":\"{detok}\"}}", f[1], ids.join(","))?;
+        writeln!(
+            out,
+            "{{\"id\":\"{}\",\"ids\":[{}],\"detok_hex\":\"{detok}\"}}",
+            f[1],
+            ids.join(",")
+        )?;
     }
     Ok(())
 }

@@ -7,14 +7,18 @@ use mlxr_formats::gguf::GgufFile;
 use mlxr_tokenizer::Tokenizer;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = std::env::args().nth(1).ok_or("usage: vocab_info MODEL.gguf")?;
+    let path = std::env::args()
+        .nth(1)
+        .ok_or("usage: vocab_info MODEL.gguf")?;
     let file = GgufFile::open(&path)?;
     let tok = Tokenizer::from_gguf(file.metadata())?;
     let id = |x: Option<u32>| x.map_or(-1, |v| v as i64);
     let eog: Vec<String> = tok.eog_ids().iter().map(u32::to_string).collect();
     let mut h: u64 = 0;
     for i in 0..tok.vocab_size() as u32 {
-        h = h.wrapping_mul(1000003).wrapping_add(tok.token_attrs(i).unwrap().bits() as u64);
+        h = h
+            .wrapping_mul(1000003)
+            .wrapping_add(tok.token_attrs(i).unwrap().bits() as u64);
     }
     println!(
         "bos={} eos={} eot={} add_bos={} add_eos={} eog=[{}] attrs={h}",

@@ -431,7 +431,9 @@ pub(crate) fn build(src: Source<'_>) -> Result<Tokenizer, TokenizerError> {
         }
         let found: Vec<u32> = texts.iter().filter_map(|t| vocab.get(t)).collect();
         let chosen = if found.len() > 1 {
-            let pos = map_order.get_or_insert_with(|| stdmap::iteration_positions((0..n as u32).map(|id| vocab.text(id))));
+            let pos = map_order.get_or_insert_with(|| {
+                stdmap::iteration_positions((0..n as u32).map(|id| vocab.text(id)))
+            });
             found.iter().copied().min_by_key(|&id| pos[id as usize])
         } else {
             found.first().copied()

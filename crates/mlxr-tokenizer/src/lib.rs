@@ -11,6 +11,15 @@
 //!   llama.cpp's score-ordered bigram merging with `<0xNN>` byte fallback
 //!   (Llama 2, Gemma 1-3, Mistral v1, ...).
 //!
+//! Checked against llama.cpp as vendored by llama-cpp-python 0.3.36 (commit
+//! 0c1e57098): `tests/llamacpp_parity.rs` (the real models' fixtures) and
+//! `tests/llamacpp_vocab_suite.rs` (llama.cpp's own `ggml-vocab-*` test
+//! vectors, when a llama.cpp checkout is at hand). Not supported: WordPiece
+//! (`bert`), Unigram (`t5`), RWKV and PLaMo-2 models, and the pre-tokenizer
+//! types whose llama.cpp splitters are bespoke or whose patterns are not
+//! transcribed here (`deepseek-llm`, `kimi-k2`, `afmoe`, `tiny_aya`, ...):
+//! those fail to load with a clear error instead of tokenizing differently.
+//!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use mlxr_tokenizer::{StreamDecoder, Tokenizer};
@@ -416,6 +425,11 @@ impl Tokenizer {
     /// Whether SPM text gets a leading space (`add_space_prefix`).
     pub fn add_space_prefix(&self) -> bool {
         self.add_space_prefix
+    }
+    /// Whether [`Tokenizer::decode`] drops spaces before punctuation (llama.cpp's
+    /// `clean_spaces`; on for GPT-2-style BPE, off for SmolLM, Qwen, SPM ...).
+    pub fn clean_spaces(&self) -> bool {
+        self.clean_spaces
     }
     /// `remove_extra_whitespaces` as read (only Unigram tokenizers use it).
     pub fn remove_extra_whitespaces(&self) -> bool {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use mlxr_formats::gguf::GgufFile;
-use mlxr_tokenizer::{StreamDecoder, Tokenizer, TokenizerKind};
+use mlxr_tokenizer::{StreamDecoder, Tokenizer};
 use serde_json::Value;
 
 const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -132,6 +132,44 @@ fn show(tok: &Tokenizer, ids: &[u32]) -> String {
     pieces.join(" ")
 }
 
+/// `generate[]` entries that recorded generated ids and llama.cpp's
+/// detokenization of them (`llama_detokenize(ids, remove_special = false,
+/// unparse_special = true)`).
+fn generated_outputs(fixture: &str) -> Vec<(String, Vec<u32>, String)> {
+    let path = fixtures_dir().join(fixture);
+    let Ok(json) = std::fs::read_to_string(&path) else {
+        return Vec::new();
+    };
+    let v: Value =
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut out = Vec::new();
+    for (i, e) in v["generate"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+        .iter()
+        .enumerate()
+    {
+        let what = format!("generate[{i}]");
+        let text = match (
+            e.get("text_hex").and_then(Value::as_str),
+            e.get("text").and_then(Value::as_str),
+        ) {
+            (Some(hex), _) => {
+                let bytes: Vec<u8> = (0..hex.len() / 2)
+                    .map(|k| u8::from_str_radix(&hex[2 * k..2 * k + 2], 16).unwrap())
+                    .collect();
+                String::from_utf8_lossy(&bytes).into_owned()
+            }
+            (None, Some(t)) => t.to_string(),
+            _ => continue,
+        };
+        let Some(ids) = e.get("ids") else { continue };
+        out.push((what.clone(), ids_of(ids, &what), text));
+    }
+    out
+}
+
 fn check_parity(model: &str, fixture: &str) {
     let Some(tok) = load(model) else { return };
     let cases = cases(fixture);
@@ -177,14 +215,27 @@ fn check_parity(model: &str, fixture: &str) {
         let mut stream = StreamDecoder::with_special(c.parse_special);
         let mut streamed: String = body.iter().map(|&id| stream.push(&tok, id)).collect();
         streamed.push_str(&stream.finish());
-        let plain = String::from_utf8_lossy(&tok.decode_bytes(body, c.parse_special)).into_owned();
-        if tok.kind() == TokenizerKind::SentencePiece
-            && !tok.add_space_prefix()
-            && streamed != plain
-        {
+        if !tok.clean_spaces() && !tok.add_space_prefix() && streamed != decoded {
             failures.push(format!(
-                "{}: streaming differs\n  decode: {plain:?}\n  stream: {streamed:?}",
+                "{}: streaming differs\n  decode: {decoded:?}\n  stream: {streamed:?}",
                 c.what
+            ));
+        }
+    }
+    // Generated ids decode (and stream) to the text llama.cpp made of them.
+    for (what, ids, text) in generated_outputs(fixture) {
+        let decoded = tok.decode(&ids, true);
+        if decoded != text {
+            failures.push(format!(
+                "{what}: decoding generated ids\n  llama.cpp: {text:?}\n  mlxr:      {decoded:?}"
+            ));
+        }
+        let mut stream = StreamDecoder::with_special(true);
+        let mut streamed: String = ids.iter().map(|&id| stream.push(&tok, id)).collect();
+        streamed.push_str(&stream.finish());
+        if !tok.clean_spaces() && !tok.add_space_prefix() && streamed != text {
+            failures.push(format!(
+                "{what}: streaming generated ids\n  llama.cpp: {text:?}\n  stream:    {streamed:?}"
             ));
         }
     }
@@ -281,25 +332,61 @@ fn end_of_generation_sets() {
     }
 }
 
+/// Streams `text`'s tokens; returns what each token emitted (plus `finish`).
+fn stream_parts(tok: &Tokenizer, text: &str) -> Vec<String> {
+    let ids = tok.encode(text, false, false);
+    let mut stream = StreamDecoder::new();
+    let mut parts: Vec<String> = ids.iter().map(|&i| stream.push(tok, i)).collect();
+    parts.push(stream.finish());
+    assert_eq!(parts.concat(), text);
+    // Nothing is emitted mid-character: no replacement characters anywhere.
+    assert!(parts.iter().all(|p| !p.contains('\u{FFFD}')), "{parts:?}");
+    parts
+}
+
 #[test]
 fn gemma3_streams_byte_fallback_emoji() {
     let Some(tok) = load(GEMMA3) else { return };
-    // A rare emoji that Gemma has no piece for comes out as <0xNN> tokens.
-    let text = "a\u{1FAE8}b";
-    let ids = tok.encode(text, false, false);
-    let bytes = ids
-        .iter()
-        .filter(|&&i| tok.token_attrs(i).unwrap().is_byte())
-        .count();
-    let mut stream = StreamDecoder::new();
-    let parts: Vec<String> = ids.iter().map(|&i| stream.push(&tok, i)).collect();
-    assert_eq!(parts.concat() + &stream.finish(), text);
-    if bytes > 1 {
-        // Nothing is emitted mid-character, and no replacement characters.
-        assert!(parts.iter().all(|p| !p.contains('\u{FFFD}')));
-        assert!(
-            parts.iter().filter(|p| p.is_empty()).count() >= bytes - 1,
-            "{parts:?}"
-        );
-    }
+    // Characters Gemma has no piece for come out as four <0xNN> tokens each.
+    let parts = stream_parts(&tok, "a\u{1FAE8}b \u{1D54F}");
+    assert_eq!(
+        parts,
+        [
+            "a",
+            "",
+            "",
+            "",
+            "\u{1FAE8}",
+            "b",
+            " ",
+            "",
+            "",
+            "",
+            "\u{1D54F}",
+            ""
+        ]
+    );
+}
+
+#[test]
+fn smollm2_streams_characters_split_across_tokens() {
+    let Some(tok) = load(SMOLLM2) else { return };
+    // Byte-level BPE spreads these characters' bytes over several tokens.
+    let parts = stream_parts(&tok, "a\u{1FAE8}b \u{65E5}\u{672C}");
+    // "Ġæ" carries the space and the first byte of 日: the space goes out at once.
+    assert_eq!(
+        parts,
+        [
+            "a",
+            "",
+            "",
+            "\u{1FAE8}",
+            "b",
+            " ",
+            "",
+            "\u{65E5}",
+            "\u{672C}",
+            ""
+        ]
+    );
 }

@@ -46,9 +46,20 @@ fn load_vectors(gguf: &std::path::Path) -> Option<Vec<(String, Vec<u32>)>> {
             }
         }
     }
-    let ids: Vec<Vec<u32>> =
-        out.lines().map(|l| l.split_whitespace().map(|t| t.parse().expect("token id")).collect()).collect();
-    assert_eq!(texts.len(), ids.len(), "{}: .inp and .out disagree", gguf.display());
+    let ids: Vec<Vec<u32>> = out
+        .lines()
+        .map(|l| {
+            l.split_whitespace()
+                .map(|t| t.parse().expect("token id"))
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        texts.len(),
+        ids.len(),
+        "{}: .inp and .out disagree",
+        gguf.display()
+    );
     Some(texts.into_iter().zip(ids).collect())
 }
 
@@ -67,12 +78,16 @@ fn llamacpp_vocab_test_vectors() {
     let mut failures = Vec::new();
     let mut checked = 0;
     for path in entries {
-        let Some(vectors) = load_vectors(&path) else { continue };
+        let Some(vectors) = load_vectors(&path) else {
+            continue;
+        };
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let file = GgufFile::open(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
         let tok = match Tokenizer::from_gguf(file.metadata()) {
             Ok(t) => t,
-            Err(e @ (TokenizerError::UnsupportedModel(_) | TokenizerError::UnknownPreTokenizer(_))) => {
+            Err(
+                e @ (TokenizerError::UnsupportedModel(_) | TokenizerError::UnknownPreTokenizer(_)),
+            ) => {
                 eprintln!("{name}: not supported: {e}");
                 continue;
             }
@@ -83,12 +98,19 @@ fn llamacpp_vocab_test_vectors() {
             let got = tok.encode(text, false, false);
             if &got != want {
                 bad += 1;
-                failures.push(format!("{name}: {text:?}\n  llama.cpp: {want:?}\n  mlxr:      {got:?}"));
+                failures.push(format!(
+                    "{name}: {text:?}\n  llama.cpp: {want:?}\n  mlxr:      {got:?}"
+                ));
             }
         }
         checked += 1;
         eprintln!("{name}: {} vectors, {bad} differ", vectors.len());
     }
     eprintln!("{checked} vocabularies checked from {}", dir.display());
-    assert!(failures.is_empty(), "{} vectors differ:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} vectors differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

@@ -15,7 +15,9 @@ fn mlxr() -> Command {
 fn smollm2() -> Option<PathBuf> {
     let dir = std::env::var_os("MLXR_MODELS_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/mlxr/models"));
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/mlxr/models")
+        });
     let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
     if path.exists() {
         return Some(path);
@@ -30,7 +32,8 @@ fn smollm2() -> Option<PathBuf> {
 }
 
 fn fixture() -> Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/llamacpp/smollm2.json");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/llamacpp/smollm2.json");
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
@@ -77,13 +80,23 @@ fn help_shows_examples() {
 
 #[test]
 fn missing_and_non_gguf_files_are_one_line_errors() {
-    let out = mlxr().args(["generate", "-m", "/no/such/model.gguf", "hi"]).output().unwrap();
+    let out = mlxr()
+        .args(["generate", "-m", "/no/such/model.gguf", "hi"])
+        .output()
+        .unwrap();
     assert_one_line_error(out, "/no/such/model.gguf");
 
     let mut not_gguf = tempfile::NamedTempFile::new().unwrap();
-    not_gguf.write_all(b"PK\x03\x04 this is a zip, not a model").unwrap();
+    not_gguf
+        .write_all(b"PK\x03\x04 this is a zip, not a model")
+        .unwrap();
     for sub in ["generate", "run", "tokenize"] {
-        let out = mlxr().args([sub, "-m"]).arg(not_gguf.path()).arg("hi").output().unwrap();
+        let out = mlxr()
+            .args([sub, "-m"])
+            .arg(not_gguf.path())
+            .arg("hi")
+            .output()
+            .unwrap();
         assert_one_line_error(out, "GGUF");
     }
 }
@@ -94,13 +107,30 @@ fn tokenize_matches_llamacpp() {
     let fx = fixture();
     for case in fx["tokenize"].as_array().unwrap().iter().take(8) {
         let text = case["text"].as_str().unwrap();
-        let out = ok(mlxr().arg("tokenize").arg("-m").arg(&model).arg(text).output().unwrap());
+        let out = ok(mlxr()
+            .arg("tokenize")
+            .arg("-m")
+            .arg(&model)
+            .arg(text)
+            .output()
+            .unwrap());
         let ids: Value = serde_json::from_str(&out).unwrap();
         assert_eq!(ids, case["ids"], "text {text:?}");
     }
-    let out = ok(mlxr().arg("tokenize").arg("-m").arg(&model).args(["--pieces", "Hello world"]).output().unwrap());
+    let out = ok(mlxr()
+        .arg("tokenize")
+        .arg("-m")
+        .arg(&model)
+        .args(["--pieces", "Hello world"])
+        .output()
+        .unwrap());
     let pieces: Value = serde_json::from_str(&out).unwrap();
-    let text: String = pieces.as_array().unwrap().iter().map(|p| p["piece"].as_str().unwrap()).collect();
+    let text: String = pieces
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["piece"].as_str().unwrap())
+        .collect();
     assert!(text.ends_with("Hello world"), "{pieces}");
 }
 
@@ -116,10 +146,18 @@ fn greedy_generate_json_matches_llamacpp() {
         .expect("a raw prompt in the fixture");
     // Compare while llama.cpp's choice is unambiguous.
     let gaps = case["top2_gap"].as_array().unwrap();
-    let clear = gaps.iter().take_while(|g| g.as_f64().unwrap() >= 0.05).count().min(16);
+    let clear = gaps
+        .iter()
+        .take_while(|g| g.as_f64().unwrap() >= 0.05)
+        .count()
+        .min(16);
     assert!(clear > 0);
     let n = clear.to_string();
-    let out = json_generate(&model, &["--temperature", "0", "-n", &n], case["prompt"].as_str().unwrap());
+    let out = json_generate(
+        &model,
+        &["--temperature", "0", "-n", &n],
+        case["prompt"].as_str().unwrap(),
+    );
     let expected: Vec<Value> = case["ids"].as_array().unwrap()[..clear].to_vec();
     assert_eq!(out["tokens"].as_array().unwrap()[..clear], expected[..]);
     assert_eq!(out["prompt_tokens"], case["prompt_ids"]);
@@ -134,7 +172,18 @@ fn greedy_generate_json_matches_llamacpp() {
 #[test]
 fn seeded_sampling_is_reproducible() {
     let Some(model) = smollm2() else { return };
-    let args = ["--temperature", "1.0", "--top-k", "0", "--top-p", "1", "--min-p", "0", "-n", "12"];
+    let args = [
+        "--temperature",
+        "1.0",
+        "--top-k",
+        "0",
+        "--top-p",
+        "1",
+        "--min-p",
+        "0",
+        "-n",
+        "12",
+    ];
     let run = |seed: &str| {
         let mut a = args.to_vec();
         a.extend(["--seed", seed]);
@@ -143,7 +192,10 @@ fn seeded_sampling_is_reproducible() {
     let first = run("7");
     assert_eq!(first, run("7"));
     let others: Vec<Value> = ["8", "9", "10"].iter().map(|s| run(s)).collect();
-    assert!(others.iter().any(|o| *o != first), "different seeds all gave {first}");
+    assert!(
+        others.iter().any(|o| *o != first),
+        "different seeds all gave {first}"
+    );
 }
 
 #[test]
@@ -156,7 +208,11 @@ fn stop_string_ends_the_reply_and_is_not_printed() {
     let words: Vec<&str> = text.split_whitespace().collect();
     assert!(words.len() >= 3, "{text:?}");
     let stop = words[2];
-    let cut = json_generate(&model, &["--temperature", "0", "-n", "16", "--stop", stop], prompt);
+    let cut = json_generate(
+        &model,
+        &["--temperature", "0", "-n", "16", "--stop", stop],
+        prompt,
+    );
     let cut_text = cut["text"].as_str().unwrap();
     assert_eq!(cut["finish_reason"], "stop");
     assert!(!cut_text.contains(stop), "{cut_text:?} contains {stop:?}");
@@ -166,7 +222,11 @@ fn stop_string_ends_the_reply_and_is_not_printed() {
 #[test]
 fn logprobs_report_top_alternatives() {
     let Some(model) = smollm2() else { return };
-    let out = json_generate(&model, &["--temperature", "0", "-n", "4", "--logprobs", "3"], "Hello");
+    let out = json_generate(
+        &model,
+        &["--temperature", "0", "-n", "4", "--logprobs", "3"],
+        "Hello",
+    );
     let lps = out["logprobs"].as_array().unwrap();
     assert_eq!(lps.len(), 4);
     for (entry, id) in lps.iter().zip(out["tokens"].as_array().unwrap()) {
@@ -190,7 +250,14 @@ fn run_answers_one_prompt() {
         .arg("run")
         .arg("-m")
         .arg(&model)
-        .args(["--temperature", "0", "-n", "24", "--verbose", "What is the capital of France?"])
+        .args([
+            "--temperature",
+            "0",
+            "-n",
+            "24",
+            "--verbose",
+            "What is the capital of France?",
+        ])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();

@@ -58,9 +58,18 @@ impl Attention {
         seqs: &mut [SeqChunk<'_>],
     ) -> Result<Tensor> {
         let tokens = x.dim(0)?;
-        let mut q = self.wq.forward(x)?.reshape((tokens, self.n_heads, self.head_dim))?;
-        let mut k = self.wk.forward(x)?.reshape((tokens, self.n_kv_heads, self.head_dim))?;
-        let v = self.wv.forward(x)?.reshape((tokens, self.n_kv_heads, self.head_dim))?;
+        let mut q = self
+            .wq
+            .forward(x)?
+            .reshape((tokens, self.n_heads, self.head_dim))?;
+        let mut k = self
+            .wk
+            .forward(x)?
+            .reshape((tokens, self.n_kv_heads, self.head_dim))?;
+        let v = self
+            .wv
+            .forward(x)?
+            .reshape((tokens, self.n_kv_heads, self.head_dim))?;
         if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
             q = qn.forward(&q)?;
             k = kn.forward(&k)?;
@@ -84,7 +93,13 @@ impl Attention {
 
     /// Dense attention of one chunk. `q`: `[len, n_heads, d]`, `k_all`/`v_all`:
     /// `[n_kv_heads, start_pos + len, d]`; returns `[len, n_heads * d]`.
-    fn attend(&self, q: &Tensor, k_all: &Tensor, v_all: &Tensor, start_pos: usize) -> Result<Tensor> {
+    fn attend(
+        &self,
+        q: &Tensor,
+        k_all: &Tensor,
+        v_all: &Tensor,
+        start_pos: usize,
+    ) -> Result<Tensor> {
         let len = q.dim(0)?;
         let kv_len = k_all.dim(1)?;
         let group = self.n_heads / self.n_kv_heads;
@@ -131,4 +146,3 @@ impl Attention {
         Ok(Some(Tensor::from_vec(mask, (len, kv_len), device)?))
     }
 }
-

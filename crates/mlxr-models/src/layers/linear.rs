@@ -13,7 +13,12 @@ pub struct QLinear {
 
 impl QLinear {
     /// `W` has shape `[out_features, in_features]`.
-    pub fn load(w: &GgufWeights, name: &str, out_features: usize, in_features: usize) -> Result<Self> {
+    pub fn load(
+        w: &GgufWeights,
+        name: &str,
+        out_features: usize,
+        in_features: usize,
+    ) -> Result<Self> {
         Self::from_qtensor(Arc::new(w.qtensor(name, &[out_features, in_features])?))
     }
 

@@ -1,5 +1,6 @@
 //! Building blocks of the decoder.
 
+pub mod activation;
 pub mod attention;
 pub mod linear;
 pub mod mlp;

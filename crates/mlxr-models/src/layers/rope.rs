@@ -57,7 +57,9 @@ impl Rope {
         let rotate = |x: &Tensor| -> Result<Tensor> {
             let x = x.reshape((tokens, heads, 1, self.dim))?.contiguous()?;
             let y = match self.style {
-                RopeStyle::Interleaved => candle_nn::rotary_emb::rope_i(&x, &tables.cos, &tables.sin)?,
+                RopeStyle::Interleaved => {
+                    candle_nn::rotary_emb::rope_i(&x, &tables.cos, &tables.sin)?
+                }
                 RopeStyle::Halves => candle_nn::rotary_emb::rope(&x, &tables.cos, &tables.sin)?,
             };
             Ok(y.reshape((tokens, heads, self.dim))?)

@@ -33,7 +33,10 @@ pub fn generate(args: GenerateArgs) -> Result<()> {
             };
             let mut out = stdout.lock();
             // A closed pipe (`| head`) ends the generation instead of failing it.
-            return out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_ok();
+            return out
+                .write_all(text.as_bytes())
+                .and_then(|_| out.flush())
+                .is_ok();
         }
         true
     })?;

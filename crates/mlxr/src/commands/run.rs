@@ -15,11 +15,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let mut chat = Chat {
         lm: &lm,
         session: Session::new(&lm),
-        messages: args
-            .system
-            .iter()
-            .map(|s| message("system", s))
-            .collect(),
+        messages: args.system.iter().map(|s| message("system", s)).collect(),
         args: &args,
         interrupted: Arc::new(AtomicBool::new(false)),
     };
@@ -122,10 +118,16 @@ fn message(role: &str, content: &str) -> ChatMessage {
 fn print_timings(t: &Timings) {
     eprintln!("prompt eval count:    {} token(s)", t.prompt_n);
     eprintln!("prompt eval duration: {}", duration(t.prompt_ms));
-    eprintln!("prompt eval rate:     {:.2} tokens/s", t.prompt_tokens_per_second());
+    eprintln!(
+        "prompt eval rate:     {:.2} tokens/s",
+        t.prompt_tokens_per_second()
+    );
     eprintln!("eval count:           {} token(s)", t.predicted_n);
     eprintln!("eval duration:        {}", duration(t.predicted_ms));
-    eprintln!("eval rate:            {:.2} tokens/s", t.predicted_tokens_per_second());
+    eprintln!(
+        "eval rate:            {:.2} tokens/s",
+        t.predicted_tokens_per_second()
+    );
 }
 
 fn duration(ms: f64) -> String {

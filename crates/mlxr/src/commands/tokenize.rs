@@ -8,7 +8,8 @@ use crate::cli::TokenizeArgs;
 pub fn tokenize(args: TokenizeArgs) -> Result<()> {
     let path = args.model.display();
     let file = GgufFile::open(&args.model).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
-    let tokenizer = Tokenizer::from_gguf(file.metadata()).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+    let tokenizer =
+        Tokenizer::from_gguf(file.metadata()).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
     let ids = tokenizer.encode(&args.text, true, true);
     let out = if args.pieces {
         json!(ids

@@ -1,0 +1,116 @@
+//! Chat prompts end to end against llama.cpp: the template renders the same
+//! text, the tokenizer gives the same ids, and greedy generation through the
+//! engine (sampler, EOG handling) gives the same tokens while llama.cpp's
+//! choice is unambiguous.
+
+use std::path::PathBuf;
+
+use mlxr_engine::{ChatMessage, GenerateRequest, LoadedModel, Prompt, SamplingParams, Session};
+use serde_json::Value;
+
+const AMBIGUOUS_GAP: f64 = 0.05;
+
+fn fixture(name: &str) -> Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/llamacpp")
+        .join(format!("{name}.json"));
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+fn load(fx: &Value) -> Option<LoadedModel> {
+    let dir = std::env::var_os("MLXR_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/mlxr/models")
+        });
+    let path = dir.join(fx["model_file"].as_str().unwrap());
+    if !path.exists() {
+        assert!(
+            std::env::var("MLXR_REQUIRE_MODELS").as_deref() != Ok("1"),
+            "{} missing: run scripts/fetch-models.sh",
+            path.display()
+        );
+        eprintln!("skipping: {} not found", path.display());
+        return None;
+    }
+    Some(LoadedModel::load(&path, Some(4096)).unwrap())
+}
+
+fn messages(v: &Value) -> Vec<ChatMessage> {
+    serde_json::from_value(v.clone()).unwrap()
+}
+
+#[test]
+fn smollm2_chat_template_renders_like_llamacpp() {
+    let fx = fixture("smollm2");
+    let Some(lm) = load(&fx) else { return };
+    let cases = fx["chat_template"]["cases"].as_array().unwrap();
+    assert!(!cases.is_empty());
+    for case in cases {
+        let rendered = lm
+            .template
+            .render(
+                &messages(&case["messages"]),
+                case["add_generation_prompt"].as_bool().unwrap(),
+            )
+            .unwrap();
+        assert_eq!(
+            rendered,
+            case["rendered"].as_str().unwrap(),
+            "case {}",
+            case["name"]
+        );
+    }
+}
+
+fn greedy_chat_cases(name: &str) {
+    let fx = fixture(name);
+    let Some(lm) = load(&fx) else { return };
+    let mut checked = 0;
+    for case in fx["generate"].as_array().unwrap() {
+        if case["kind"] != "chat" {
+            continue;
+        }
+        let msgs = messages(&case["messages"]);
+        assert_eq!(
+            lm.render_chat(&msgs).unwrap(),
+            case["prompt"].as_str().unwrap()
+        );
+        let ids: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();
+        let gaps: Vec<f64> = serde_json::from_value(case["top2_gap"].clone()).unwrap();
+        let clear = gaps.iter().take_while(|&&g| g >= AMBIGUOUS_GAP).count();
+        let mut req = GenerateRequest::new(Prompt::Chat(msgs));
+        req.sampling = SamplingParams::greedy();
+        req.max_tokens = Some(clear.max(1));
+        let out = Session::new(&lm).generate(&lm, &req, |_| true).unwrap();
+        let prompt_ids: Vec<u32> = serde_json::from_value(case["prompt_ids"].clone()).unwrap();
+        assert_eq!(
+            out.prompt_tokens, prompt_ids,
+            "{name}/{}: prompt ids",
+            case["name"]
+        );
+        let n = clear.min(out.tokens.len());
+        assert_eq!(
+            out.tokens[..n],
+            ids[..n],
+            "{name}/{}: greedy tokens",
+            case["name"]
+        );
+        if n < clear {
+            // We stopped early: only an end-of-generation token may do that, and llama.cpp agrees.
+            assert!(lm.tokenizer.is_eog(*out.tokens.last().unwrap()));
+        }
+        checked += 1;
+    }
+    eprintln!("{name}: {checked} chat prompts matched llama.cpp");
+}
+
+#[test]
+fn smollm2_greedy_chat_matches_llamacpp() {
+    greedy_chat_cases("smollm2");
+}
+
+#[test]
+fn gemma3_greedy_chat_matches_llamacpp() {
+    greedy_chat_cases("gemma3");
+}
