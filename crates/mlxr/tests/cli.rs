@@ -243,28 +243,32 @@ fn logprobs_report_top_alternatives() {
     }
 }
 
+/// `run` answers through the same engine path as `generate` (chat template,
+/// greedy), whose ids are checked against llama.cpp above and in the engine tests.
 #[test]
-fn run_answers_one_prompt() {
+fn run_answers_one_prompt_like_generate() {
     let Some(model) = smollm2() else { return };
+    let question = "Write a Python function that checks whether a number is prime.";
     let out = mlxr()
         .arg("run")
         .arg("-m")
         .arg(&model)
-        .args([
-            "--temperature",
-            "0",
-            "-n",
-            "24",
-            "--verbose",
-            "What is the capital of France?",
-        ])
+        .args(["--temperature", "0", "-n", "20", "--verbose", question])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     let reply = ok(out);
-    assert!(reply.contains("Paris"), "reply: {reply:?}");
-    assert!(stderr.contains("eval rate:"), "stderr: {stderr}");
+    let generated = ok(mlxr()
+        .arg("generate")
+        .arg("-m")
+        .arg(&model)
+        .args(["--temperature", "0", "-n", "20", question])
+        .output()
+        .unwrap());
+    assert!(reply.trim().len() > 10, "reply: {reply:?}");
+    assert_eq!(reply, generated);
     assert!(stderr.contains("prompt eval rate:"), "stderr: {stderr}");
+    assert!(stderr.contains("\neval rate:"), "stderr: {stderr}");
 }
 
 #[test]
