@@ -15,4 +15,4 @@ echo "== cargo clippy"
 cargo clippy --release --workspace --all-targets -- -D warnings
 
 echo "== cargo test (release: the parity tests run real models)"
-cargo test --release --workspace
+cargo test --release --workspace --no-fail-fast

@@ -43,6 +43,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("TQDM_DISABLE", "1")  # transformers' GGUF loader uses tqdm directly
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -60,6 +61,9 @@ MODELS = {
 TOP_K = 32
 FIXED_IDS = list(range(0, 8)) + list(range(1000, 1008))
 EXTEND = 8  # prompt + this many of llama.cpp's greedy ids, for 3 cases
+
+
+transformers.utils.logging.disable_progress_bar()
 
 
 def log(*a):
@@ -358,6 +362,34 @@ def make_cases(fixture):
     return cases
 
 
+def swa_control(model, cases, notes):
+    """Negative control: with the sliding window switched off, the logits of
+    the cases longer than the window must change (proves the mask is applied)."""
+    cfg = model.config
+    saved = cfg.sliding_window
+    long_cases = [c for c in cases if len(c["ids"]) > saved]
+    if not long_cases:
+        raise SystemExit("no gemma3 case is longer than the sliding window")
+    short = min(cases, key=lambda c: len(c["ids"]))
+    cfg.sliding_window = 1 << 20
+    try:
+        for c in long_cases + [short]:
+            d = float((last_logits(model, c["ids"]) - c["logits"]).abs().max())
+            log("  SWA control: %s (n=%d) without the window: max |logit diff| %.4g" % (
+                c["name"], len(c["ids"]), d))
+            if c is short and d != 0.0:
+                raise SystemExit("sliding window control changed a short case")
+            if c is not short and d < 1e-2:
+                raise SystemExit("sliding window seems not applied (%s changed by %g)" % (c["name"], d))
+            if c is long_cases[0]:
+                first = (c["name"], d)
+    finally:
+        cfg.sliding_window = saved
+    notes.append("Sliding window check: running %s with the window disabled changes its last "
+                 "logits by up to %.3g, so the 512 window is really applied (short cases are "
+                 "unchanged)." % first)
+
+
 @torch.no_grad()
 def last_logits(model, ids):
     x = torch.tensor([ids], dtype=torch.long)
@@ -400,6 +432,8 @@ def run_model(key, models_dir, out_dir):
         assert lg.dtype == torch.float32 and lg.shape[0] == model.config.vocab_size
         c["logits"] = lg.clone()
     t_f32 = time.time() - t1
+    if arch == "gemma3":
+        swa_control(model, cases, notes)
     # float64 re-run of the same (exact f32) weights: how much of the f32
     # result is accumulated rounding noise
     model.to(torch.float64)
@@ -465,11 +499,26 @@ def run_model(key, models_dir, out_dir):
     os.makedirs(out_dir, exist_ok=True)
     out = os.path.join(out_dir, key + ".json")
     with open(out + ".tmp", "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
+        f.write(dump_json(doc))
     os.replace(out + ".tmp", out)
     log("  wrote %s (%d bytes), total %.1fs" % (out, os.path.getsize(out), time.time() - t0))
     return matches, compared
+
+
+def dump_json(doc):
+    """JSON with one line per top-level key and per case field (diff-friendly)."""
+    c = lambda v: json.dumps(v, ensure_ascii=False)
+    lines = []
+    for k, v in doc.items():
+        if k != "cases":
+            lines.append(" %s: %s" % (c(k), c(v)))
+    cases = []
+    for case in doc["cases"]:
+        cases.append("  {\n" + ",\n".join("   %s: %s" % (c(k), c(v)) for k, v in case.items()) + "\n  }")
+    lines.append(' "cases": [\n' + ",\n".join(cases) + "\n ]")
+    text = "{\n" + ",\n".join(lines) + "\n}\n"
+    assert json.loads(text) == json.loads(json.dumps(doc))
+    return text
 
 
 def _dist_version(name):

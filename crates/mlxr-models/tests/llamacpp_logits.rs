@@ -12,6 +12,7 @@
 //!   seen across the 25 fixture prompts was 0.43 nats);
 //! - while they agree, every top-5 logit *relative to the top-1 logit* (softmax
 //!   is shift-invariant) must be within `RELATIVE_LOGIT_TOLERANCE` of llama.cpp's.
+//!
 //! The tight, architecture-level check (dequantized f32 weights) is hf_f32.rs.
 
 use std::path::PathBuf;

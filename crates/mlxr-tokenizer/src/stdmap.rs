@@ -235,38 +235,3 @@ mod tests {
 
     const EXPECTED_SMALL_ORDER: &str = "jgfiechbda";
 }
-
-#[cfg(test)]
-mod replay_check {
-    /// Compares with a real libstdc++ map: `MLXR_UMAP_CHECK=keys.hex,order.txt`
-    /// (keys one hex string per line; order = values in iteration order).
-    #[test]
-    #[ignore]
-    fn against_libstdcxx_dump() {
-        let spec = std::env::var("MLXR_UMAP_CHECK").expect("MLXR_UMAP_CHECK");
-        let (keys_path, order_path) = spec.split_once(',').unwrap();
-        let keys: Vec<String> = std::fs::read_to_string(keys_path)
-            .unwrap()
-            .lines()
-            .map(|h| {
-                let b: Vec<u8> = (0..h.len() / 2)
-                    .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).unwrap())
-                    .collect();
-                String::from_utf8(b).unwrap()
-            })
-            .collect();
-        let order: Vec<u32> = std::fs::read_to_string(order_path)
-            .unwrap()
-            .lines()
-            .map(|l| l.parse().unwrap())
-            .collect();
-        let pos = super::iteration_positions(keys.iter().map(String::as_str));
-        let mut mine = vec![0u32; keys.len()];
-        for (id, &p) in pos.iter().enumerate() {
-            mine[p as usize] = id as u32;
-        }
-        assert_eq!(mine.len(), order.len());
-        let first = mine.iter().zip(&order).position(|(a, b)| a != b);
-        assert_eq!(first, None, "orders differ at {first:?}");
-    }
-}
