@@ -28,7 +28,7 @@ impl Mlp {
         let gate = self.gate.forward(x)?;
         let gate = match self.activation {
             Activation::Silu => candle_nn::ops::silu(&gate)?,
-            Activation::GeluTanh => crate::layers::activation::gelu_tanh(&gate)?,
+            Activation::GeluTanh => gate.gelu()?,
         };
         let up = self.up.forward(x)?;
         self.down.forward(&(gate * up)?)

@@ -1,6 +1,5 @@
 //! Building blocks of the decoder.
 
-pub mod activation;
 pub mod attention;
 pub mod linear;
 pub mod mlp;
