@@ -303,3 +303,60 @@ fn interactive_chat_keeps_history_and_leaves_on_bye() {
     assert_eq!(counts.len(), 2, "stderr: {stderr}");
     assert!(counts[1] < counts[0] + 12, "counts {counts:?}");
 }
+
+/// A model with a tensor type MLXR cannot run yet fails to load with a
+/// one-line error naming the tensor and its type; its tokenizer still works.
+#[test]
+fn unsupported_tensor_type_is_named() {
+    use mlxr_formats::gguf::writer::GgufWriter;
+    use mlxr_formats::gguf::{GgmlType, MetadataArray, MetadataValue};
+
+    let tokens: Vec<String> = ["<unk>", "<s>", "</s>", "a", "b"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let iq_bytes = (GgmlType::IQ2_XXS.type_size() * 256 / GgmlType::IQ2_XXS.block_size()) as usize;
+    let file = GgufWriter::new()
+        .kv("general.architecture", "llama")
+        .kv("tokenizer.ggml.model", "llama")
+        .kv(
+            "tokenizer.ggml.tokens",
+            MetadataValue::Array(MetadataArray::String(tokens)),
+        )
+        .kv(
+            "tokenizer.ggml.scores",
+            MetadataValue::Array(MetadataArray::F32(vec![0.0; 5])),
+        )
+        .kv(
+            "tokenizer.ggml.token_type",
+            MetadataValue::Array(MetadataArray::I32(vec![2, 3, 3, 1, 1])),
+        )
+        .kv("tokenizer.ggml.bos_token_id", 1u32)
+        .kv("tokenizer.ggml.eos_token_id", 2u32)
+        .tensor(
+            "blk.0.attn_q.weight",
+            &[256, 1],
+            GgmlType::IQ2_XXS,
+            vec![0u8; iq_bytes],
+        )
+        .build();
+    let mut tmp = tempfile::NamedTempFile::new().unwrap();
+    tmp.write_all(&file).unwrap();
+
+    let out = mlxr()
+        .args(["generate", "-m"])
+        .arg(tmp.path())
+        .arg("hi")
+        .output()
+        .unwrap();
+    assert_one_line_error(out, "'blk.0.attn_q.weight' has type IQ2_XXS");
+
+    let ids = ok(mlxr()
+        .args(["tokenize", "-m"])
+        .arg(tmp.path())
+        .arg("ab")
+        .output()
+        .unwrap());
+    let ids: Value = serde_json::from_str(&ids).unwrap();
+    assert_eq!(ids[0], 1, "BOS first: {ids}");
+}
