@@ -8,6 +8,7 @@
 pub mod batch;
 pub mod config;
 pub mod decoder;
+pub mod kernels;
 pub mod kv_cache;
 pub mod layers;
 pub mod weights;

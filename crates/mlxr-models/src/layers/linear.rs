@@ -1,14 +1,19 @@
 use std::sync::Arc;
 
 use candle_core::quantized::{QMatMul, QTensor};
-use candle_core::{Module, Tensor};
+use candle_core::{DType, Module, Tensor};
 
+use crate::kernels::QuantMatMul;
 use crate::weights::GgufWeights;
 use crate::Result;
 
 /// `y = x Wᵀ` with `W` kept in its stored (usually quantized) type.
+///
+/// Q4_1, Q5_0 and Q8_0 weights on the CPU go through [`QuantMatMul`] (ggml's
+/// exact x86 arithmetic, SIMD); everything else through candle's `QMatMul`.
 pub struct QLinear {
     inner: QMatMul,
+    fast: Option<QuantMatMul>,
 }
 
 impl QLinear {
@@ -23,13 +28,22 @@ impl QLinear {
     }
 
     pub fn from_qtensor(t: Arc<QTensor>) -> Result<Self> {
-        Ok(Self {
-            inner: QMatMul::from_arc(t)?,
-        })
+        let inner = QMatMul::from_arc(t.clone())?;
+        // candle dequantizes when asked to (CANDLE_DEQUANTIZE_ALL); keep that.
+        let fast = match inner {
+            QMatMul::QTensor(_) => QuantMatMul::new(t),
+            _ => None,
+        };
+        Ok(Self { inner, fast })
     }
 
     /// `x`: `[tokens, in_features]` → `[tokens, out_features]`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        if let Some(fast) = &self.fast {
+            if x.device().is_cpu() && x.dtype() == DType::F32 {
+                return Ok(fast.forward(x)?);
+            }
+        }
         Ok(self.inner.forward(&x.contiguous()?)?)
     }
 }

@@ -1,0 +1,482 @@
+//! CPU quantized matmul kernels that compute what ggml's x86 CPU backend
+//! computes, bit for bit.
+//!
+//! `y[m, n] = x[m, k] · W[n, k]ᵀ` for `W` in Q4_1 (activations quantized to
+//! Q8_1), Q5_0 or Q8_0 (activations quantized to Q8_0). ggml (AVX2/AVX-512 build)
+//! runs `quantize_row_q8_1`/`quantize_row_q8_0` (round half to even, f32
+//! scale and sum products) and `ggml_vec_dot_q4_1_q8_1`/`ggml_vec_dot_q5_0_q8_0`
+//! per output element; for Q5_0 with several tokens llamafile's tinyBLAS
+//! kernel runs instead, which performs the same per-element float operations.
+//! See [`q8`] and [`dot`] for the exact rounding and order.
+
+pub mod dot;
+pub mod q8;
+
+use std::sync::{Arc, OnceLock};
+
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
+
+use q8::{BlockQ8, QK};
+
+/// Weight types with a kernel here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightKind {
+    Q4_1,
+    Q5_0,
+    Q8_0,
+}
+
+impl WeightKind {
+    pub fn from_dtype(dtype: GgmlDType) -> Option<Self> {
+        match dtype {
+            GgmlDType::Q4_1 => Some(Self::Q4_1),
+            GgmlDType::Q5_0 => Some(Self::Q5_0),
+            GgmlDType::Q8_0 => Some(Self::Q8_0),
+            _ => None,
+        }
+    }
+
+    fn block_bytes(self) -> usize {
+        match self {
+            Self::Q4_1 => dot::Q4_1_BYTES,
+            Self::Q5_0 => dot::Q5_0_BYTES,
+            Self::Q8_0 => dot::Q8_0_BYTES,
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn x86_code(self) -> u8 {
+        match self {
+            Self::Q4_1 => 0,
+            Self::Q5_0 => 1,
+            Self::Q8_0 => 2,
+        }
+    }
+
+    /// Q4_1 pairs with Q8_1 activations (which carry a sum), Q5_0 with Q8_0.
+    fn activation_has_sum(self) -> bool {
+        matches!(self, Self::Q4_1)
+    }
+}
+
+type DotFn = fn(&[u8], &[BlockQ8]) -> f32;
+
+fn simd_available() -> bool {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            dot::x86::available()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+fn dot_q4_1_simd(w: &[u8], y: &[BlockQ8]) -> f32 {
+    // SAFETY: only selected after `simd_available()`; `w` has `y.len()` blocks.
+    unsafe { dot::x86::dot_q4_1_q8_1(w, y) }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn dot_q8_0_simd(w: &[u8], y: &[BlockQ8]) -> f32 {
+    // SAFETY: only selected after `simd_available()`; `w` has `y.len()` blocks.
+    unsafe { dot::x86::dot_q8_0_q8_0(w, y) }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn dot_q5_0_simd(w: &[u8], y: &[BlockQ8]) -> f32 {
+    // SAFETY: only selected after `simd_available()`; `w` has `y.len()` blocks.
+    unsafe { dot::x86::dot_q5_0_q8_0(w, y) }
+}
+
+fn dot_fn(kind: WeightKind, simd: bool) -> DotFn {
+    #[cfg(target_arch = "x86_64")]
+    if simd && simd_available() {
+        return match kind {
+            WeightKind::Q4_1 => dot_q4_1_simd,
+            WeightKind::Q5_0 => dot_q5_0_simd,
+            WeightKind::Q8_0 => dot_q8_0_simd,
+        };
+    }
+    let _ = simd;
+    match kind {
+        WeightKind::Q4_1 => dot::dot_q4_1_q8_1_scalar,
+        WeightKind::Q5_0 => dot::dot_q5_0_q8_0_scalar,
+        WeightKind::Q8_0 => dot::dot_q8_0_q8_0_scalar,
+    }
+}
+
+/// A raw output pointer shared by threads that write disjoint elements.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: every thread writes a disjoint set of output elements.
+unsafe impl Send for OutPtr {}
+// SAFETY: as above.
+unsafe impl Sync for OutPtr {}
+
+impl OutPtr {
+    /// # Safety
+    /// `i` is in bounds and no other thread writes element `i`.
+    unsafe fn write(self, i: usize, v: f32) {
+        unsafe { *self.0.add(i) = v }
+    }
+}
+
+/// Tokens per tile: their quantized rows stay in L1 while weight rows stream.
+const TOKEN_TILE: usize = 16;
+
+/// `out[m, n] = x[m, k] · W[n, k]ᵀ` with `w` the raw GGUF blocks of `W`.
+/// `simd = false` forces the portable path (same results).
+pub fn matmul(
+    kind: WeightKind,
+    w: &[u8],
+    x: &[f32],
+    (m, n, k): (usize, usize, usize),
+    out: &mut [f32],
+    simd: bool,
+) {
+    assert_eq!(k % QK, 0, "k must be a multiple of {QK}");
+    let kb = k / QK;
+    let row_bytes = kb * kind.block_bytes();
+    assert!(w.len() >= n * row_bytes, "weight buffer too small");
+    assert_eq!(x.len(), m * k);
+    assert_eq!(out.len(), m * n);
+    if m == 0 || n == 0 {
+        return;
+    }
+
+    let mut xq = vec![BlockQ8::default(); m * kb];
+    let with_sum = kind.activation_has_sum();
+    for (row, xrow) in xq.chunks_exact_mut(kb).zip(x.chunks_exact(k)) {
+        q8::quantize_row(xrow, row, with_sum);
+    }
+
+    let dot = dot_fn(kind, simd);
+    #[cfg(target_arch = "x86_64")]
+    let multi = simd && simd_available();
+    #[cfg(not(target_arch = "x86_64"))]
+    let multi = false;
+    let n_threads = candle_core::utils::get_num_threads().clamp(1, n.div_ceil(8).max(1));
+    let per_thread = n.div_ceil(n_threads);
+    let out_ptr = OutPtr(out.as_mut_ptr());
+    let xq = &xq;
+    let xrow = |tok: usize| &xq[tok * kb..(tok + 1) * kb];
+    candle_core::cpu::kernels::par_for_each(n_threads, |t| {
+        let lo = (t * per_thread).min(n);
+        let hi = ((t + 1) * per_thread).min(n);
+        for t0 in (0..m).step_by(TOKEN_TILE) {
+            let t1 = (t0 + TOKEN_TILE).min(m);
+            for r in lo..hi {
+                let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
+                let mut tok = t0;
+                #[cfg(target_arch = "x86_64")]
+                if multi {
+                    while tok + 4 <= t1 {
+                        // SAFETY: `multi` implies the CPU features; `wrow`
+                        // holds `kb` blocks, as does every activation row.
+                        let v = unsafe {
+                            dot::x86::dot_rows::<4>(
+                                kind.x86_code(),
+                                wrow,
+                                [xrow(tok), xrow(tok + 1), xrow(tok + 2), xrow(tok + 3)],
+                            )
+                        };
+                        for (j, v) in v.into_iter().enumerate() {
+                            // SAFETY: in bounds; only this thread owns column r.
+                            unsafe { out_ptr.write((tok + j) * n + r, v) };
+                        }
+                        tok += 4;
+                    }
+                }
+                let _ = multi;
+                for tok in tok..t1 {
+                    let v = dot(wrow, xrow(tok));
+                    // SAFETY: (tok, r) is in bounds and only this thread owns
+                    // output column r.
+                    unsafe { out_ptr.write(tok * n + r, v) };
+                }
+            }
+        }
+    });
+}
+
+/// `x · Wᵀ` as a candle op for `W` in Q4_1/Q5_0/Q8_0 on the CPU.
+pub struct QuantMatMul {
+    w: Arc<QTensor>,
+    kind: WeightKind,
+    n: usize,
+    k: usize,
+}
+
+impl QuantMatMul {
+    /// `Some` when `w` is a 2-D `[n, k]` Q4_1/Q5_0/Q8_0 tensor on the CPU with `k`
+    /// a multiple of 32.
+    pub fn new(w: Arc<QTensor>) -> Option<Self> {
+        let kind = WeightKind::from_dtype(w.dtype())?;
+        if !w.device().is_cpu() {
+            return None;
+        }
+        let &[n, k] = w.shape().dims() else {
+            return None;
+        };
+        if k % QK != 0 {
+            return None;
+        }
+        Some(Self { w, kind, n, k })
+    }
+
+    pub fn kind(&self) -> WeightKind {
+        self.kind
+    }
+
+    /// `x`: `[.., k]` f32 on the CPU → `[.., n]`.
+    pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        x.contiguous()?.apply_op1_no_bwd(self)
+    }
+}
+
+impl CustomOp1 for QuantMatMul {
+    fn name(&self) -> &'static str {
+        "mlxr-quant-matmul"
+    }
+
+    fn cpu_fwd(
+        &self,
+        storage: &CpuStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let CpuStorage::F32(data) = storage else {
+            candle_core::bail!("{}: only f32 activations are supported", self.name());
+        };
+        let Some((start, end)) = layout.contiguous_offsets() else {
+            candle_core::bail!("{}: activations must be contiguous", self.name());
+        };
+        let dims = layout.shape().dims();
+        match dims.last() {
+            Some(&k) if k == self.k => {}
+            _ => candle_core::bail!(
+                "{}: activations {:?} do not end in {}",
+                self.name(),
+                dims,
+                self.k
+            ),
+        }
+        let x = &data[start..end];
+        let m = x.len() / self.k;
+        let w = self.w.data()?;
+        let mut out = vec![0.0f32; m * self.n];
+        matmul(self.kind, &w, x, (m, self.n, self.k), &mut out, true);
+        let mut out_dims = dims.to_vec();
+        *out_dims.last_mut().expect("non-empty dims") = self.n;
+        Ok((CpuStorage::F32(out), Shape::from(out_dims)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::quantized::QMatMul;
+    use candle_core::{Device, Module};
+
+    /// Deterministic pseudo-random floats in [-1, 1) (xorshift).
+    fn rand_vec(len: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..len)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn f16_at(b: &[u8], at: usize) -> f64 {
+        half::f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f64()
+    }
+
+    /// Plain f64 evaluation of the same quantized math.
+    fn reference(
+        kind: WeightKind,
+        w: &[u8],
+        x: &[f32],
+        (m, n, k): (usize, usize, usize),
+    ) -> Vec<f64> {
+        let kb = k / QK;
+        let bb = kind.block_bytes();
+        let mut out = vec![0.0f64; m * n];
+        for i in 0..m {
+            let mut xq = vec![BlockQ8::default(); kb];
+            q8::quantize_row(&x[i * k..(i + 1) * k], &mut xq, kind.activation_has_sum());
+            for r in 0..n {
+                let mut acc = 0.0f64;
+                for (b, yb) in xq.iter().enumerate() {
+                    let wb = &w[(r * kb + b) * bb..(r * kb + b + 1) * bb];
+                    for e in 0..QK {
+                        let y = yb.d as f64 * yb.qs[e] as f64;
+                        let qs = match kind {
+                            WeightKind::Q4_1 => &wb[4..20],
+                            WeightKind::Q5_0 => &wb[6..22],
+                            WeightKind::Q8_0 => &wb[2..34],
+                        };
+                        let nib = if e < 16 { qs[e] & 15 } else { qs[e - 16] >> 4 } as f64;
+                        let wv = match kind {
+                            WeightKind::Q4_1 => f16_at(wb, 0) * nib + f16_at(wb, 2),
+                            WeightKind::Q5_0 => {
+                                let qh = u32::from_le_bytes([wb[2], wb[3], wb[4], wb[5]]);
+                                let hi = ((qh >> e) & 1) as f64 * 16.0;
+                                f16_at(wb, 0) * (nib + hi - 16.0)
+                            }
+                            WeightKind::Q8_0 => f16_at(wb, 0) * (qs[e] as i8) as f64,
+                        };
+                        if kind == WeightKind::Q4_1 {
+                            // the offset term uses the stored sum s = d * Σq
+                            acc += f16_at(wb, 0) * nib * y;
+                        } else {
+                            acc += wv * y;
+                        }
+                    }
+                    if kind == WeightKind::Q4_1 {
+                        acc += f16_at(wb, 2) * yb.s as f64;
+                    }
+                }
+                out[i * n + r] = acc;
+            }
+        }
+        out
+    }
+
+    fn check(kind: WeightKind, dtype: GgmlDType, (m, n, k): (usize, usize, usize)) {
+        let dev = Device::Cpu;
+        let wf = Tensor::from_vec(rand_vec(n * k, 7 + n as u64), (n, k), &dev).unwrap();
+        let qt = Arc::new(QTensor::quantize(&wf, dtype).unwrap());
+        let xv: Vec<f32> = rand_vec(m * k, 11 + m as u64)
+            .iter()
+            .map(|v| v * 3.0)
+            .collect();
+        let w = qt.data().unwrap().into_owned();
+
+        let mut simd = vec![0.0f32; m * n];
+        let mut scalar = vec![0.0f32; m * n];
+        matmul(kind, &w, &xv, (m, n, k), &mut simd, true);
+        matmul(kind, &w, &xv, (m, n, k), &mut scalar, false);
+        for (a, b) in simd.iter().zip(&scalar) {
+            assert_eq!(a.to_bits(), b.to_bits(), "simd {a} != scalar {b}");
+        }
+
+        let r = reference(kind, &w, &xv, (m, n, k));
+        let scale = r.iter().fold(0.0f64, |a, v| a.max(v.abs()));
+        for (a, b) in simd.iter().zip(&r) {
+            assert!(
+                ((*a as f64) - b).abs() <= 1e-4 * scale.max(b.abs()),
+                "{a} vs f64 {b}"
+            );
+        }
+
+        // vs candle's QMatMul (its own quantizer and order: close, not equal).
+        let x = Tensor::from_vec(xv, (m, k), &dev).unwrap();
+        let op = QuantMatMul::new(qt.clone()).unwrap();
+        let ours = op.forward(&x).unwrap();
+        assert_eq!(ours.dims(), &[m, n]);
+        let ours: Vec<f32> = ours.flatten_all().unwrap().to_vec1().unwrap();
+        assert_eq!(ours, simd);
+        let theirs: Vec<f32> = QMatMul::from_arc(qt)
+            .unwrap()
+            .forward(&x)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        for (a, b) in ours.iter().zip(&theirs) {
+            assert!((a - b).abs() <= 1e-2 * scale as f32, "{a} vs candle {b}");
+        }
+    }
+
+    #[test]
+    fn q4_1_matches_reference_and_candle() {
+        check(WeightKind::Q4_1, GgmlDType::Q4_1, (1, 64, 256));
+        check(WeightKind::Q4_1, GgmlDType::Q4_1, (19, 40, 576));
+    }
+
+    #[test]
+    fn q5_0_matches_reference_and_candle() {
+        check(WeightKind::Q5_0, GgmlDType::Q5_0, (1, 64, 256));
+        check(WeightKind::Q5_0, GgmlDType::Q5_0, (19, 40, 640));
+    }
+
+    #[test]
+    fn q8_0_matches_reference_and_candle() {
+        check(WeightKind::Q8_0, GgmlDType::Q8_0, (1, 64, 256));
+        check(WeightKind::Q8_0, GgmlDType::Q8_0, (19, 40, 640));
+    }
+
+    /// Compares against dumps of ggml's own CPU `mul_mat`, committed in
+    /// tests/fixtures/ggml-matmul (written by scripts/llamacpp-reference/ggml-matmul-dump.c
+    /// against the llama.cpp reference build: `<type>_m<m>.bin` holds u32 type, m, n, k,
+    /// weight blocks, x as f32, y as f32).
+    #[test]
+    fn bit_identical_to_ggml_dumps() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/ggml-matmul");
+        let mut files = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let bytes = std::fs::read(&path).unwrap();
+            let u = |i: usize| u32::from_le_bytes(bytes[i * 4..i * 4 + 4].try_into().unwrap());
+            let kind = match u(0) {
+                3 => WeightKind::Q4_1,
+                6 => WeightKind::Q5_0,
+                8 => WeightKind::Q8_0,
+                t => panic!("{}: ggml type {t}", path.display()),
+            };
+            let (m, n, k) = (u(1) as usize, u(2) as usize, u(3) as usize);
+            let wlen = n * k / QK * kind.block_bytes();
+            let w = &bytes[16..16 + wlen];
+            let floats = |at: usize, len: usize| -> Vec<f32> {
+                bytes[at..at + 4 * len]
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                    .collect()
+            };
+            let x = floats(16 + wlen, m * k);
+            let expected = floats(16 + wlen + 4 * m * k, m * n);
+            for simd in [true, false] {
+                let mut out = vec![0.0f32; m * n];
+                matmul(kind, w, &x, (m, n, k), &mut out, simd);
+                for (i, (a, b)) in out.iter().zip(&expected).enumerate() {
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "{}: [{i}] {a} vs ggml {b}",
+                        path.display()
+                    );
+                }
+            }
+            files += 1;
+        }
+        assert_eq!(files, 12, "expected 3 weight types x 4 token counts");
+        eprintln!("{files} ggml dumps matched bit for bit");
+    }
+
+    #[test]
+    fn q8_rounds_ties_to_even_and_stores_f32_sum_product() {
+        // amax = 127 → id = 1, d = 1: 0.5 → 0, 1.5 → 2, 2.5 → 2, -0.5 → -0.
+        let mut x = vec![0.0f32; QK];
+        x[0] = 127.0;
+        x[1] = 0.5;
+        x[2] = 1.5;
+        x[3] = 2.5;
+        x[4] = -0.5;
+        let mut b = [BlockQ8::default()];
+        q8::quantize_row(&x, &mut b, true);
+        assert_eq!(&b[0].qs[..5], &[127, 0, 2, 2, 0]);
+        assert_eq!(b[0].d, 1.0);
+        assert_eq!(b[0].s, 131.0);
+    }
+}
