@@ -8,6 +8,7 @@
 pub mod error;
 pub mod events;
 pub mod generator;
+pub mod kv;
 pub mod loaded_model;
 pub mod request;
 
