@@ -64,75 +64,63 @@ fn prompt(len: usize, salt: u32) -> Vec<u32> {
         .collect()
 }
 
+/// One sequence of the batch: its prompt, how many tokens it feeds per pass,
+/// and what it has fed so far.
+struct Seq {
+    tokens: Vec<u32>,
+    chunk: usize,
+    pos: usize,
+    cache: ContiguousKvCache,
+    logits: Vec<f32>,
+}
+
 fn check(file: &str, long: usize) {
     let Some(model) = model(file) else { return };
-    let a = prompt(long, 1);
-    let b = prompt(9, 2);
-    let c = prompt(3, 3);
-    let (ra, rb, rc) = (alone(&model, &a), alone(&model, &b), alone(&model, &c));
-
-    // a and b prefilled in chunks of different sizes while c decodes one token at a time:
-    // mixed prefill and decode in the same passes.
     let n = model.config().n_layers;
-    let (mut ca, mut cb, mut cc) = (
-        ContiguousKvCache::new(n),
-        ContiguousKvCache::new(n),
-        ContiguousKvCache::new(n),
-    );
-    let (mut pa, mut pb, mut pc) = (0, 0, 0);
-    let (mut la, mut lb, mut lc) = (vec![], vec![], vec![]);
-    while pa < a.len() || pb < b.len() || pc < c.len() {
+    // A long prompt and a short one prefilled in chunks of different sizes
+    // while the third feeds one token a pass: mixed prefill and decode.
+    let mut seqs: Vec<Seq> = [(long, 100), (9, 4), (3, 1)]
+        .iter()
+        .enumerate()
+        .map(|(i, &(len, chunk))| Seq {
+            tokens: prompt(len, i as u32 + 1),
+            chunk,
+            pos: 0,
+            cache: ContiguousKvCache::new(n),
+            logits: Vec::new(),
+        })
+        .collect();
+    let expected: Vec<Vec<f32>> = seqs.iter().map(|s| alone(&model, &s.tokens)).collect();
+
+    while seqs.iter().any(|s| s.pos < s.tokens.len()) {
         let mut tokens = Vec::new();
-        let mut seqs = Vec::new();
-        let mut which = Vec::new();
-        let take_a = (a.len() - pa).min(100);
-        let take_b = (b.len() - pb).min(4);
-        let take_c = (c.len() - pc).min(1);
-        if take_a > 0 {
-            tokens.extend_from_slice(&a[pa..pa + take_a]);
-            seqs.push(SeqChunk {
-                start_pos: pa,
-                len: take_a,
-                cache: &mut ca,
-            });
-            which.push(0);
-        }
-        if take_b > 0 {
-            tokens.extend_from_slice(&b[pb..pb + take_b]);
-            seqs.push(SeqChunk {
-                start_pos: pb,
-                len: take_b,
-                cache: &mut cb,
-            });
-            which.push(1);
-        }
-        if take_c > 0 {
-            tokens.extend_from_slice(&c[pc..pc + take_c]);
-            seqs.push(SeqChunk {
-                start_pos: pc,
-                len: take_c,
-                cache: &mut cc,
-            });
-            which.push(2);
-        }
-        let logits = model.forward(&tokens, &mut seqs).unwrap();
-        for (row, w) in which.iter().enumerate() {
-            let l = logits.get(row).unwrap().to_vec1::<f32>().unwrap();
-            match w {
-                0 => la = l,
-                1 => lb = l,
-                _ => lc = l,
+        let mut chunks = Vec::new();
+        let mut rows = Vec::new();
+        for (i, s) in seqs.iter_mut().enumerate() {
+            let take = (s.tokens.len() - s.pos).min(s.chunk);
+            if take == 0 {
+                continue;
             }
+            tokens.extend_from_slice(&s.tokens[s.pos..s.pos + take]);
+            chunks.push(SeqChunk {
+                start_pos: s.pos,
+                len: take,
+                cache: &mut s.cache,
+            });
+            rows.push((i, take));
         }
-        pa += take_a;
-        pb += take_b;
-        pc += take_c;
+        let logits = model.forward(&tokens, &mut chunks).unwrap();
+        drop(chunks);
+        for (row, &(i, take)) in rows.iter().enumerate() {
+            seqs[i].logits = logits.get(row).unwrap().to_vec1::<f32>().unwrap();
+            seqs[i].pos += take;
+        }
     }
-    for (name, got, want) in [("a", &la, &ra), ("b", &lb, &rb), ("c", &lc, &rc)] {
-        let d = max_diff(got, want);
+    for (i, (s, want)) in seqs.iter().zip(&expected).enumerate() {
+        let d = max_diff(&s.logits, want);
         assert!(
             d < 5e-2,
-            "{file}: sequence {name}: batched logits differ by {d}"
+            "{file}: sequence {i}: batched logits differ by {d}"
         );
     }
 }
