@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use candle_core::Tensor;
-use mlxr_models::{ContiguousKvCache, KvCache, SeqChunk};
+use mlxr_models::{ContiguousKvCache, SeqChunk};
 use mlxr_sampling::{Sampler, StopMatcher};
 use mlxr_tokenizer::{StreamDecoder, TokenId};
 
@@ -169,12 +169,8 @@ impl Session {
     /// Feeds `tokens` after what the cache holds; returns the last token's logits.
     fn step(&mut self, lm: &LoadedModel, tokens: &[TokenId]) -> Result<Vec<f32>, EngineError> {
         let start_pos = self.cached.len();
-        let mut seqs = [SeqChunk {
-            start_pos,
-            len: tokens.len(),
-            cache: &mut self.cache,
-        }];
-        let logits: Tensor = lm.model.forward(tokens, &mut seqs)?;
+        let seqs = [SeqChunk::new(start_pos, tokens.len())];
+        let logits: Tensor = lm.model.forward(tokens, &seqs, &mut self.cache)?;
         self.cached.extend_from_slice(tokens);
         Ok(logits
             .squeeze(0)

@@ -8,6 +8,7 @@ use mlxr_formats::gguf::GgufFile;
 
 use crate::batch::SeqChunk;
 use crate::config::ModelConfig;
+use crate::kv_cache::KvCache;
 use crate::layers::{Attention, Mlp, QLinear, RmsNorm, Rope};
 use crate::weights::GgufWeights;
 use crate::{ModelError, Result};
@@ -95,9 +96,14 @@ impl DecoderModel {
     }
 
     /// Runs `tokens` (the chunks of `seqs`, concatenated in order) through the
-    /// model, stores their keys and values in each sequence's cache and returns
+    /// model, stores their keys and values in `kv` and returns
     /// the logits of each chunk's last token, `[seqs.len(), vocab_size]`.
-    pub fn forward(&self, tokens: &[u32], seqs: &mut [SeqChunk<'_>]) -> Result<Tensor> {
+    pub fn forward(
+        &self,
+        tokens: &[u32],
+        seqs: &[SeqChunk],
+        kv: &mut dyn KvCache,
+    ) -> Result<Tensor> {
         let total: usize = seqs.iter().map(|s| s.len).sum();
         if total != tokens.len() || seqs.iter().any(|s| s.len == 0) {
             return Err(ModelError::InvalidBatch(format!(
@@ -132,7 +138,7 @@ impl DecoderModel {
             let h = layer.attn_norm.forward(&x)?;
             let mut h = layer
                 .attention
-                .forward(&h, rope, &tables[layer.rope], seqs)?;
+                .forward(&h, rope, &tables[layer.rope], seqs, kv)?;
             if let Some(norm) = &layer.post_attn_norm {
                 h = norm.forward(&h)?;
             }

@@ -1,24 +1,42 @@
-//! Per-sequence key/value storage behind a small trait, so the paged block
-//! cache can replace the contiguous one without touching the model.
+//! Key/value memory of a forward batch behind one trait: the model hands each
+//! layer's queries, keys and values to the cache, which stores the keys and
+//! values and computes attention over everything the sequences hold. A
+//! contiguous per-sequence cache and the paged block cache
+//! ([`crate::paged`]) both implement it, each with its own attention kernel.
 
 use candle_core::{DType, Device, Tensor};
 
-use crate::Result;
+use crate::batch::SeqChunk;
+use crate::layers::dense_attention;
+use crate::{ModelError, Result};
+
+/// The attention geometry of one layer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttentionSpec {
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+    pub scale: f32,
+    /// A query at position `p` sees keys `j` with `p - j < window` only.
+    pub sliding_window: Option<usize>,
+}
 
 pub trait KvCache {
-    /// Stores keys and values of positions `start_pos..start_pos + k.dim(1)`
-    /// for `layer` (`k`, `v`: `[n_kv_heads, len, head_dim]`) and returns the
-    /// keys and values of positions `0..start_pos + len`.
-    fn append(
+    /// `q`: `[tokens, n_heads, head_dim]`, `k`/`v`: `[tokens, n_kv_heads,
+    /// head_dim]` (after RoPE) for the chunks `seqs` in order; chunk `i` covers
+    /// positions `start_pos..start_pos + len` of sequence `i`. Stores `k` and
+    /// `v` for `layer` and returns the attention output `[tokens, n_heads *
+    /// head_dim]`: a query at position `p` attends causally to keys `0..=p` of
+    /// its own sequence, within the sliding window when there is one.
+    fn attend(
         &mut self,
         layer: usize,
-        start_pos: usize,
+        spec: &AttentionSpec,
+        seqs: &[SeqChunk],
+        q: &Tensor,
         k: &Tensor,
         v: &Tensor,
-    ) -> Result<(Tensor, Tensor)>;
-
-    /// Forgets every position from `len` on (a new prompt that shares only a prefix).
-    fn truncate(&mut self, len: usize);
+    ) -> Result<Tensor>;
 }
 
 /// Keys and values of one sequence in growable contiguous buffers, one pair per layer.
@@ -50,8 +68,11 @@ impl ContiguousKvCache {
     }
 }
 
-impl KvCache for ContiguousKvCache {
-    fn append(
+impl ContiguousKvCache {
+    /// Stores keys and values of positions `start_pos..start_pos + k.dim(1)`
+    /// for `layer` (`k`, `v`: `[n_kv_heads, len, head_dim]`) and returns the
+    /// keys and values of positions `0..start_pos + len`.
+    pub fn append(
         &mut self,
         layer: usize,
         start_pos: usize,
@@ -73,7 +94,7 @@ impl KvCache for ContiguousKvCache {
         }
         let buf = slot.as_mut().expect("initialised above");
         if start_pos > buf.len {
-            return Err(crate::ModelError::InvalidBatch(format!(
+            return Err(ModelError::InvalidBatch(format!(
                 "layer {layer}: chunk starts at position {start_pos} but the cache holds {}",
                 buf.len
             )));
@@ -90,10 +111,58 @@ impl KvCache for ContiguousKvCache {
         Ok((buf.k.narrow(1, 0, end)?, buf.v.narrow(1, 0, end)?))
     }
 
-    fn truncate(&mut self, len: usize) {
+    /// Forgets every position from `len` on (a new prompt that shares only a prefix).
+    pub fn truncate(&mut self, len: usize) {
         for buf in self.layers.iter_mut().flatten() {
             buf.len = buf.len.min(len);
         }
+    }
+}
+
+/// One sequence: the batch must hold exactly one chunk.
+impl KvCache for ContiguousKvCache {
+    fn attend(
+        &mut self,
+        layer: usize,
+        spec: &AttentionSpec,
+        seqs: &[SeqChunk],
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+    ) -> Result<Tensor> {
+        vec![self].attend(layer, spec, seqs, q, k, v)
+    }
+}
+
+/// Sequence `i` of the batch lives in cache `i`.
+impl KvCache for Vec<&mut ContiguousKvCache> {
+    fn attend(
+        &mut self,
+        layer: usize,
+        spec: &AttentionSpec,
+        seqs: &[SeqChunk],
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+    ) -> Result<Tensor> {
+        if seqs.len() != self.len() {
+            return Err(ModelError::InvalidBatch(format!(
+                "{} chunks for {} caches",
+                seqs.len(),
+                self.len()
+            )));
+        }
+        let mut outputs = Vec::with_capacity(seqs.len());
+        let mut offset = 0;
+        for (seq, cache) in seqs.iter().zip(self.iter_mut()) {
+            let q = q.narrow(0, offset, seq.len)?;
+            let k = k.narrow(0, offset, seq.len)?.transpose(0, 1)?;
+            let v = v.narrow(0, offset, seq.len)?.transpose(0, 1)?;
+            let (k_all, v_all) = cache.append(layer, seq.start_pos, &k, &v)?;
+            outputs.push(dense_attention(spec, &q, &k_all, &v_all, seq.start_pos)?);
+            offset += seq.len;
+        }
+        Ok(Tensor::cat(&outputs, 0)?)
     }
 }
 

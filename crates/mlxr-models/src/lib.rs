@@ -16,7 +16,7 @@ pub mod weights;
 pub use batch::SeqChunk;
 pub use config::{Activation, LayerAttention, ModelConfig, RopeStyle};
 pub use decoder::DecoderModel;
-pub use kv_cache::{ContiguousKvCache, KvCache};
+pub use kv_cache::{AttentionSpec, ContiguousKvCache, KvCache};
 
 use mlxr_formats::gguf::GgufError;
 

@@ -37,13 +37,8 @@ fn model(file: &str) -> Option<DecoderModel> {
 
 fn alone(model: &DecoderModel, tokens: &[u32]) -> Vec<f32> {
     let mut cache = ContiguousKvCache::new(model.config().n_layers);
-    let mut seqs = [SeqChunk {
-        start_pos: 0,
-        len: tokens.len(),
-        cache: &mut cache,
-    }];
     model
-        .forward(tokens, &mut seqs)
+        .forward(tokens, &[SeqChunk::new(0, tokens.len())], &mut cache)
         .unwrap()
         .squeeze(0)
         .unwrap()
@@ -95,6 +90,7 @@ fn check(file: &str, long: usize) {
     while seqs.iter().any(|s| s.pos < s.tokens.len()) {
         let mut tokens = Vec::new();
         let mut chunks = Vec::new();
+        let mut caches = Vec::new();
         let mut rows = Vec::new();
         for (i, s) in seqs.iter_mut().enumerate() {
             let take = (s.tokens.len() - s.pos).min(s.chunk);
@@ -102,15 +98,11 @@ fn check(file: &str, long: usize) {
                 continue;
             }
             tokens.extend_from_slice(&s.tokens[s.pos..s.pos + take]);
-            chunks.push(SeqChunk {
-                start_pos: s.pos,
-                len: take,
-                cache: &mut s.cache,
-            });
+            chunks.push(SeqChunk::new(s.pos, take));
+            caches.push(&mut s.cache);
             rows.push((i, take));
         }
-        let logits = model.forward(&tokens, &mut chunks).unwrap();
-        drop(chunks);
+        let logits = model.forward(&tokens, &chunks, &mut caches).unwrap();
         for (row, &(i, take)) in rows.iter().enumerate() {
             seqs[i].logits = logits.get(row).unwrap().to_vec1::<f32>().unwrap();
             seqs[i].pos += take;

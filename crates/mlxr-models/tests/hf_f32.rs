@@ -57,13 +57,8 @@ fn check(name: &str) {
     let mut worst = 0f32;
     for case in &fx.cases {
         let mut cache = ContiguousKvCache::new(model.config().n_layers);
-        let mut seqs = [SeqChunk {
-            start_pos: 0,
-            len: case.ids.len(),
-            cache: &mut cache,
-        }];
         let logits = model
-            .forward(&case.ids, &mut seqs)
+            .forward(&case.ids, &[SeqChunk::new(0, case.ids.len())], &mut cache)
             .unwrap()
             .squeeze(0)
             .unwrap()

@@ -100,13 +100,8 @@ fn check_model(name: &str) {
             let mut logits = Vec::new();
             // Prefill in llama.cpp-sized chunks, then one token per step.
             for chunk in input.chunks(512) {
-                let mut seqs = [SeqChunk {
-                    start_pos: pos,
-                    len: chunk.len(),
-                    cache: &mut cache,
-                }];
                 logits = model
-                    .forward(chunk, &mut seqs)
+                    .forward(chunk, &[SeqChunk::new(pos, chunk.len())], &mut cache)
                     .unwrap()
                     .squeeze(0)
                     .unwrap()
