@@ -19,11 +19,12 @@
 //! case). The fresh block is full but its hash is already cached by the
 //! block we did not share, so it is not registered a second time.
 //!
-//! Contract with the scheduler: a block's hash is registered as soon as it
-//! is full of *scheduled* tokens (at [`BlockManager::allocate_prompt`] /
-//! [`BlockManager::append_slot`]), before the forward pass writes its KV. A
-//! sequence that hits such a block must not read it before the pass that
-//! writes it has run (in practice: run prefill chunks in admission order).
+//! A block's hash is registered (made findable) only once the forward pass
+//! has written its KV: the scheduler calls [`BlockManager::mark_computed`]
+//! after each pass. A prompt that arrives while another sequence is still
+//! prefilling the same prefix therefore misses those blocks and computes its
+//! own copy; it can never read KV that was not written yet, and a sequence
+//! preempted or aborted mid-prefill leaves no half-written block in the cache.
 
 use std::collections::HashMap;
 
@@ -85,6 +86,9 @@ struct SeqState {
     /// Chained hashes of the full blocks so far (`hashes.len() ==
     /// tokens.len() / block_size`).
     hashes: Vec<BlockHash>,
+    /// Leading blocks whose hashes are registered in the pool (or were
+    /// offered: another block may already cache the same prefix).
+    registered: usize,
     extra: ExtraKey,
 }
 
@@ -218,21 +222,6 @@ impl BlockManager {
             .expect("free blocks were counted");
         let mut blocks = plan.hits.clone();
         blocks.extend(fresh);
-        // Register the newly filled full blocks.
-        for i in plan.hits.len()..plan.hashes.len() {
-            let parent = if i == 0 {
-                BlockHash::ROOT
-            } else {
-                plan.hashes[i - 1]
-            };
-            self.pool.register(
-                blocks[i],
-                plan.hashes[i],
-                parent,
-                extra,
-                &tokens[i * bs..(i + 1) * bs],
-            );
-        }
         let cached_tokens = plan.hits.len() * bs;
         debug_assert!(cached_tokens < tokens.len());
         debug_assert_eq!(blocks.len(), tokens.len().div_ceil(bs));
@@ -243,6 +232,7 @@ impl BlockManager {
             SeqState {
                 blocks: blocks.clone(),
                 tokens: tokens.to_vec(),
+                registered: plan.hits.len(),
                 hashes: plan.hashes,
                 extra,
             },
@@ -265,10 +255,10 @@ impl BlockManager {
     }
 
     /// Reserve slots for `new_tokens` (usually one decode token) at the end
-    /// of `seq`, allocating blocks as the last one fills up, and register the
-    /// hash of every block that becomes full. Returns the newly allocated
-    /// blocks. Token ids are needed (not just a count) to hash the blocks
-    /// they complete. On error nothing changes.
+    /// of `seq`, allocating blocks as the last one fills up, and hash every
+    /// block that becomes full. Returns the newly allocated blocks. Token ids
+    /// are needed (not just a count) to hash the blocks they complete. On
+    /// error nothing changes.
     pub fn append_slot(
         &mut self,
         seq: SeqId,
@@ -292,13 +282,34 @@ impl BlockManager {
             let i = s.hashes.len();
             let parent = s.hashes.last().copied().unwrap_or(BlockHash::ROOT);
             let block_tokens = &s.tokens[i * bs..(i + 1) * bs];
-            let h = hash_block(parent, block_tokens, s.extra);
-            self.pool
-                .register(s.blocks[i], h, parent, s.extra, block_tokens);
-            s.hashes.push(h);
+            s.hashes.push(hash_block(parent, block_tokens, s.extra));
         }
         debug_assert_eq!(s.blocks.len(), s.tokens.len().div_ceil(bs));
         Ok(fresh)
+    }
+
+    /// The first `num_computed` tokens of `seq` now have their KV written:
+    /// make the full blocks among them findable by later prompts.
+    pub fn mark_computed(&mut self, seq: SeqId, num_computed: usize) -> Result<(), KvError> {
+        let bs = self.block_size();
+        let s = self.seqs.get_mut(&seq).ok_or(KvError::UnknownSeq(seq))?;
+        let full = (num_computed / bs).min(s.hashes.len());
+        for i in s.registered..full {
+            let parent = if i == 0 {
+                BlockHash::ROOT
+            } else {
+                s.hashes[i - 1]
+            };
+            self.pool.register(
+                s.blocks[i],
+                s.hashes[i],
+                parent,
+                s.extra,
+                &s.tokens[i * bs..(i + 1) * bs],
+            );
+        }
+        s.registered = s.registered.max(full);
+        Ok(())
     }
 
     /// Release all of `seq`'s blocks (finish, abort or preempt). Blocks go

@@ -11,12 +11,50 @@ fn check(m: &BlockManager) {
     m.check_invariants().unwrap();
 }
 
+/// Allocates a prompt and, like a forward pass over it, marks it computed.
+fn alloc(
+    m: &mut BlockManager,
+    seq: SeqId,
+    tokens: &[TokenId],
+    extra: ExtraKey,
+) -> Result<Allocation, KvError> {
+    let a = m.allocate_prompt(seq, tokens, extra)?;
+    m.mark_computed(seq, tokens.len()).unwrap();
+    Ok(a)
+}
+
+/// Appends tokens and marks them computed.
+fn append(m: &mut BlockManager, seq: SeqId, tokens: &[TokenId]) -> Result<Vec<BlockId>, KvError> {
+    let fresh = m.append_slot(seq, tokens)?;
+    m.mark_computed(seq, m.num_tokens(seq).unwrap()).unwrap();
+    Ok(fresh)
+}
+
+#[test]
+fn blocks_are_found_only_once_computed() {
+    let mut m = BlockManager::new(8, 4);
+    let p: Vec<TokenId> = (0..10).collect();
+    m.allocate_prompt(SeqId(1), &p, NONE).unwrap();
+    // Nothing written yet: a second identical prompt computes its own copy.
+    let b = m.allocate_prompt(SeqId(2), &p, NONE).unwrap();
+    assert_eq!(b.cached_tokens, 0);
+    // The first prefill chunk (6 tokens) completes block 0 only.
+    m.mark_computed(SeqId(1), 6).unwrap();
+    let c = m.allocate_prompt(SeqId(3), &p, NONE).unwrap();
+    assert_eq!(c.cached_tokens, 4);
+    check(&m);
+    // Aborted mid-prefill: its uncomputed second block is not cached.
+    m.free(SeqId(1)).unwrap();
+    m.free(SeqId(2)).unwrap();
+    let d = m.allocate_prompt(SeqId(4), &p, NONE).unwrap();
+    assert_eq!(d.cached_tokens, 4);
+    check(&m);
+}
+
 #[test]
 fn prompt_gets_ceil_blocks_and_only_full_blocks_are_hashed() {
     let mut m = BlockManager::new(8, 4);
-    let a = m
-        .allocate_prompt(SeqId(1), &[1, 2, 3, 4, 5, 6], NONE)
-        .unwrap();
+    let a = alloc(&mut m, SeqId(1), &[1, 2, 3, 4, 5, 6], NONE).unwrap();
     assert_eq!(a.blocks, ids(&[0, 1]));
     assert_eq!(a.cached_tokens, 0);
     assert!(m.pool().block_hash(BlockId(0)).is_some());
@@ -33,11 +71,11 @@ fn prompt_gets_ceil_blocks_and_only_full_blocks_are_hashed() {
 fn reuses_cached_chain_and_shares_ref_counts() {
     let mut m = BlockManager::new(8, 4);
     let p: Vec<TokenId> = (0..10).collect();
-    let a = m.allocate_prompt(SeqId(1), &p, NONE).unwrap();
+    let a = alloc(&mut m, SeqId(1), &p, NONE).unwrap();
     // Same first 8 tokens, then diverges.
     let mut q = p[..8].to_vec();
     q.extend([50, 51, 52]);
-    let b = m.allocate_prompt(SeqId(2), &q, NONE).unwrap();
+    let b = alloc(&mut m, SeqId(2), &q, NONE).unwrap();
     assert_eq!(b.cached_tokens, 8);
     assert_eq!(b.blocks[..2], a.blocks[..2]);
     assert_ne!(b.blocks[2], a.blocks[2]);
@@ -65,8 +103,7 @@ fn reuses_cached_chain_and_shares_ref_counts() {
 #[test]
 fn chain_stops_at_first_miss() {
     let mut m = BlockManager::new(10, 2);
-    m.allocate_prompt(SeqId(1), &[1, 2, 3, 4, 5, 6, 7], NONE)
-        .unwrap();
+    alloc(&mut m, SeqId(1), &[1, 2, 3, 4, 5, 6, 7], NONE).unwrap();
     // Block 1 differs, so block 2 cannot hit even with equal tokens.
     let b = m
         .allocate_prompt(SeqId(2), &[1, 2, 9, 9, 5, 6, 7], NONE)
@@ -83,10 +120,10 @@ fn chain_stops_at_first_miss() {
 #[test]
 fn hit_on_free_cached_blocks_after_free() {
     let mut m = BlockManager::new(4, 2);
-    let a = m.allocate_prompt(SeqId(1), &[1, 2, 3, 4, 5], NONE).unwrap();
+    let a = alloc(&mut m, SeqId(1), &[1, 2, 3, 4, 5], NONE).unwrap();
     m.free(SeqId(1)).unwrap();
     assert_eq!(m.num_free_blocks(), 4);
-    let b = m.allocate_prompt(SeqId(2), &[1, 2, 3, 4, 6], NONE).unwrap();
+    let b = alloc(&mut m, SeqId(2), &[1, 2, 3, 4, 6], NONE).unwrap();
     assert_eq!(b.cached_tokens, 4);
     assert_eq!(b.blocks[..2], a.blocks[..2]);
     // Two free hits + one new block.
@@ -98,8 +135,8 @@ fn hit_on_free_cached_blocks_after_free() {
 fn fully_cached_aligned_prompt_recomputes_last_block() {
     let mut m = BlockManager::new(8, 4);
     let p: Vec<TokenId> = (0..8).collect();
-    let a = m.allocate_prompt(SeqId(1), &p, NONE).unwrap();
-    let b = m.allocate_prompt(SeqId(2), &p, NONE).unwrap();
+    let a = alloc(&mut m, SeqId(1), &p, NONE).unwrap();
+    let b = alloc(&mut m, SeqId(2), &p, NONE).unwrap();
     // Never len: the last token is recomputed, in a private block.
     assert_eq!(b.cached_tokens, 4);
     assert_eq!(b.blocks[0], a.blocks[0]);
@@ -113,10 +150,10 @@ fn fully_cached_aligned_prompt_recomputes_last_block() {
     // Non-aligned prompt with every full block cached: all full blocks hit.
     let mut q = p.clone();
     q.push(99);
-    let c = m.allocate_prompt(SeqId(3), &q, NONE).unwrap();
+    let c = alloc(&mut m, SeqId(3), &q, NONE).unwrap();
     assert_eq!(c.cached_tokens, 8);
     // A one-block prompt that is cached: nothing can be shared.
-    let d = m.allocate_prompt(SeqId(4), &p[..4], NONE).unwrap();
+    let d = alloc(&mut m, SeqId(4), &p[..4], NONE).unwrap();
     assert_eq!(d.cached_tokens, 0);
     check(&m);
 }
@@ -124,13 +161,13 @@ fn fully_cached_aligned_prompt_recomputes_last_block() {
 #[test]
 fn lru_eviction_of_cached_prefix() {
     let mut m = BlockManager::new(3, 2);
-    let a = m.allocate_prompt(SeqId(1), &[1, 2, 3, 4, 5], NONE).unwrap();
+    let a = alloc(&mut m, SeqId(1), &[1, 2, 3, 4, 5], NONE).unwrap();
     m.free(SeqId(1)).unwrap();
     let old = hash_full_blocks(&[1, 2, 3, 4], 2, NONE);
     assert_eq!(m.pool().block_hash(a.blocks[0]), Some(old[0]));
     assert_eq!(m.pool().num_cached_blocks(), 2);
     // Unrelated prompt needs 3 blocks: reuses all, evicting both hashes.
-    m.allocate_prompt(SeqId(2), &[7, 7, 7, 7, 7], NONE).unwrap();
+    alloc(&mut m, SeqId(2), &[7, 7, 7, 7, 7], NONE).unwrap();
     assert_eq!(
         m.pool().lookup(old[0], BlockHash::ROOT, NONE, &[1, 2]),
         None
@@ -141,7 +178,7 @@ fn lru_eviction_of_cached_prefix() {
         .iter()
         .all(|&id| m.pool().block_hash(id).is_none_or(|h| !old.contains(&h))));
     m.free(SeqId(2)).unwrap();
-    let c = m.allocate_prompt(SeqId(3), &[1, 2, 3, 4, 5], NONE).unwrap();
+    let c = alloc(&mut m, SeqId(3), &[1, 2, 3, 4, 5], NONE).unwrap();
     assert_eq!(c.cached_tokens, 0, "evicted prefix is gone");
     check(&m);
 }
@@ -149,20 +186,18 @@ fn lru_eviction_of_cached_prefix() {
 #[test]
 fn free_is_tail_first_so_prefix_is_evicted_last() {
     let mut m = BlockManager::new(6, 2);
-    let a = m
-        .allocate_prompt(SeqId(1), &[1, 2, 3, 4, 5, 6], NONE)
-        .unwrap();
+    let a = alloc(&mut m, SeqId(1), &[1, 2, 3, 4, 5, 6], NONE).unwrap();
     assert_eq!(a.blocks, ids(&[0, 1, 2]));
     m.free(SeqId(1)).unwrap();
     assert_eq!(m.pool().free_order(), ids(&[3, 4, 5, 2, 1, 0]));
     // Needs 4 blocks: takes the never-used ones, then the tail block 2;
     // the prefix blocks [1,2],[3,4] keep their hashes.
-    let b = m.allocate_prompt(SeqId(2), &[9; 7], NONE).unwrap();
+    let b = alloc(&mut m, SeqId(2), &[9; 7], NONE).unwrap();
     assert_eq!(b.blocks, ids(&[3, 4, 5, 2]));
     assert!(m.pool().block_hash(BlockId(0)).is_some());
     assert!(m.pool().block_hash(BlockId(1)).is_some());
     m.free(SeqId(2)).unwrap();
-    let c = m.allocate_prompt(SeqId(3), &[1, 2, 3, 4, 0], NONE).unwrap();
+    let c = alloc(&mut m, SeqId(3), &[1, 2, 3, 4, 0], NONE).unwrap();
     assert_eq!(c.cached_tokens, 4);
     assert_eq!(c.blocks[..2], ids(&[0, 1]));
     check(&m);
@@ -171,20 +206,20 @@ fn free_is_tail_first_so_prefix_is_evicted_last() {
 #[test]
 fn append_slot_grows_and_hashes_full_blocks() {
     let mut m = BlockManager::new(4, 2);
-    m.allocate_prompt(SeqId(1), &[1, 2, 3], NONE).unwrap();
-    assert_eq!(m.append_slot(SeqId(1), &[4]).unwrap(), vec![]);
+    alloc(&mut m, SeqId(1), &[1, 2, 3], NONE).unwrap();
+    assert_eq!(append(&mut m, SeqId(1), &[4]).unwrap(), vec![]);
     let last = m.block_table(SeqId(1)).unwrap()[1];
     assert!(
         m.pool().block_hash(last).is_some(),
         "block hashed once full"
     );
-    let grown = m.append_slot(SeqId(1), &[5]).unwrap();
+    let grown = append(&mut m, SeqId(1), &[5]).unwrap();
     assert_eq!(grown.len(), 1);
     assert_eq!(m.pool().block_hash(grown[0]), None);
     assert_eq!(m.num_tokens(SeqId(1)), Some(5));
     check(&m);
     // Decode-produced blocks are reusable by a later prompt.
-    let b = m.allocate_prompt(SeqId(2), &[1, 2, 3, 4, 8], NONE).unwrap();
+    let b = alloc(&mut m, SeqId(2), &[1, 2, 3, 4, 8], NONE).unwrap();
     assert_eq!(b.cached_tokens, 4);
     check(&m);
     // Multi-token append spanning blocks, then out of blocks.
@@ -192,7 +227,7 @@ fn append_slot_grows_and_hashes_full_blocks() {
     assert!(!m.can_append(SeqId(1), 2).unwrap());
     assert!(m.can_append(SeqId(1), 1).unwrap());
     assert_eq!(
-        m.append_slot(SeqId(1), &[6, 7]),
+        append(&mut m, SeqId(1), &[6, 7]),
         Err(KvError::OutOfBlocks { needed: 1, free: 0 })
     );
     assert_eq!(
@@ -207,23 +242,23 @@ fn append_slot_grows_and_hashes_full_blocks() {
 fn errors() {
     let mut m = BlockManager::new(2, 2);
     assert_eq!(
-        m.allocate_prompt(SeqId(1), &[], NONE),
+        alloc(&mut m, SeqId(1), &[], NONE),
         Err(KvError::EmptyPrompt)
     );
     assert_eq!(
-        m.allocate_prompt(SeqId(1), &[1, 2, 3, 4, 5], NONE),
+        alloc(&mut m, SeqId(1), &[1, 2, 3, 4, 5], NONE),
         Err(KvError::OutOfBlocks { needed: 3, free: 2 })
     );
     assert!(!m.can_allocate(&[1, 2, 3, 4, 5], NONE));
     assert!(m.can_allocate(&[1, 2, 3], NONE));
-    m.allocate_prompt(SeqId(1), &[1], NONE).unwrap();
+    alloc(&mut m, SeqId(1), &[1], NONE).unwrap();
     assert_eq!(
-        m.allocate_prompt(SeqId(1), &[1], NONE),
+        alloc(&mut m, SeqId(1), &[1], NONE),
         Err(KvError::SeqExists(SeqId(1)))
     );
     assert_eq!(m.free(SeqId(9)), Err(KvError::UnknownSeq(SeqId(9))));
     assert_eq!(
-        m.append_slot(SeqId(9), &[1]),
+        append(&mut m, SeqId(9), &[1]),
         Err(KvError::UnknownSeq(SeqId(9)))
     );
     assert_eq!(
@@ -238,11 +273,11 @@ fn errors() {
 fn can_allocate_counts_free_hits() {
     // A hit on a free block consumes a free block just like a new one.
     let mut m = BlockManager::new(2, 2);
-    m.allocate_prompt(SeqId(1), &[1, 2, 3], NONE).unwrap();
+    alloc(&mut m, SeqId(1), &[1, 2, 3], NONE).unwrap();
     m.free(SeqId(1)).unwrap();
     assert!(m.can_allocate(&[1, 2, 3], NONE));
     assert!(!m.can_allocate(&[1, 2, 3, 4, 5], NONE));
-    let a = m.allocate_prompt(SeqId(2), &[1, 2, 3], NONE).unwrap();
+    let a = alloc(&mut m, SeqId(2), &[1, 2, 3], NONE).unwrap();
     assert_eq!(a.cached_tokens, 2);
     check(&m);
 }
@@ -298,7 +333,7 @@ fn random_run(seed: u64) {
                 next_id += 1;
                 let can = m.can_allocate(&p, extra);
                 let free_before = m.num_free_blocks();
-                match m.allocate_prompt(seq, &p, extra) {
+                match alloc(&mut m, seq, &p, extra) {
                     Ok(a) => {
                         assert!(can, "step {step}: can_allocate said no");
                         assert!(a.cached_tokens < p.len() && a.cached_tokens % bs == 0);
@@ -321,7 +356,7 @@ fn random_run(seed: u64) {
                     .collect();
                 let can = m.can_append(seq, new.len()).unwrap();
                 let before = m.num_tokens(seq).unwrap();
-                match m.append_slot(seq, &new) {
+                match append(&mut m, seq, &new) {
                     Ok(_) => {
                         assert!(can);
                         assert_eq!(m.num_tokens(seq), Some(before + new.len()));
