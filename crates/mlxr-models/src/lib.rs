@@ -11,12 +11,14 @@ pub mod decoder;
 pub mod kernels;
 pub mod kv_cache;
 pub mod layers;
+pub mod paged;
 pub mod weights;
 
 pub use batch::SeqChunk;
 pub use config::{Activation, LayerAttention, ModelConfig, RopeStyle};
 pub use decoder::DecoderModel;
 pub use kv_cache::{AttentionSpec, ContiguousKvCache, KvCache};
+pub use paged::{PagedKvStore, PagedKvView};
 
 use mlxr_formats::gguf::GgufError;
 

@@ -1,0 +1,379 @@
+//! Attention of a batch of sequence chunks over keys and values in cache
+//! blocks, as a candle op with a CPU kernel.
+//!
+//! The op is the backend seam: `cpu_fwd` is below; a CUDA or Metal kernel
+//! would fill in `cuda_fwd`/`metal_fwd` (which candle defaults to "not
+//! implemented") over the same operands and descriptors.
+
+use candle_core::backend::BackendStorage;
+use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
+use half::{bf16, f16};
+use rayon::prelude::*;
+
+use super::element::CacheElement;
+use super::vector::{Portable, VectorOps};
+use super::write_op::contiguous;
+
+/// Queries of one work item: up to this many tokens of one sequence share
+/// each key/value block they read (prefill); decode items have one token.
+const QUERY_TILE: usize = 16;
+
+/// One chunk of the batch: its queries sit at positions `start_pos..start_pos
+/// + len` and see keys `0..start_pos + len`, whose position `p` lives at
+/// offset `p % block_size` of block `block_table[p / block_size]`.
+#[derive(Clone, Copy, Debug)]
+pub struct PagedSeq<'a> {
+    pub start_pos: usize,
+    pub len: usize,
+    pub block_table: &'a [u32],
+}
+
+/// `q.apply_op3_no_bwd(&k_cache, &v_cache, &op)` (or [`Self::forward`]):
+/// `q` `[tokens, n_heads, head_dim]` f32 holds the chunks' queries in order,
+/// the caches are `[num_blocks, n_kv_heads, block_size, head_dim]` (F16,
+/// BF16 or F32, both alike); the result is `[tokens, n_heads * head_dim]` f32.
+/// Query head `h` reads KV head `h / (n_heads / n_kv_heads)`.
+pub struct PagedAttentionOp<'a> {
+    seqs: Vec<PagedSeq<'a>>,
+    scale: f32,
+    sliding_window: Option<usize>,
+}
+
+impl<'a> PagedAttentionOp<'a> {
+    /// A query at position `p` sees keys `j <= p` with `p - j < window` when
+    /// `sliding_window` is `Some(window)`; scores are `scale * q·k`.
+    pub fn new(seqs: Vec<PagedSeq<'a>>, scale: f32, sliding_window: Option<usize>) -> Self {
+        Self {
+            seqs,
+            scale,
+            sliding_window,
+        }
+    }
+
+    pub fn forward(&self, q: &Tensor, k_cache: &Tensor, v_cache: &Tensor) -> Result<Tensor> {
+        q.apply_op3_no_bwd(k_cache, v_cache, self)
+    }
+}
+
+/// Checks that every block the chunks touch (written or read, within the
+/// sliding window) is in its block table and names an existing block.
+pub(crate) fn check_block_tables(
+    seqs: &[PagedSeq],
+    block_size: usize,
+    num_blocks: usize,
+    sliding_window: Option<usize>,
+) -> std::result::Result<(), String> {
+    for (i, seq) in seqs.iter().enumerate() {
+        if seq.len == 0 {
+            continue;
+        }
+        let Some(end) = seq.start_pos.checked_add(seq.len) else {
+            return Err(format!("sequence {i}: position overflow"));
+        };
+        let capacity = seq.block_table.len().saturating_mul(block_size);
+        if end > capacity {
+            return Err(format!(
+                "sequence {i}: position {} is beyond its block table ({} blocks of {block_size})",
+                end - 1,
+                seq.block_table.len()
+            ));
+        }
+        let first_block = first_key(seq.start_pos, sliding_window) / block_size;
+        let last_block = (end - 1) / block_size;
+        for &block in &seq.block_table[first_block..=last_block] {
+            if block as usize >= num_blocks {
+                return Err(format!(
+                    "sequence {i}: block id {block} out of range ({num_blocks} blocks)"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The first key position a query at `pos` sees.
+fn first_key(pos: usize, sliding_window: Option<usize>) -> usize {
+    sliding_window.map_or(0, |window| (pos + 1).saturating_sub(window))
+}
+
+impl CustomOp3 for PagedAttentionOp<'_> {
+    fn name(&self) -> &'static str {
+        "paged-attention"
+    }
+
+    fn cpu_fwd(
+        &self,
+        q: &CpuStorage,
+        q_layout: &Layout,
+        k: &CpuStorage,
+        k_layout: &Layout,
+        v: &CpuStorage,
+        v_layout: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let dims = self.dims(q_layout, k_layout, v_layout)?;
+        let q = contiguous::<f32>(q, q_layout, "paged-attention: q")?;
+        let out = match (k, v) {
+            (CpuStorage::F32(_), CpuStorage::F32(_)) => {
+                self.run::<f32>(&dims, q, k, k_layout, v, v_layout)?
+            }
+            (CpuStorage::F16(_), CpuStorage::F16(_)) => {
+                self.run::<f16>(&dims, q, k, k_layout, v, v_layout)?
+            }
+            (CpuStorage::BF16(_), CpuStorage::BF16(_)) => {
+                self.run::<bf16>(&dims, q, k, k_layout, v, v_layout)?
+            }
+            _ => bail!(
+                "paged-attention: unsupported cache dtypes {:?}/{:?}",
+                k.dtype(),
+                v.dtype()
+            ),
+        };
+        let shape = Shape::from((dims.tokens, dims.n_heads * dims.head_dim));
+        Ok((CpuStorage::F32(out), shape))
+    }
+}
+
+struct Dims {
+    tokens: usize,
+    n_heads: usize,
+    n_kv_heads: usize,
+    /// Query heads per KV head.
+    group: usize,
+    head_dim: usize,
+    block_size: usize,
+}
+
+/// Queries `first_pos..first_pos + len` of sequence `seq` for the query heads
+/// of `kv_head`; `first_token` is the first one's row in `q`.
+struct WorkItem {
+    seq: usize,
+    kv_head: usize,
+    first_token: usize,
+    first_pos: usize,
+    len: usize,
+}
+
+/// Per-thread buffers, reused across work items.
+#[derive(Default)]
+struct Scratch {
+    /// `[queries, keys]`: scores, then probabilities.
+    scores: Vec<f32>,
+    /// One block's key or value rows as f32.
+    block: Vec<f32>,
+}
+
+impl PagedAttentionOp<'_> {
+    fn dims(&self, q: &Layout, k: &Layout, v: &Layout) -> Result<Dims> {
+        let &[tokens, n_heads, head_dim] = q.dims() else {
+            bail!("paged-attention: q shape {:?} is not 3-d", q.dims())
+        };
+        let &[num_blocks, n_kv_heads, block_size, cache_head_dim] = k.dims() else {
+            bail!("paged-attention: cache shape {:?} is not 4-d", k.dims())
+        };
+        if v.dims() != k.dims() {
+            bail!(
+                "paged-attention: key cache {:?} vs value cache {:?}",
+                k.dims(),
+                v.dims()
+            )
+        }
+        if head_dim != cache_head_dim || n_kv_heads == 0 || n_heads % n_kv_heads != 0 {
+            bail!(
+                "paged-attention: q {:?} does not fit the cache {:?}",
+                q.dims(),
+                k.dims()
+            )
+        }
+        let chunk_tokens: usize = self.seqs.iter().map(|s| s.len).sum();
+        if chunk_tokens != tokens {
+            bail!("paged-attention: the chunks hold {chunk_tokens} tokens, q has {tokens}")
+        }
+        if let Err(msg) =
+            check_block_tables(&self.seqs, block_size, num_blocks, self.sliding_window)
+        {
+            bail!("paged-attention: {msg}")
+        }
+        Ok(Dims {
+            tokens,
+            n_heads,
+            n_kv_heads,
+            group: n_heads / n_kv_heads,
+            head_dim,
+            block_size,
+        })
+    }
+
+    fn work_items(&self, dims: &Dims) -> Vec<WorkItem> {
+        let mut items = Vec::new();
+        let mut first_token = 0;
+        for (seq_index, seq) in self.seqs.iter().enumerate() {
+            for tile in (0..seq.len).step_by(QUERY_TILE) {
+                for kv_head in 0..dims.n_kv_heads {
+                    items.push(WorkItem {
+                        seq: seq_index,
+                        kv_head,
+                        first_token: first_token + tile,
+                        first_pos: seq.start_pos + tile,
+                        len: QUERY_TILE.min(seq.len - tile),
+                    });
+                }
+            }
+            first_token += seq.len;
+        }
+        items
+    }
+
+    fn run<T: CacheElement + candle_core::WithDType>(
+        &self,
+        dims: &Dims,
+        q: &[f32],
+        k: &CpuStorage,
+        k_layout: &Layout,
+        v: &CpuStorage,
+        v_layout: &Layout,
+    ) -> Result<Vec<f32>> {
+        let k = contiguous::<T>(k, k_layout, "paged-attention: key cache")?;
+        let v = contiguous::<T>(v, v_layout, "paged-attention: value cache")?;
+        let items = self.work_items(dims);
+        #[cfg(target_arch = "x86_64")]
+        let wide = super::vector::avx2_fma_available();
+        let results: Vec<Vec<f32>> = items
+            .par_iter()
+            .map_init(Scratch::default, |scratch, item| {
+                #[cfg(target_arch = "x86_64")]
+                if wide {
+                    // SAFETY: the CPU has AVX2 and FMA (checked above).
+                    return unsafe { self.attend_avx2(dims, item, q, k, v, scratch) };
+                }
+                self.attend::<T, Portable>(dims, item, q, k, v, scratch)
+            })
+            .collect();
+
+        // Each item's output is `[len, group, head_dim]`: per token, the
+        // contiguous run of its KV head's query heads.
+        let row = dims.n_heads * dims.head_dim;
+        let run = dims.group * dims.head_dim;
+        let mut out = vec![0f32; dims.tokens * row];
+        for (item, result) in items.iter().zip(&results) {
+            for (t, src) in result.chunks_exact(run).enumerate() {
+                let at = (item.first_token + t) * row + item.kv_head * run;
+                out[at..at + run].copy_from_slice(src);
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`Self::attend`] with the AVX2+FMA vector ops, compiled for AVX2 so
+    /// they inline (and the remaining loops vectorize 8 wide).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn attend_avx2<T: CacheElement>(
+        &self,
+        dims: &Dims,
+        item: &WorkItem,
+        q: &[f32],
+        k: &[T],
+        v: &[T],
+        scratch: &mut Scratch,
+    ) -> Vec<f32> {
+        self.attend::<T, super::vector::Avx2Fma>(dims, item, q, k, v, scratch)
+    }
+
+    #[inline(always)]
+    fn attend<T: CacheElement, V: VectorOps>(
+        &self,
+        dims: &Dims,
+        item: &WorkItem,
+        q: &[f32],
+        k: &[T],
+        v: &[T],
+        scratch: &mut Scratch,
+    ) -> Vec<f32> {
+        let (hd, group, bs) = (dims.head_dim, dims.group, dims.block_size);
+        let table = self.seqs[item.seq].block_table;
+        let last_pos = item.first_pos + item.len - 1;
+        let lo = first_key(item.first_pos, self.sliding_window);
+        let ctx = last_pos + 1 - lo;
+        let n_queries = item.len * group;
+
+        let Scratch { scores, block } = scratch;
+        scores.clear();
+        scores.resize(n_queries * ctx, 0.0);
+        block.resize(bs * hd, 0.0);
+        // Keys `key_from..key_to` of cache block `b`, and for each query the
+        // keys of that range it sees.
+        let block_rows = |b: usize| {
+            let key_from = lo.max(b * bs);
+            let key_to = (last_pos + 1).min((b + 1) * bs);
+            let base = (table[b] as usize * dims.n_kv_heads + item.kv_head) * bs * hd;
+            let offset = base + (key_from - b * bs) * hd;
+            (key_from, key_to, offset..offset + (key_to - key_from) * hd)
+        };
+        let query_keys = |t: usize, key_from: usize, key_to: usize| {
+            let pos = item.first_pos + t;
+            first_key(pos, self.sliding_window).max(key_from)..(pos + 1).min(key_to)
+        };
+        let q_rows = |t: usize| {
+            let at = (item.first_token + t) * dims.n_heads * hd + item.kv_head * group * hd;
+            &q[at..at + group * hd]
+        };
+
+        for b in lo / bs..=last_pos / bs {
+            let (key_from, key_to, range) = block_rows(b);
+            let keys = T::as_f32(&k[range], block);
+            for t in 0..item.len {
+                let visible = query_keys(t, key_from, key_to);
+                for (g, q_row) in q_rows(t).chunks_exact(hd).enumerate() {
+                    let row = &mut scores[(t * group + g) * ctx..][..ctx];
+                    for j in visible.clone() {
+                        let key = &keys[(j - key_from) * hd..][..hd];
+                        row[j - lo] = V::dot(q_row, key) * self.scale;
+                    }
+                }
+            }
+        }
+
+        let mut inv_sums = Vec::with_capacity(n_queries);
+        for t in 0..item.len {
+            let pos = item.first_pos + t;
+            let visible = first_key(pos, self.sliding_window) - lo..pos + 1 - lo;
+            for g in 0..group {
+                let row = &mut scores[(t * group + g) * ctx..][visible.clone()];
+                inv_sums.push(softmax_in_place(row));
+            }
+        }
+
+        let mut out = vec![0f32; n_queries * hd];
+        for b in lo / bs..=last_pos / bs {
+            let (key_from, key_to, range) = block_rows(b);
+            let values = T::as_f32(&v[range], block);
+            for t in 0..item.len {
+                let visible = query_keys(t, key_from, key_to);
+                for g in 0..group {
+                    let query = t * group + g;
+                    let probs = &scores[query * ctx..][..ctx];
+                    let acc = &mut out[query * hd..][..hd];
+                    for j in visible.clone() {
+                        V::axpy(acc, probs[j - lo], &values[(j - key_from) * hd..][..hd]);
+                    }
+                }
+            }
+        }
+        for (acc, inv_sum) in out.chunks_exact_mut(hd).zip(inv_sums) {
+            acc.iter_mut().for_each(|x| *x *= inv_sum);
+        }
+        out
+    }
+}
+
+/// Replaces `row` by `exp(row - max)` and returns `1 / sum`.
+#[inline(always)]
+fn softmax_in_place(row: &mut [f32]) -> f32 {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0f32;
+    for x in row.iter_mut() {
+        *x = (*x - max).exp();
+        sum += *x;
+    }
+    1.0 / sum
+}
