@@ -26,6 +26,20 @@ pub enum EngineError {
     Sampling(#[from] mlxr_sampling::SamplingError),
     #[error("the prompt has {prompt} tokens but the context holds {context}; shorten it or raise the context size")]
     PromptTooLong { prompt: usize, context: usize },
+    #[error("the prompt has {prompt} tokens and max_tokens is {max_tokens}, but a sequence holds at most {context} tokens; lower max_tokens or shorten the prompt")]
+    RequestTooLong {
+        prompt: usize,
+        max_tokens: usize,
+        context: usize,
+    },
+    #[error("the KV cache budget ({budget}) is smaller than one block ({block_bytes} bytes)")]
+    KvBudgetTooSmall { budget: String, block_bytes: u64 },
+    #[error("the engine has stopped")]
+    Stopped,
+    #[error("starting the engine thread: {0}")]
+    Thread(#[source] std::io::Error),
+    #[error("{0}")]
+    Request(String),
     #[error("the prompt is empty")]
     EmptyPrompt,
     #[error(transparent)]

@@ -34,6 +34,11 @@ pub struct TokenEvent {
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct Timings {
+    /// From submission to the first step that included the request.
+    pub queued_ms: f64,
+    /// From submission to the first generated token.
+    pub ttft_ms: f64,
+    /// Prompt tokens computed (not served by the prefix cache).
     pub prompt_n: usize,
     pub prompt_ms: f64,
     pub predicted_n: usize,
@@ -75,4 +80,6 @@ pub enum Event {
         usage: Usage,
         timings: Timings,
     },
+    /// The request failed inside the engine; no more events follow.
+    Error(String),
 }

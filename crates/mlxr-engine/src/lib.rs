@@ -1,22 +1,34 @@
-//! The generation engine: a loaded model turns a request into a stream of
-//! tokens and text.
+//! The generation engine: one thread owns a loaded model and a paged KV
+//! cache and serves many requests at once.
 //!
-//! This is the single-sequence generator; the batching scheduler and paged
-//! KV cache build on the same pieces ([`LoadedModel`], [`GenerateRequest`],
-//! [`Event`]).
+//! - [`handle`]: [`EngineHandle`] — start, `submit` (a stream of [`Event`]s),
+//!   `abort`, metrics.
+//! - [`engine`]: the engine thread's loop, one forward pass per step.
+//! - [`scheduler`]: one token budget per step; decode first, then prompt
+//!   chunks; admission with prefix reuse; preemption by recompute.
+//! - [`sequence`]: one request's tokens, sampler and text state.
+//! - [`kv`]: KV block bookkeeping (block pool, prefix hashes, block tables).
+//! - [`metrics`]: counters and histograms in Prometheus' format.
 
+pub mod config;
+mod engine;
 pub mod error;
 pub mod events;
-pub mod generator;
+pub mod handle;
 pub mod kv;
 pub mod loaded_model;
+pub mod metrics;
 pub mod request;
+pub mod scheduler;
+pub mod sequence;
 
+pub use config::{EngineConfig, KvBudget, KvDtype};
 pub use error::EngineError;
 pub use events::{Event, FinishReason, Timings, TokenEvent, TokenLogprob, Usage};
-pub use generator::{Generation, Session};
+pub use handle::{EngineHandle, Generation, RequestId, RequestStream};
 pub use loaded_model::LoadedModel;
-pub use request::{GenerateRequest, Prompt};
+pub use metrics::EngineMetrics;
+pub use request::{tokenize_prompt, GenerateRequest, Prompt};
 
 pub use mlxr_sampling::SamplingParams;
 pub use mlxr_template::ChatMessage;

@@ -2,6 +2,8 @@ use mlxr_sampling::SamplingParams;
 use mlxr_template::ChatMessage;
 use mlxr_tokenizer::TokenId;
 
+use crate::{EngineError, LoadedModel};
+
 #[derive(Clone, Debug)]
 pub enum Prompt {
     /// Text tokenized as is (BOS added where the model wants one, special tokens parsed).
@@ -21,6 +23,8 @@ pub struct GenerateRequest {
     pub stop: Vec<String>,
     /// Keep going past end-of-generation tokens.
     pub ignore_eos: bool,
+    /// Higher runs first; equal priorities are served first come, first served.
+    pub priority: i32,
 }
 
 impl GenerateRequest {
@@ -31,6 +35,16 @@ impl GenerateRequest {
             max_tokens: None,
             stop: Vec::new(),
             ignore_eos: false,
+            priority: 0,
         }
     }
+}
+
+/// The token ids a prompt becomes for `lm`.
+pub fn tokenize_prompt(lm: &LoadedModel, prompt: &Prompt) -> Result<Vec<TokenId>, EngineError> {
+    Ok(match prompt {
+        Prompt::Raw(text) => lm.tokenizer.encode(text, true, true),
+        Prompt::Chat(messages) => lm.tokenizer.encode(&lm.render_chat(messages)?, true, true),
+        Prompt::Tokens(ids) => ids.clone(),
+    })
 }

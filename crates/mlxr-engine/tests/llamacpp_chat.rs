@@ -12,7 +12,12 @@
 
 use std::path::PathBuf;
 
-use mlxr_engine::{ChatMessage, GenerateRequest, LoadedModel, Prompt, SamplingParams, Session};
+use std::sync::Arc;
+
+use mlxr_engine::{
+    ChatMessage, EngineConfig, EngineHandle, GenerateRequest, KvBudget, KvDtype, LoadedModel,
+    Prompt, SamplingParams,
+};
 use serde_json::Value;
 
 /// See mlxr-models/tests/llamacpp_logits.rs for why 0.5 nats.
@@ -84,6 +89,14 @@ fn greedy_chat_cases(name: &str) {
     let Some(lm) = load(&fx) else {
         return;
     };
+    // llama.cpp's fixtures were recorded with an f32 KV cache.
+    let config = EngineConfig {
+        kv_dtype: KvDtype::F32,
+        kv_budget: KvBudget::Bytes(256 << 20),
+        ..EngineConfig::default()
+    };
+    let engine = EngineHandle::start(Arc::new(lm), config).unwrap();
+    let lm = engine.model().clone();
     let mut checked = 0;
     for case in fx["generate"].as_array().unwrap() {
         if case["kind"] != "chat" {
@@ -104,7 +117,7 @@ fn greedy_chat_cases(name: &str) {
         let mut req = GenerateRequest::new(prompt);
         req.sampling = SamplingParams::greedy();
         req.max_tokens = Some(clear.max(1));
-        let out = Session::new(&lm).generate(&lm, &req, |_| true).unwrap();
+        let out = engine.generate(&req, |_| true).unwrap();
         let prompt_ids: Vec<u32> = serde_json::from_value(case["prompt_ids"].clone()).unwrap();
         assert_eq!(
             out.prompt_tokens, prompt_ids,

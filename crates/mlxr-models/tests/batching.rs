@@ -1,5 +1,7 @@
 //! The batched forward pass: sequences sharing a pass, and prompts prefilled
-//! in chunks, give the same logits as each sequence run alone in one go.
+//! in chunks, give the same logits as each sequence run alone in one go —
+//! with contiguous per-sequence caches and with the paged block cache
+//! (shuffled, non-contiguous block tables).
 //!
 //! Weights are dequantized to f32 here. With quantized weights candle
 //! quantizes activations to 8 bits per row, and the last-ulp differences that
@@ -9,9 +11,9 @@
 
 use std::path::PathBuf;
 
-use candle_core::Device;
+use candle_core::{DType, Device};
 use mlxr_formats::gguf::GgufFile;
-use mlxr_models::{ContiguousKvCache, DecoderModel, SeqChunk};
+use mlxr_models::{ContiguousKvCache, DecoderModel, PagedKvStore, PagedKvView, SeqChunk};
 
 fn model(file: &str) -> Option<DecoderModel> {
     let dir = std::env::var_os("MLXR_MODELS_DIR")
@@ -69,7 +71,15 @@ struct Seq {
     logits: Vec<f32>,
 }
 
-fn check(file: &str, long: usize) {
+#[derive(Clone, Copy)]
+enum Kv {
+    Contiguous,
+    Paged(DType),
+}
+
+const BLOCK: usize = 16;
+
+fn check(file: &str, long: usize, kv: Kv) {
     let Some(model) = model(file) else { return };
     let n = model.config().n_layers;
     // A long prompt and a short one prefilled in chunks of different sizes
@@ -86,6 +96,32 @@ fn check(file: &str, long: usize) {
         })
         .collect();
     let expected: Vec<Vec<f32>> = seqs.iter().map(|s| alone(&model, &s.tokens)).collect();
+    // Each sequence's blocks interleaved with the others', in reverse.
+    let c = model.config();
+    let blocks_per_seq = long.div_ceil(BLOCK);
+    let num_blocks = blocks_per_seq * seqs.len();
+    let tables: Vec<Vec<u32>> = (0..seqs.len())
+        .map(|i| {
+            (0..blocks_per_seq)
+                .map(|b| (num_blocks - 1 - (b * seqs.len() + i)) as u32)
+                .collect()
+        })
+        .collect();
+    let store = match kv {
+        Kv::Paged(dtype) => Some(
+            PagedKvStore::new(
+                c.n_layers,
+                num_blocks,
+                BLOCK,
+                c.n_kv_heads,
+                c.head_dim,
+                dtype,
+                &Device::Cpu,
+            )
+            .unwrap(),
+        ),
+        Kv::Contiguous => None,
+    };
 
     while seqs.iter().any(|s| s.pos < s.tokens.len()) {
         let mut tokens = Vec::new();
@@ -102,7 +138,14 @@ fn check(file: &str, long: usize) {
             caches.push(&mut s.cache);
             rows.push((i, take));
         }
-        let logits = model.forward(&tokens, &chunks, &mut caches).unwrap();
+        let logits = match &store {
+            Some(store) => {
+                let tables = rows.iter().map(|&(i, _)| tables[i].as_slice()).collect();
+                let mut view = PagedKvView::new(store, tables);
+                model.forward(&tokens, &chunks, &mut view).unwrap()
+            }
+            None => model.forward(&tokens, &chunks, &mut caches).unwrap(),
+        };
         for (row, &(i, take)) in rows.iter().enumerate() {
             seqs[i].logits = logits.get(row).unwrap().to_vec1::<f32>().unwrap();
             seqs[i].pos += take;
@@ -117,13 +160,26 @@ fn check(file: &str, long: usize) {
     }
 }
 
+const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+const GEMMA3: &str = "gemma-3-270m-q4_k_m.gguf";
+
 #[test]
 fn smollm2_batched_equals_alone() {
-    check("SmolLM2-135M-Instruct.Q4_1.gguf", 250);
+    check(SMOLLM2, 250, Kv::Contiguous);
+}
+
+#[test]
+fn smollm2_paged_equals_alone() {
+    check(SMOLLM2, 250, Kv::Paged(DType::F32));
 }
 
 /// Longer than Gemma 3's 512-token sliding window, so local layers mask.
 #[test]
 fn gemma3_batched_equals_alone_past_the_window() {
-    check("gemma-3-270m-q4_k_m.gguf", 600);
+    check(GEMMA3, 600, Kv::Contiguous);
+}
+
+#[test]
+fn gemma3_paged_equals_alone_past_the_window() {
+    check(GEMMA3, 600, Kv::Paged(DType::F32));
 }

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use mlxr_engine::{KvBudget, KvDtype};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -57,6 +58,13 @@ pub struct ModelArgs {
     /// Context size in tokens (default: the model's trained context).
     #[arg(short = 'c', long = "ctx-size")]
     pub ctx_size: Option<usize>,
+    /// KV cache memory: bytes (2GiB, 512MiB) or a fraction of RAM (0.1).
+    /// Default: enough for one full context.
+    #[arg(long, value_name = "SIZE")]
+    pub kv_cache_mem: Option<KvBudget>,
+    /// Element type of the KV cache: f16, bf16 or f32.
+    #[arg(long, default_value = "f16", value_name = "TYPE")]
+    pub kv_dtype: KvDtype,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -183,6 +183,12 @@ impl BlockManager {
         }
     }
 
+    /// Free blocks [`Self::allocate_prompt`] would consume for this prompt
+    /// now (new blocks plus cached blocks it would take off the free list).
+    pub fn blocks_needed_for_prompt(&self, tokens: &[TokenId], extra: ExtraKey) -> usize {
+        self.plan_prompt(tokens, extra).free_needed
+    }
+
     /// Whether [`Self::allocate_prompt`] would succeed for this prompt now.
     pub fn can_allocate(&self, tokens: &[TokenId], extra: ExtraKey) -> bool {
         !tokens.is_empty() && self.plan_prompt(tokens, extra).free_needed <= self.num_free_blocks()

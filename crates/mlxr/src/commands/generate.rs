@@ -1,13 +1,13 @@
 use std::io::Write;
 
 use anyhow::Result;
-use mlxr_engine::{ChatMessage, Event, GenerateRequest, Prompt, Session};
+use mlxr_engine::{ChatMessage, Event, GenerateRequest, Prompt};
 use serde_json::json;
 
 use crate::cli::GenerateArgs;
 
 pub fn generate(args: GenerateArgs) -> Result<()> {
-    let lm = super::load_model(&args.model)?;
+    let engine = super::start_engine(&args.model)?;
     let prompt = if args.raw {
         Prompt::Raw(args.prompt.clone())
     } else {
@@ -22,14 +22,15 @@ pub fn generate(args: GenerateArgs) -> Result<()> {
         max_tokens: args.sampling.max_tokens,
         stop: args.sampling.stop.clone(),
         ignore_eos: args.sampling.ignore_eos,
+        priority: 0,
     };
-    let mut session = Session::new(&lm);
     let stdout = std::io::stdout();
-    let generation = session.generate(&lm, &request, |event| {
+    let generation = engine.generate(&request, |event| {
         if !args.json {
             let text = match event {
                 Event::Token(t) => &t.text,
                 Event::Done { text, .. } => text,
+                Event::Error(_) => return true,
             };
             let mut out = stdout.lock();
             // A closed pipe (`| head`) ends the generation instead of failing it.

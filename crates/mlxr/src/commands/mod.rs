@@ -3,7 +3,9 @@ mod run;
 mod tokenize;
 
 use anyhow::Result;
-use mlxr_engine::{LoadedModel, SamplingParams};
+use std::sync::Arc;
+
+use mlxr_engine::{EngineConfig, EngineHandle, KvBudget, LoadedModel, SamplingParams};
 
 use crate::cli::{Cli, Command, ModelArgs, SamplingArgs};
 
@@ -13,6 +15,18 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Generate(args) => generate::generate(args),
         Command::Tokenize(args) => tokenize::tokenize(args),
     }
+}
+
+/// Loads the model and starts an engine for one conversation at a time.
+fn start_engine(args: &ModelArgs) -> Result<EngineHandle> {
+    let lm = Arc::new(load_model(args)?);
+    let config = EngineConfig {
+        kv_budget: args.kv_cache_mem.unwrap_or(KvBudget::Bytes(u64::MAX)),
+        kv_dtype: args.kv_dtype,
+        max_num_seqs: 1,
+        ..EngineConfig::default()
+    };
+    Ok(EngineHandle::start(lm, config)?)
 }
 
 /// Applies `--threads` and loads the model.

@@ -3,18 +3,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use mlxr_engine::{ChatMessage, Event, GenerateRequest, LoadedModel, Prompt, Session, Timings};
+use mlxr_engine::{ChatMessage, EngineHandle, Event, GenerateRequest, Prompt, Timings};
 use rustyline::error::ReadlineError;
 
 use crate::cli::RunArgs;
 
 pub fn run(args: RunArgs) -> Result<()> {
     let started = std::time::Instant::now();
-    let lm = super::load_model(&args.model)?;
+    let engine = super::start_engine(&args.model)?;
     let load_ms = started.elapsed().as_secs_f64() * 1000.0;
     let mut chat = Chat {
-        lm: &lm,
-        session: Session::new(&lm),
+        engine,
         messages: args.system.iter().map(|s| message("system", s)).collect(),
         args: &args,
         interrupted: Arc::new(AtomicBool::new(false)),
@@ -29,8 +28,7 @@ pub fn run(args: RunArgs) -> Result<()> {
 }
 
 struct Chat<'a> {
-    lm: &'a LoadedModel,
-    session: Session,
+    engine: EngineHandle,
     messages: Vec<ChatMessage>,
     args: &'a RunArgs,
     /// Set by Ctrl-C: stops the reply being written, not the program.
@@ -79,14 +77,16 @@ impl Chat<'_> {
             max_tokens: s.max_tokens,
             stop: s.stop.clone(),
             ignore_eos: s.ignore_eos,
+            priority: 0,
         };
         self.interrupted.store(false, Ordering::SeqCst);
         let interrupted = self.interrupted.clone();
         let stdout = std::io::stdout();
-        let result = self.session.generate(self.lm, &request, |event| {
+        let result = self.engine.generate(&request, |event| {
             let text = match event {
                 Event::Token(t) => &t.text,
                 Event::Done { text, .. } => text,
+                Event::Error(_) => return true,
             };
             let mut out = stdout.lock();
             let written = out.write_all(text.as_bytes()).and_then(|_| out.flush());

@@ -1,0 +1,157 @@
+//! How an engine is sized: KV memory, block size, batch limits.
+
+use std::fmt;
+use std::str::FromStr;
+
+use candle_core::DType;
+
+/// How much memory the KV cache gets, allocated once at start.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum KvBudget {
+    Bytes(u64),
+    /// A fraction (0, 1] of the machine's physical memory.
+    FractionOfRam(f64),
+}
+
+impl KvBudget {
+    pub fn bytes(&self) -> u64 {
+        match *self {
+            KvBudget::Bytes(b) => b,
+            KvBudget::FractionOfRam(f) => (physical_memory() as f64 * f) as u64,
+        }
+    }
+}
+
+/// Parses `0.25` (a fraction of RAM), `2GiB`, `512MiB`, `1.5GB`, `1000000`.
+impl FromStr for KvBudget {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        let bad = || {
+            format!("'{s}' is not a KV budget: give bytes (e.g. 2GiB, 512MiB, 1000000) or a fraction of RAM (e.g. 0.25)")
+        };
+        let split = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
+        let (number, unit) = s.split_at(split);
+        let value: f64 = number.trim().parse().map_err(|_| bad())?;
+        if !value.is_finite() || value <= 0.0 {
+            return Err(bad());
+        }
+        let scale = match unit.trim().to_ascii_lowercase().as_str() {
+            "" if value <= 1.0 && number.contains('.') => {
+                return Ok(KvBudget::FractionOfRam(value))
+            }
+            "" | "b" => 1.0,
+            "k" | "kb" => 1e3,
+            "m" | "mb" => 1e6,
+            "g" | "gb" => 1e9,
+            "kib" => 1024.0,
+            "mib" => 1024.0 * 1024.0,
+            "gib" => 1024.0 * 1024.0 * 1024.0,
+            _ => return Err(bad()),
+        };
+        Ok(KvBudget::Bytes((value * scale) as u64))
+    }
+}
+
+impl fmt::Display for KvBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KvBudget::Bytes(b) => write!(f, "{:.1} MiB", *b as f64 / (1024.0 * 1024.0)),
+            KvBudget::FractionOfRam(x) => write!(f, "{:.0}% of RAM", x * 100.0),
+        }
+    }
+}
+
+/// Element type of cached keys and values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum KvDtype {
+    #[default]
+    F16,
+    Bf16,
+    F32,
+}
+
+impl KvDtype {
+    pub fn dtype(self) -> DType {
+        match self {
+            KvDtype::F16 => DType::F16,
+            KvDtype::Bf16 => DType::BF16,
+            KvDtype::F32 => DType::F32,
+        }
+    }
+}
+
+impl FromStr for KvDtype {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "f16" | "fp16" => Ok(KvDtype::F16),
+            "bf16" => Ok(KvDtype::Bf16),
+            "f32" | "fp32" => Ok(KvDtype::F32),
+            _ => Err(format!("'{s}' is not a KV dtype (f16, bf16, f32)")),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineConfig {
+    /// Tokens per KV block.
+    pub block_size: usize,
+    pub kv_budget: KvBudget,
+    pub kv_dtype: KvDtype,
+    /// Tokens one forward pass may carry: decode tokens plus prefill chunks.
+    pub max_num_batched_tokens: usize,
+    /// Sequences running at once.
+    pub max_num_seqs: usize,
+    /// Reuse the KV of shared prompt prefixes across requests.
+    pub prefix_caching: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            block_size: 16,
+            kv_budget: KvBudget::FractionOfRam(0.1),
+            kv_dtype: KvDtype::F16,
+            max_num_batched_tokens: 512,
+            max_num_seqs: 64,
+            prefix_caching: true,
+        }
+    }
+}
+
+/// Physical memory in bytes (8 GiB when it cannot be read).
+pub fn physical_memory() -> u64 {
+    // SAFETY: sysconf has no preconditions; it returns -1 on error.
+    let (pages, page_size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages > 0 && page_size > 0 {
+        pages as u64 * page_size as u64
+    } else {
+        8 << 30
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budgets_parse() {
+        assert_eq!("2GiB".parse(), Ok(KvBudget::Bytes(2 << 30)));
+        assert_eq!("512 MiB".parse(), Ok(KvBudget::Bytes(512 << 20)));
+        assert_eq!("1.5GB".parse(), Ok(KvBudget::Bytes(1_500_000_000)));
+        assert_eq!("1000000".parse(), Ok(KvBudget::Bytes(1_000_000)));
+        assert_eq!("0.25".parse(), Ok(KvBudget::FractionOfRam(0.25)));
+        for bad in ["", "-1", "0", "abc", "3 parsecs", "NaN"] {
+            assert!(bad.parse::<KvBudget>().is_err(), "{bad}");
+        }
+        assert!(KvBudget::FractionOfRam(0.5).bytes() > 0);
+    }
+}

@@ -1,0 +1,212 @@
+//! The engine thread: owns the model and the paged KV cache, takes requests
+//! from a channel, and runs the scheduler's steps, one forward pass each.
+
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::Arc;
+use std::time::Instant;
+
+use mlxr_models::paged::{PagedKvStore, PagedKvView};
+use mlxr_models::SeqChunk;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::events::{Event, FinishReason};
+use crate::kv::SeqId;
+use crate::metrics::{EngineGauges, EngineMetrics};
+use crate::scheduler::{ScheduledChunk, Scheduler};
+use crate::sequence::{Sequence, Step};
+use crate::LoadedModel;
+
+pub(crate) enum Command {
+    Submit(Box<Sequence>, UnboundedSender<Event>),
+    Abort(SeqId),
+}
+
+pub(crate) struct EngineLoop {
+    pub model: Arc<LoadedModel>,
+    pub store: PagedKvStore,
+    pub scheduler: Scheduler,
+    pub streams: std::collections::HashMap<SeqId, UnboundedSender<Event>>,
+    pub commands: Receiver<Command>,
+    pub metrics: Arc<EngineMetrics>,
+    /// Tokens one sequence may reach: the context size or the KV capacity.
+    pub seq_limit: usize,
+}
+
+impl EngineLoop {
+    /// Runs until every handle is dropped and the last request is done.
+    pub fn run(mut self) {
+        let mut handles_alive = true;
+        loop {
+            if self.scheduler.is_idle() {
+                if !handles_alive {
+                    return;
+                }
+                match self.commands.recv() {
+                    Ok(cmd) => self.handle(cmd),
+                    Err(_) => return,
+                }
+            }
+            loop {
+                match self.commands.try_recv() {
+                    Ok(cmd) => self.handle(cmd),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        handles_alive = false;
+                        break;
+                    }
+                }
+            }
+            self.drop_abandoned();
+            if !self.scheduler.is_idle() {
+                self.step();
+            }
+            self.publish_gauges();
+        }
+    }
+
+    fn handle(&mut self, cmd: Command) {
+        match cmd {
+            Command::Submit(seq, events) => {
+                self.streams.insert(seq.id, events);
+                self.scheduler.add(*seq);
+            }
+            Command::Abort(id) => self.finish(id, FinishReason::Cancelled),
+        }
+    }
+
+    /// Requests whose receiver is gone (a client that disconnected) are aborted.
+    fn drop_abandoned(&mut self) {
+        let gone: Vec<SeqId> = self
+            .streams
+            .iter()
+            .filter(|(_, tx)| tx.is_closed())
+            .map(|(&id, _)| id)
+            .collect();
+        for id in gone {
+            self.finish(id, FinishReason::Cancelled);
+        }
+    }
+
+    fn finish(&mut self, id: SeqId, reason: FinishReason) {
+        if let Some(mut seq) = self.scheduler.remove(id) {
+            let done = seq.finish(reason, true);
+            self.finished(&seq, done);
+        }
+    }
+
+    fn finished(&mut self, seq: &Sequence, done: Event) {
+        if let Event::Done {
+            finish_reason,
+            timings,
+            ..
+        } = &done
+        {
+            self.metrics.observe_finished(
+                *finish_reason,
+                timings.queued_ms / 1000.0,
+                seq.arrived_at().elapsed().as_secs_f64(),
+            );
+        }
+        if let Some(tx) = self.streams.remove(&seq.id) {
+            let _ = tx.send(done);
+        }
+    }
+
+    fn step(&mut self) {
+        let chunks = self.scheduler.schedule();
+        if chunks.is_empty() {
+            // Admission checks make this unreachable; never spin on it.
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            return;
+        }
+        let mut tokens = Vec::new();
+        let mut seq_chunks = Vec::with_capacity(chunks.len());
+        let mut tables: Vec<Vec<u32>> = Vec::with_capacity(chunks.len());
+        for c in &chunks {
+            let seq = self
+                .scheduler
+                .seq(c.seq)
+                .expect("scheduled sequences exist");
+            tokens.extend_from_slice(&seq.tokens[c.start_pos..c.start_pos + c.len]);
+            seq_chunks.push(SeqChunk::new(c.start_pos, c.len));
+            tables.push(
+                self.scheduler
+                    .block_table(c.seq)
+                    .iter()
+                    .map(|b| b.0)
+                    .collect(),
+            );
+        }
+        let mut view = PagedKvView::new(&self.store, tables.iter().map(Vec::as_slice).collect());
+        let logits = self
+            .model
+            .model
+            .forward(&tokens, &seq_chunks, &mut view)
+            .and_then(|l| Ok(l.to_vec2::<f32>()?));
+        match logits {
+            Ok(rows) => self.process_outputs(&chunks, &rows),
+            Err(e) => {
+                let message = format!("forward pass failed: {e}");
+                for c in &chunks {
+                    self.scheduler.remove(c.seq);
+                    if let Some(tx) = self.streams.remove(&c.seq) {
+                        let _ = tx.send(Event::Error(message.clone()));
+                    }
+                }
+            }
+        }
+    }
+
+    fn process_outputs(&mut self, chunks: &[ScheduledChunk], logits: &[Vec<f32>]) {
+        for (chunk, row) in chunks.iter().zip(logits) {
+            self.scheduler.chunk_computed(chunk);
+            if !chunk.samples {
+                continue;
+            }
+            let Some(seq) = self.scheduler.seq_mut(chunk.seq) else {
+                continue;
+            };
+            let previous = seq.last_token_at();
+            let step = seq.sample(row, &self.model.tokenizer, self.seq_limit);
+            let now = Instant::now();
+            match previous {
+                Some(t) => self
+                    .metrics
+                    .observe_inter_token(now.duration_since(t).as_secs_f64()),
+                None => {
+                    self.metrics
+                        .observe_ttft(now.duration_since(seq.arrived_at()).as_secs_f64());
+                    self.metrics.add_prompt_tokens(seq.prompt_len);
+                }
+            }
+            self.metrics.add_generation_tokens(1);
+            let (token, done) = match step {
+                Step::Continue(event) => (Some(event), None),
+                Step::Finished(event, done) => (event, Some(done)),
+            };
+            if let (Some(event), Some(tx)) = (token, self.streams.get(&chunk.seq)) {
+                let _ = tx.send(event);
+            }
+            if let Some(done) = done {
+                let seq = self
+                    .scheduler
+                    .remove(chunk.seq)
+                    .expect("sequence sampled above");
+                self.finished(&seq, done);
+            }
+        }
+    }
+
+    fn publish_gauges(&self) {
+        let blocks = self.scheduler.blocks();
+        let stats = blocks.stats();
+        self.metrics.set_gauges(EngineGauges {
+            running: self.scheduler.num_running(),
+            waiting: self.scheduler.num_waiting(),
+            kv_cache_usage: blocks.usage(),
+            prefix_cache_queries: stats.queries,
+            prefix_cache_hits: stats.hits,
+            preemptions: self.scheduler.num_preemptions(),
+        });
+    }
+}

@@ -1,0 +1,277 @@
+//! The engine as callers see it: start it on a model, submit requests, read
+//! their events, abort them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::sync::Arc;
+
+use mlxr_models::paged::PagedKvStore;
+use mlxr_tokenizer::TokenId;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+
+use crate::config::EngineConfig;
+use crate::engine::{Command, EngineLoop};
+use crate::events::{Event, FinishReason, Timings, TokenLogprob, Usage};
+use crate::kv::SeqId;
+use crate::metrics::EngineMetrics;
+use crate::request::GenerateRequest;
+use crate::scheduler::Scheduler;
+use crate::sequence::Sequence;
+use crate::{EngineError, LoadedModel};
+
+/// Identifies a submitted request.
+pub type RequestId = SeqId;
+
+/// A running engine. Clones share it; the engine thread stops once every
+/// handle is dropped and the requests in flight are done.
+#[derive(Clone)]
+pub struct EngineHandle {
+    shared: Arc<Shared>,
+    commands: Sender<Command>,
+}
+
+struct Shared {
+    model: Arc<LoadedModel>,
+    metrics: Arc<EngineMetrics>,
+    next_id: AtomicU64,
+    seq_limit: usize,
+    num_blocks: usize,
+    block_size: usize,
+}
+
+impl EngineHandle {
+    /// Allocates the KV cache from `config.kv_budget` and starts the engine thread.
+    pub fn start(model: Arc<LoadedModel>, config: EngineConfig) -> Result<Self, EngineError> {
+        let cfg = model.model.config();
+        let dtype = config.kv_dtype.dtype();
+        let block_size = config.block_size.max(1);
+        let per_block = PagedKvStore::bytes_per_block(
+            cfg.n_layers,
+            block_size,
+            cfg.n_kv_heads,
+            cfg.head_dim,
+            dtype,
+        ) as u64;
+        // More than every sequence at full context would be wasted.
+        let useful = (config.max_num_seqs.max(1) * model.context_size.div_ceil(block_size)) as u64;
+        let num_blocks = (config.kv_budget.bytes() / per_block).min(useful) as usize;
+        if num_blocks == 0 {
+            return Err(EngineError::KvBudgetTooSmall {
+                budget: config.kv_budget.to_string(),
+                block_bytes: per_block,
+            });
+        }
+        let store = PagedKvStore::new(
+            cfg.n_layers,
+            num_blocks,
+            block_size,
+            cfg.n_kv_heads,
+            cfg.head_dim,
+            dtype,
+            model.model.device(),
+        )?;
+        let seq_limit = model.context_size.min(num_blocks * block_size);
+        let metrics = Arc::new(EngineMetrics::default());
+        let (commands, rx) = mpsc::channel();
+        let engine = EngineLoop {
+            model: model.clone(),
+            store,
+            scheduler: Scheduler::new(&config, num_blocks),
+            streams: Default::default(),
+            commands: rx,
+            metrics: metrics.clone(),
+            seq_limit,
+        };
+        std::thread::Builder::new()
+            .name("mlxr-engine".into())
+            .spawn(move || engine.run())
+            .map_err(EngineError::Thread)?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                model,
+                metrics,
+                next_id: AtomicU64::new(1),
+                seq_limit,
+                num_blocks,
+                block_size,
+            }),
+            commands,
+        })
+    }
+
+    pub fn model(&self) -> &Arc<LoadedModel> {
+        &self.shared.model
+    }
+
+    pub fn metrics(&self) -> &EngineMetrics {
+        &self.shared.metrics
+    }
+
+    /// Tokens (prompt and reply) one request may reach.
+    pub fn max_sequence_len(&self) -> usize {
+        self.shared.seq_limit
+    }
+
+    /// KV blocks in the pool and tokens per block.
+    pub fn kv_blocks(&self) -> (usize, usize) {
+        (self.shared.num_blocks, self.shared.block_size)
+    }
+
+    /// Tokenizes and checks `req` here, on the caller's thread, then queues
+    /// it. Errors (empty or oversized prompt, bad sampling parameters) come
+    /// back at once; everything later arrives as events on the stream.
+    pub fn submit(&self, req: &GenerateRequest) -> Result<RequestStream, EngineError> {
+        let lm = &self.shared.model;
+        let prompt = crate::request::tokenize_prompt(lm, &req.prompt)?;
+        if prompt.is_empty() {
+            return Err(EngineError::EmptyPrompt);
+        }
+        let limit = self.shared.seq_limit;
+        if prompt.len() >= limit {
+            return Err(EngineError::PromptTooLong {
+                prompt: prompt.len(),
+                context: limit,
+            });
+        }
+        let room = limit - prompt.len();
+        let max_tokens = match req.max_tokens {
+            Some(n) if n > room => {
+                return Err(EngineError::RequestTooLong {
+                    prompt: prompt.len(),
+                    max_tokens: n,
+                    context: limit,
+                })
+            }
+            Some(n) => n,
+            None => room,
+        };
+        let id = SeqId(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
+        let mut seq = Sequence::new(id, req, prompt.clone(), max_tokens)?;
+        let (tx, rx) = unbounded_channel();
+        if max_tokens == 0 {
+            let _ = tx.send(seq.finish(FinishReason::Length, false));
+        } else {
+            self.commands
+                .send(Command::Submit(Box::new(seq), tx))
+                .map_err(|_| EngineError::Stopped)?;
+        }
+        Ok(RequestStream {
+            id,
+            prompt,
+            events: rx,
+        })
+    }
+
+    /// Stops a request now and frees its KV blocks; its stream ends with a
+    /// `Cancelled` finish. Unknown or finished ids are ignored.
+    pub fn abort(&self, id: RequestId) {
+        let _ = self.commands.send(Command::Abort(id));
+    }
+
+    /// Submits `req` and waits for it on this thread, passing every event to
+    /// `on_event`; returning `false` from it aborts the request.
+    pub fn generate(
+        &self,
+        req: &GenerateRequest,
+        mut on_event: impl FnMut(&Event) -> bool,
+    ) -> Result<Generation, EngineError> {
+        let mut stream = self.submit(req)?;
+        let mut out = Generation::new(&stream);
+        let mut aborted = false;
+        while let Some(event) = stream.blocking_next() {
+            if !on_event(&event) && !aborted {
+                self.abort(stream.id());
+                aborted = true;
+            }
+            if out.push(event)? {
+                return Ok(out);
+            }
+        }
+        Err(EngineError::Stopped)
+    }
+}
+
+/// The events of one request, in order, ending with `Done` or `Error`.
+/// Dropping it aborts the request.
+pub struct RequestStream {
+    id: RequestId,
+    prompt: Vec<TokenId>,
+    events: UnboundedReceiver<Event>,
+}
+
+impl RequestStream {
+    pub fn id(&self) -> RequestId {
+        self.id
+    }
+
+    /// The prompt's token ids.
+    pub fn prompt_tokens(&self) -> &[TokenId] {
+        &self.prompt
+    }
+
+    /// The next event, waiting on this thread (not inside an async runtime).
+    pub fn blocking_next(&mut self) -> Option<Event> {
+        self.events.blocking_recv()
+    }
+
+    /// The next event, awaited.
+    pub async fn next(&mut self) -> Option<Event> {
+        self.events.recv().await
+    }
+}
+
+/// What a finished request produced, gathered from its events.
+#[derive(Clone, Debug)]
+pub struct Generation {
+    pub id: RequestId,
+    pub prompt_tokens: Vec<TokenId>,
+    pub text: String,
+    pub tokens: Vec<TokenId>,
+    pub finish_reason: FinishReason,
+    pub usage: Usage,
+    pub timings: Timings,
+    /// One entry per generated token when logprobs were requested.
+    pub logprobs: Vec<(TokenLogprob, Vec<TokenLogprob>)>,
+}
+
+impl Generation {
+    fn new(stream: &RequestStream) -> Self {
+        Self {
+            id: stream.id,
+            prompt_tokens: stream.prompt.clone(),
+            text: String::new(),
+            tokens: Vec::new(),
+            finish_reason: FinishReason::Length,
+            usage: Usage::default(),
+            timings: Timings::default(),
+            logprobs: Vec::new(),
+        }
+    }
+
+    /// Adds one event; true once the request is done.
+    fn push(&mut self, event: Event) -> Result<bool, EngineError> {
+        match event {
+            Event::Token(t) => {
+                self.tokens.push(t.id);
+                self.text.push_str(&t.text);
+                if let Some(lp) = t.logprob {
+                    self.logprobs.push((lp, t.top_logprobs));
+                }
+                Ok(false)
+            }
+            Event::Done {
+                finish_reason,
+                text,
+                usage,
+                timings,
+            } => {
+                self.text.push_str(&text);
+                self.finish_reason = finish_reason;
+                self.usage = usage;
+                self.timings = timings;
+                Ok(true)
+            }
+            Event::Error(message) => Err(EngineError::Request(message)),
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! One request inside the engine: its tokens, how far its KV is computed,
+//! and the per-request sampling and text state that turns sampled ids into
+//! events.
+
+use std::time::Instant;
+
+use mlxr_sampling::{Sampler, StopMatcher};
+use mlxr_tokenizer::{StreamDecoder, TokenId, Tokenizer};
+
+use crate::events::{Event, FinishReason, Timings, TokenEvent, TokenLogprob, Usage};
+use crate::kv::SeqId;
+use crate::request::GenerateRequest;
+
+/// Where a sequence stands with the scheduler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeqStatus {
+    /// Queued (new, or preempted and waiting to recompute its KV).
+    Waiting,
+    /// Holds KV blocks and is prefilling or decoding.
+    Running,
+}
+
+pub struct Sequence {
+    pub id: SeqId,
+    pub status: SeqStatus,
+    pub priority: i32,
+    /// Prompt then generated tokens. The last generated token's KV is not
+    /// computed yet: it is the input of the next decode step.
+    pub tokens: Vec<TokenId>,
+    pub prompt_len: usize,
+    /// Leading tokens whose KV is in the cache.
+    pub num_computed: usize,
+    pub max_tokens: usize,
+    pub ignore_eos: bool,
+    pub want_logprobs: bool,
+    sampler: Sampler,
+    stop: StopMatcher,
+    decoder: StreamDecoder,
+    /// Prompt tokens served by the prefix cache at first admission.
+    pub cached_tokens: Option<usize>,
+    arrived: Instant,
+    first_scheduled: Option<Instant>,
+    first_token: Option<Instant>,
+    last_token: Option<Instant>,
+}
+
+/// What the engine does after a token was sampled.
+pub enum Step {
+    Continue(Event),
+    /// The sequence ended: its token event (if any) and its final event.
+    Finished(Option<Event>, Event),
+}
+
+impl Sequence {
+    pub fn new(
+        id: SeqId,
+        req: &GenerateRequest,
+        prompt: Vec<TokenId>,
+        max_tokens: usize,
+    ) -> Result<Self, mlxr_sampling::SamplingError> {
+        Ok(Self {
+            id,
+            status: SeqStatus::Waiting,
+            priority: req.priority,
+            prompt_len: prompt.len(),
+            tokens: prompt,
+            num_computed: 0,
+            max_tokens,
+            ignore_eos: req.ignore_eos,
+            want_logprobs: req.sampling.logprobs.is_some(),
+            sampler: Sampler::new(req.sampling.clone())?,
+            stop: StopMatcher::new(req.stop.clone()),
+            decoder: StreamDecoder::new(),
+            cached_tokens: None,
+            arrived: Instant::now(),
+            first_scheduled: None,
+            first_token: None,
+            last_token: None,
+        })
+    }
+
+    pub fn num_generated(&self) -> usize {
+        self.tokens.len() - self.prompt_len
+    }
+
+    /// Tokens whose KV still has to be computed before the next sample.
+    pub fn num_uncomputed(&self) -> usize {
+        self.tokens.len() - self.num_computed
+    }
+
+    /// Called when a step first includes this sequence.
+    pub fn mark_scheduled(&mut self) {
+        self.first_scheduled.get_or_insert_with(Instant::now);
+    }
+
+    /// Forget the computed KV (preempted by recompute): the whole sequence,
+    /// generated tokens included, is prefilled again when readmitted.
+    pub fn reset_for_recompute(&mut self) {
+        self.num_computed = 0;
+        self.status = SeqStatus::Waiting;
+    }
+
+    /// Samples the next token from `logits` (the last computed token's) and
+    /// turns it into events. `context_limit` caps prompt + generated tokens.
+    pub fn sample(&mut self, logits: &[f32], tokenizer: &Tokenizer, context_limit: usize) -> Step {
+        let sampled = self.sampler.sample(logits, &self.tokens);
+        let id = sampled.token;
+        let now = Instant::now();
+        self.first_token.get_or_insert(now);
+        self.last_token = Some(now);
+        self.tokens.push(id);
+
+        let is_eog = tokenizer.is_eog(id) && !self.ignore_eos;
+        let piece = if is_eog {
+            String::new()
+        } else {
+            self.decoder.push(tokenizer, id)
+        };
+        let update = self.stop.push(&piece);
+        let logprob = |id, logprob| TokenLogprob {
+            id,
+            token: String::from_utf8_lossy(&tokenizer.token_to_piece(id, true)).into_owned(),
+            logprob,
+        };
+        let event = Event::Token(TokenEvent {
+            id,
+            text: update.emit,
+            logprob: self.want_logprobs.then(|| logprob(id, sampled.logprob)),
+            top_logprobs: sampled
+                .top_logprobs
+                .iter()
+                .map(|&(t, lp)| logprob(t, lp))
+                .collect(),
+        });
+        let finish = if is_eog || update.stopped {
+            Some(FinishReason::Stop)
+        } else if self.num_generated() >= self.max_tokens || self.tokens.len() >= context_limit {
+            Some(FinishReason::Length)
+        } else {
+            None
+        };
+        match finish {
+            None => Step::Continue(event),
+            Some(reason) => {
+                // A stop string swallows everything after it.
+                let flush = !update.stopped;
+                Step::Finished(Some(event), self.finish(reason, flush))
+            }
+        }
+    }
+
+    /// The final event. `flush`: release text held back for stop strings
+    /// and incomplete UTF-8.
+    pub fn finish(&mut self, reason: FinishReason, flush: bool) -> Event {
+        let text = if flush {
+            let rest = self.stop.push(&self.decoder.finish()).emit;
+            rest + &self.stop.finish()
+        } else {
+            String::new()
+        };
+        Event::Done {
+            finish_reason: reason,
+            text,
+            usage: Usage {
+                prompt_tokens: self.prompt_len,
+                cached_tokens: self.cached_tokens.unwrap_or(0),
+                completion_tokens: self.num_generated(),
+            },
+            timings: self.timings(),
+        }
+    }
+
+    /// When the previous token was sampled (for inter-token latency).
+    pub fn last_token_at(&self) -> Option<Instant> {
+        self.last_token
+    }
+
+    pub fn arrived_at(&self) -> Instant {
+        self.arrived
+    }
+
+    fn timings(&self) -> Timings {
+        let ms = |a: Instant, b: Instant| b.saturating_duration_since(a).as_secs_f64() * 1000.0;
+        let now = Instant::now();
+        let scheduled = self.first_scheduled.unwrap_or(now);
+        let first = self.first_token.unwrap_or(now);
+        Timings {
+            queued_ms: ms(self.arrived, scheduled),
+            ttft_ms: ms(self.arrived, first),
+            prompt_n: self.prompt_len - self.cached_tokens.unwrap_or(0),
+            prompt_ms: ms(scheduled, first),
+            predicted_n: self.num_generated(),
+            predicted_ms: ms(first, self.last_token.unwrap_or(first)),
+        }
+    }
+}
