@@ -1,17 +1,23 @@
 //! The forward pass against llama.cpp on the same GGUF files. The fixtures
 //! (scripts/llamacpp-reference) hold llama.cpp's prompt ids, greedy ids and
-//! top-5 logits per step, recorded with an f32 KV cache and no flash attention.
+//! top-5 logits per step, recorded with an f32 KV cache and no flash attention
+//! by an x86 AVX-512 build.
 //!
-//! Both engines quantize activations to 8 bits before every quantized matmul
-//! (Q8_1/Q8_0/Q8_K, as the weight type demands). Last-ulp differences (summation
-//! order, exp approximations) flip a rounding there now and then, which moves
-//! logits by up to a few tenths; our own forward pass shows the same spread
-//! between chunked and unchunked prefill (see batching.rs). So:
-//! - greedy ids must be identical up to the first step where llama.cpp's top-2
-//!   gap is below `AMBIGUOUS_GAP` (the largest gap at which a divergence was
-//!   seen across the 25 fixture prompts was 0.43 nats);
-//! - while they agree, every top-5 logit *relative to the top-1 logit* (softmax
-//!   is shift-invariant) must be within `RELATIVE_LOGIT_TOLERANCE` of llama.cpp's.
+//! Rule (issue 2): greedy ids identical up to the first step where llama.cpp's
+//! top-2 gap is below the model's ambiguous gap; while they agree, every top-5
+//! logit *relative to the top-1 logit* must be within the model's tolerance.
+//!
+//! - SmolLM2 (Q4_1/Q8_0 weights): every op on the CPU computes what ggml
+//!   computes, bit for bit (src/kernels: the Q8 activation quantizers and
+//!   quantized dot products, RMSNorm, RoPE, KQ/softmax/KQV, SwiGLU; found op
+//!   by op with scripts/llamacpp-reference/dump-activations.cpp and
+//!   examples/ggml_activations.rs). The logits are equal, so the gap is the
+//!   issue's 0.05 nats and the tolerance 0 (in fact all 530 steps agree).
+//! - Gemma 3 (Q4_K_M): everything but the K-quant matmuls (Q4_K attention
+//!   output, Q4_K/Q6_K FFN down, still candle's) is bit-identical too; those
+//!   quantize activations to Q8_K with a different rounding and order, and a
+//!   flipped 8-bit rounding moves logits by up to a few tenths. Divergences
+//!   were seen at gaps up to 0.43 nats, hence 0.5 and a tolerance of 1.0.
 //!
 //! The tight, architecture-level check (dequantized f32 weights) is hf_f32.rs.
 
@@ -22,8 +28,13 @@ use mlxr_formats::gguf::GgufFile;
 use mlxr_models::{ContiguousKvCache, DecoderModel, SeqChunk};
 use serde::Deserialize;
 
-const AMBIGUOUS_GAP: f32 = 0.5;
-const RELATIVE_LOGIT_TOLERANCE: f32 = 1.0;
+/// SmolLM2 (Q4_1/Q8_0 weights): every op is llama.cpp's arithmetic bit for
+/// bit, so logits are equal, not close; the gap rule is the issue's.
+const SMOLLM2_AMBIGUOUS_GAP: f32 = 0.05;
+const SMOLLM2_RELATIVE_LOGIT_TOLERANCE: f32 = 0.0;
+/// Gemma 3: see the module comment.
+const GEMMA3_AMBIGUOUS_GAP: f32 = 0.5;
+const GEMMA3_RELATIVE_LOGIT_TOLERANCE: f32 = 1.0;
 
 #[derive(Deserialize)]
 struct Fixture {
@@ -80,7 +91,7 @@ fn argmax(v: &[f32]) -> u32 {
     best as u32
 }
 
-fn check_model(name: &str) {
+fn check_model(name: &str, ambiguous_gap: f32, tolerance: f32) {
     let fx = fixture(name);
     let Some(path) = model_path(&fx.model_file) else {
         return;
@@ -94,7 +105,7 @@ fn check_model(name: &str) {
         let mut pos = 0;
         let mut input = case.prompt_ids.clone();
         for (step, &expected) in case.ids.iter().enumerate() {
-            if case.top2_gap[step] < AMBIGUOUS_GAP {
+            if case.top2_gap[step] < ambiguous_gap {
                 break;
             }
             let mut logits = Vec::new();
@@ -115,7 +126,7 @@ fn check_model(name: &str) {
                 let diff = (ours - (reference - top_ref)).abs();
                 worst = worst.max(diff);
                 assert!(
-                    diff <= RELATIVE_LOGIT_TOLERANCE,
+                    diff <= tolerance,
                     "{name}/{}: step {step}: token {id} sits {ours} from the top logit (llama.cpp: {})",
                     case.name,
                     reference - top_ref
@@ -138,10 +149,18 @@ fn check_model(name: &str) {
 }
 #[test]
 fn smollm2_matches_llamacpp() {
-    check_model("smollm2");
+    check_model(
+        "smollm2",
+        SMOLLM2_AMBIGUOUS_GAP,
+        SMOLLM2_RELATIVE_LOGIT_TOLERANCE,
+    );
 }
 
 #[test]
 fn gemma3_matches_llamacpp() {
-    check_model("gemma3");
+    check_model(
+        "gemma3",
+        GEMMA3_AMBIGUOUS_GAP,
+        GEMMA3_RELATIVE_LOGIT_TOLERANCE,
+    );
 }

@@ -9,7 +9,10 @@
 //! kernel runs instead, which performs the same per-element float operations.
 //! See [`q8`] and [`dot`] for the exact rounding and order.
 
+pub mod attention;
 pub mod dot;
+pub mod ggml_f32;
+pub mod ops;
 pub mod q8;
 
 use std::sync::{Arc, OnceLock};

@@ -1,7 +1,12 @@
-//! Attention of one chunk over contiguous keys and values, with candle's
-//! matmul and softmax: the reference every other attention kernel is held to.
+//! Attention of one chunk over contiguous keys and values: the reference
+//! every other attention kernel is held to. On the CPU (f32) it is
+//! llama.cpp's arithmetic bit for bit (`kernels::attention`); elsewhere
+//! candle's matmul and softmax.
 
-use candle_core::{Device, Tensor};
+use candle_core::{DType, Device, Tensor};
+
+use crate::kernels::attention::AttnShape;
+use crate::kernels::ops::AttentionOp;
 
 use crate::kv_cache::AttentionSpec;
 use crate::Result;
@@ -19,6 +24,25 @@ pub fn dense_attention(
     let kv_len = k_all.dim(1)?;
     let (n_heads, n_kv_heads, d) = (spec.n_heads, spec.n_kv_heads, spec.head_dim);
     let group = n_heads / n_kv_heads;
+    if q.device().is_cpu() && [q, k_all, v_all].iter().all(|t| t.dtype() == DType::F32) {
+        let op = AttentionOp {
+            shape: AttnShape {
+                len,
+                n_heads,
+                n_kv_heads,
+                head_dim: d,
+                kv_len,
+                start_pos,
+                window: spec.sliding_window,
+            },
+            scale: spec.scale,
+        };
+        return Ok(q.contiguous()?.apply_op3_no_bwd(
+            &k_all.contiguous()?,
+            &v_all.contiguous()?,
+            &op,
+        )?);
+    }
     // Query head h reads KV head h / group: fold the group into the row axis.
     let q = q
         .reshape((len, n_kv_heads, group, d))?

@@ -37,6 +37,12 @@ impl QLinear {
         Ok(Self { inner, fast })
     }
 
+    /// Whether `W` stays quantized (false when candle dequantizes it, e.g.
+    /// with `CANDLE_DEQUANTIZE_ALL`).
+    pub fn is_quantized(&self) -> bool {
+        matches!(self.inner, QMatMul::QTensor(_))
+    }
+
     /// `x`: `[tokens, in_features]` → `[tokens, out_features]`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         if let Some(fast) = &self.fast {

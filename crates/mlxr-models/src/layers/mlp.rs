@@ -1,6 +1,7 @@
-use candle_core::Tensor;
+use candle_core::{DType, Tensor};
 
 use crate::config::{Activation, ModelConfig};
+use crate::kernels::ops::GluOp;
 use crate::layers::QLinear;
 use crate::weights::GgufWeights;
 use crate::Result;
@@ -26,6 +27,20 @@ impl Mlp {
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let gate = self.gate.forward(x)?;
+        // ggml's fused SwiGLU/GeGLU, bit for bit. ggml's GELU is an f16 table
+        // lookup (about 1e-3 relative error); with dequantized f32 weights
+        // (the transformers comparison) the exact tanh GELU runs instead.
+        let gelu = self.activation == Activation::GeluTanh;
+        if gate.device().is_cpu()
+            && gate.dtype() == DType::F32
+            && (!gelu || self.gate.is_quantized())
+        {
+            let up = self.up.forward(x)?;
+            let h = gate
+                .contiguous()?
+                .apply_op2_no_bwd(&up.contiguous()?, &GluOp { gelu })?;
+            return self.down.forward(&h);
+        }
         let gate = match self.activation {
             Activation::Silu => candle_nn::ops::silu(&gate)?,
             Activation::GeluTanh => gate.gelu()?,

@@ -1,6 +1,7 @@
-use candle_core::{Device, Tensor};
+use candle_core::{DType, Device, Tensor};
 
 use crate::config::RopeStyle;
+use crate::kernels::ops::RopeOp;
 use crate::Result;
 
 /// Rotary position embedding for one frequency base.
@@ -11,10 +12,13 @@ pub struct Rope {
     base: f32,
 }
 
-/// `cos`/`sin` of every token's angles, `[tokens, 1, dim / 2]`.
+/// `cos`/`sin` of every token's angles, `[tokens, 1, dim / 2]`, as tensors
+/// and as plain vectors (for the CPU kernel).
 pub struct RopeTables {
     cos: Tensor,
     sin: Tensor,
+    cos_raw: Vec<f32>,
+    sin_raw: Vec<f32>,
 }
 
 impl Rope {
@@ -31,6 +35,18 @@ impl Rope {
     /// The angle of pair `i` is `pos · base^(-2i/dim)`, accumulated in f32 as a
     /// running product the way ggml does, so long positions round like llama.cpp's.
     pub fn tables(&self, positions: &[usize], device: &Device) -> Result<RopeTables> {
+        let (cos_raw, sin_raw) = self.raw_tables(positions);
+        let shape = (positions.len(), 1, self.dim / 2);
+        Ok(RopeTables {
+            cos: Tensor::from_slice(&cos_raw, shape, device)?,
+            sin: Tensor::from_slice(&sin_raw, shape, device)?,
+            cos_raw,
+            sin_raw,
+        })
+    }
+
+    /// The same angles as plain `cos`/`sin` vectors, `[tokens, dim / 2]`.
+    pub fn raw_tables(&self, positions: &[usize]) -> (Vec<f32>, Vec<f32>) {
         let half = self.dim / 2;
         let theta_scale = self.base.powf(-2.0 / self.dim as f32);
         let mut cos = Vec::with_capacity(positions.len() * half);
@@ -43,16 +59,22 @@ impl Rope {
                 theta *= theta_scale;
             }
         }
-        let shape = (positions.len(), 1, half);
-        Ok(RopeTables {
-            cos: Tensor::from_vec(cos, shape, device)?,
-            sin: Tensor::from_vec(sin, shape, device)?,
-        })
+        (cos, sin)
     }
 
-    /// `x`: `[tokens, heads, head_dim]`, one position per token.
+    /// `x`: `[tokens, heads, head_dim]`, one position per token. On the CPU
+    /// (f32) it computes what ggml's `rope_ext` computes, bit for bit.
     pub fn apply(&self, x: &Tensor, tables: &RopeTables) -> Result<Tensor> {
         let (tokens, heads, head_dim) = x.dims3()?;
+        if x.device().is_cpu() && x.dtype() == DType::F32 {
+            let op = RopeOp {
+                cos: &tables.cos_raw,
+                sin: &tables.sin_raw,
+                rot: self.dim,
+                neox: self.style == RopeStyle::Halves,
+            };
+            return Ok(x.contiguous()?.apply_op1_no_bwd(&op)?);
+        }
         // Each token is its own "batch" of one position so positions may differ freely.
         let rotate = |x: &Tensor| -> Result<Tensor> {
             let x = x.reshape((tokens, heads, 1, self.dim))?.contiguous()?;

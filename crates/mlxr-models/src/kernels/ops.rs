@@ -1,0 +1,153 @@
+//! candle CPU ops over the ggml-exact f32 kernels of [`super::ggml_f32`] and
+//! [`super::attention`]. Inputs must be contiguous f32 tensors.
+
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Shape};
+
+use super::attention::{attention, AttnShape};
+use super::ggml_f32;
+
+fn f32_data<'a>(op: &str, s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
+    let CpuStorage::F32(data) = s else {
+        candle_core::bail!("{op}: only f32 is supported");
+    };
+    let Some((start, end)) = l.contiguous_offsets() else {
+        candle_core::bail!("{op}: the input must be contiguous");
+    };
+    Ok(&data[start..end])
+}
+
+/// RMSNorm times weight over the last dimension (`x`, `w`).
+pub struct RmsNormOp {
+    pub eps: f32,
+}
+
+impl CustomOp2 for RmsNormOp {
+    fn name(&self) -> &'static str {
+        "mlxr-rms-norm"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let x = f32_data(self.name(), s1, l1)?;
+        let w = f32_data(self.name(), s2, l2)?;
+        if l1.shape().dims().last() != Some(&w.len()) {
+            candle_core::bail!("{}: {:?} vs weight {}", self.name(), l1.shape(), w.len());
+        }
+        let mut out = vec![0f32; x.len()];
+        ggml_f32::rms_norm(x, w, self.eps, &mut out);
+        Ok((CpuStorage::F32(out), l1.shape().clone()))
+    }
+}
+
+/// RoPE over `[tokens, heads, head_dim]` with per-token `cos`/`sin`
+/// (`[tokens, rot / 2]`).
+pub struct RopeOp<'a> {
+    pub cos: &'a [f32],
+    pub sin: &'a [f32],
+    pub rot: usize,
+    pub neox: bool,
+}
+
+impl CustomOp1 for RopeOp<'_> {
+    fn name(&self) -> &'static str {
+        "mlxr-rope"
+    }
+
+    fn cpu_fwd(
+        &self,
+        storage: &CpuStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let x = f32_data(self.name(), storage, layout)?;
+        let &[tokens, _, head_dim] = layout.shape().dims() else {
+            candle_core::bail!("{}: expected [tokens, heads, head_dim]", self.name());
+        };
+        if self.cos.len() != tokens * self.rot / 2 || self.sin.len() != self.cos.len() {
+            candle_core::bail!("{}: tables do not match {tokens} tokens", self.name());
+        }
+        let mut out = x.to_vec();
+        ggml_f32::rope(&mut out, head_dim, self.rot, self.neox, self.cos, self.sin);
+        Ok((CpuStorage::F32(out), layout.shape().clone()))
+    }
+}
+
+/// Gated activation `act(gate) · up` (SwiGLU or GeGLU), rows of the last dim.
+pub struct GluOp {
+    pub gelu: bool,
+}
+
+impl CustomOp2 for GluOp {
+    fn name(&self) -> &'static str {
+        "mlxr-glu"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let g = f32_data(self.name(), s1, l1)?;
+        let u = f32_data(self.name(), s2, l2)?;
+        if l1.shape() != l2.shape() {
+            candle_core::bail!("{}: {:?} vs {:?}", self.name(), l1.shape(), l2.shape());
+        }
+        let n = *l1.shape().dims().last().unwrap_or(&1);
+        let mut out = vec![0f32; g.len()];
+        for ((gr, ur), yr) in g
+            .chunks_exact(n)
+            .zip(u.chunks_exact(n))
+            .zip(out.chunks_exact_mut(n))
+        {
+            if self.gelu {
+                ggml_f32::geglu_row(gr, ur, yr);
+            } else {
+                ggml_f32::swiglu_row(gr, ur, yr);
+            }
+        }
+        Ok((CpuStorage::F32(out), l1.shape().clone()))
+    }
+}
+
+/// [`attention`] over `q` `[len, n_heads, d]`, `k`/`v` `[n_kv_heads, kv_len, d]`.
+pub struct AttentionOp {
+    pub shape: AttnShape,
+    pub scale: f32,
+}
+
+impl CustomOp3 for AttentionOp {
+    fn name(&self) -> &'static str {
+        "mlxr-attention"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let s = self.shape;
+        let q = f32_data(self.name(), s1, l1)?;
+        let k = f32_data(self.name(), s2, l2)?;
+        let v = f32_data(self.name(), s3, l3)?;
+        let kv = s.n_kv_heads * s.kv_len * s.head_dim;
+        if q.len() != s.len * s.n_heads * s.head_dim || k.len() != kv || v.len() != kv {
+            candle_core::bail!("{}: shapes do not match {s:?}", self.name());
+        }
+        let mut out = vec![0f32; q.len()];
+        attention(s, self.scale, q, k, v, &mut out);
+        Ok((
+            CpuStorage::F32(out),
+            Shape::from((s.len, s.n_heads * s.head_dim)),
+        ))
+    }
+}
