@@ -16,3 +16,12 @@ cargo clippy --release --workspace --all-targets -- -D warnings
 
 echo "== cargo test (release: the parity tests run real models)"
 cargo test --release --workspace --no-fail-fast
+
+echo "== API tests: the official openai and ollama clients against a real mlxr serve"
+VENV="${MLXR_API_VENV:-$HOME/.cache/mlxr/api-venv}"
+if [ ! -x "$VENV/bin/python" ]; then
+    python3 -m venv "$VENV"
+fi
+"$VENV/bin/pip" install --quiet --disable-pip-version-check -r tests/api/requirements.txt
+cargo build --release -p mlxr
+MLXR_BIN="$PWD/target/release/mlxr" "$VENV/bin/python" -m pytest -q tests/api

@@ -32,6 +32,8 @@ pub enum EngineError {
         max_tokens: usize,
         context: usize,
     },
+    #[error("token id {id} is outside the vocabulary of {vocab} tokens")]
+    InvalidToken { id: u32, vocab: usize },
     #[error("the KV cache budget ({budget}) is smaller than one block ({block_bytes} bytes)")]
     KvBudgetTooSmall { budget: String, block_bytes: u64 },
     #[error("the engine has stopped")]

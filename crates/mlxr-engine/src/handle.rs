@@ -126,6 +126,10 @@ impl EngineHandle {
         if prompt.is_empty() {
             return Err(EngineError::EmptyPrompt);
         }
+        let vocab = lm.model.config().vocab_size;
+        if let Some(&id) = prompt.iter().find(|&&t| t as usize >= vocab) {
+            return Err(EngineError::InvalidToken { id, vocab });
+        }
         let limit = self.shared.seq_limit;
         if prompt.len() >= limit {
             return Err(EngineError::PromptTooLong {

@@ -39,14 +39,7 @@ impl LoadedModel {
                 source,
             })?;
         let template = match file.metadata().opt_str("tokenizer.chat_template") {
-            Ok(Some(source)) => {
-                let text = |id: Option<TokenId>| {
-                    id.and_then(|id| tokenizer.token_text(id))
-                        .unwrap_or_default()
-                        .to_string()
-                };
-                ChatTemplate::new(source, &text(tokenizer.bos()), &text(tokenizer.eos()))?
-            }
+            Ok(Some(source)) => template_for(&tokenizer, source)?,
             _ => ChatTemplate::fallback(),
         };
         let model = DecoderModel::load(&file, &Device::Cpu).map_err(model_err)?;
@@ -60,8 +53,27 @@ impl LoadedModel {
         })
     }
 
+    /// Replaces the file's chat template (a Jinja source, e.g. from a Modelfile).
+    pub fn set_chat_template(&mut self, source: &str) -> Result<(), EngineError> {
+        self.template = template_for(&self.tokenizer, source)?;
+        Ok(())
+    }
+
     /// The prompt a chat request becomes, as text.
     pub fn render_chat(&self, messages: &[ChatMessage]) -> Result<String, EngineError> {
         Ok(self.template.render(messages, true)?)
     }
+}
+
+fn template_for(tokenizer: &Tokenizer, source: &str) -> Result<ChatTemplate, EngineError> {
+    let text = |id: Option<TokenId>| {
+        id.and_then(|id| tokenizer.token_text(id))
+            .unwrap_or_default()
+            .to_string()
+    };
+    Ok(ChatTemplate::new(
+        source,
+        &text(tokenizer.bos()),
+        &text(tokenizer.eos()),
+    )?)
 }

@@ -45,6 +45,67 @@ In a chat, Ctrl-C stops the current reply; /bye or Ctrl-D leaves.")]
   mlxr tokenize -m model.gguf \"Hello, world!\"            [1, 19556, 28, 905, 17]
   mlxr tokenize -m model.gguf --pieces \"Hello\"           [{\"id\": 19556, \"piece\": \"Hello\"}]")]
     Tokenize(TokenizeArgs),
+    /// Serve models over OpenAI- and Ollama-compatible HTTP APIs.
+    #[command(after_help = "Examples:
+  mlxr serve                                        models from the registry (MLXR_HOME, default ~/.mlxr)
+  mlxr serve -m SmolLM2-135M-Instruct.Q4_1.gguf     also serve this file (as \"smollm2-135m-instruct.q4_1\")
+  mlxr serve -m model.gguf --name smollm2 --host 0.0.0.0:8080 --api-key secret
+  curl http://127.0.0.1:11435/v1/chat/completions -d '{\"model\":\"smollm2\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}'
+
+Environment: MLXR_HOST, MLXR_HOME, MLXR_API_KEY, MLXR_KEEP_ALIVE, MLXR_ORIGINS (comma-separated).")]
+    Serve(ServeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on, host:port.
+    #[arg(long, env = "MLXR_HOST", default_value = mlxr_server::server::DEFAULT_HOST)]
+    pub host: String,
+    /// Also listen on this Unix domain socket.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Where the registry and model blobs live.
+    #[arg(long, env = "MLXR_HOME")]
+    pub home: Option<PathBuf>,
+    /// A GGUF file to serve besides the registry's models (repeatable).
+    #[arg(short = 'm', long = "model", value_name = "PATH")]
+    pub models: Vec<PathBuf>,
+    /// The name clients use for the -m model (one per -m, in order; default: the file name).
+    #[arg(long = "name", value_name = "NAME")]
+    pub names: Vec<String>,
+    /// Require "Authorization: Bearer KEY" on every API call.
+    #[arg(long, env = "MLXR_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Browser origins allowed besides localhost (comma-separated; * for any).
+    #[arg(long, env = "MLXR_ORIGINS", value_delimiter = ',')]
+    pub origins: Vec<String>,
+    /// How long a model stays loaded after its last request (5m, 1h, 0, -1 = forever).
+    #[arg(long, env = "MLXR_KEEP_ALIVE", default_value = "5m")]
+    pub keep_alive: String,
+    /// Models loaded at once; the least recently used one is unloaded first.
+    #[arg(long, default_value_t = 2)]
+    pub max_loaded_models: usize,
+    /// Requests decoded together per model.
+    #[arg(long, default_value_t = 16)]
+    pub max_num_seqs: usize,
+    /// Tokens per forward pass (decode tokens plus prompt chunks).
+    #[arg(long, default_value_t = 512)]
+    pub max_batched_tokens: usize,
+    /// CPU threads (default: all cores).
+    #[arg(short = 't', long)]
+    pub threads: Option<usize>,
+    /// Context size per sequence (default: the model's trained context).
+    #[arg(short = 'c', long = "ctx-size")]
+    pub ctx_size: Option<usize>,
+    /// KV cache memory per model: bytes (2GiB, 512MiB) or a fraction of RAM (0.1).
+    #[arg(long, default_value = "1GiB", value_name = "SIZE")]
+    pub kv_cache_mem: KvBudget,
+    /// Element type of the KV cache: f16, bf16 or f32.
+    #[arg(long, default_value = "f16", value_name = "TYPE")]
+    pub kv_dtype: KvDtype,
+    /// Largest request body, in bytes.
+    #[arg(long, default_value_t = 32 << 20)]
+    pub body_limit: usize,
 }
 
 #[derive(Args, Debug)]

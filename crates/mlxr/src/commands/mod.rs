@@ -1,5 +1,6 @@
 mod generate;
 mod run;
+mod serve;
 mod tokenize;
 
 use anyhow::Result;
@@ -14,6 +15,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Run(args) => run::run(args),
         Command::Generate(args) => generate::generate(args),
         Command::Tokenize(args) => tokenize::tokenize(args),
+        Command::Serve(args) => serve::serve(args),
     }
 }
 
@@ -31,13 +33,18 @@ fn start_engine(args: &ModelArgs) -> Result<EngineHandle> {
 
 /// Applies `--threads` and loads the model.
 fn load_model(args: &ModelArgs) -> Result<LoadedModel> {
-    if let Some(n) = args.threads {
+    set_threads(args.threads)?;
+    Ok(LoadedModel::load(&args.model, args.ctx_size)?)
+}
+
+fn set_threads(threads: Option<usize>) -> Result<()> {
+    if let Some(n) = threads {
         anyhow::ensure!(n > 0, "--threads must be at least 1");
         // candle's CPU kernels size their pools from this variable; set it
         // before the first tensor operation creates them.
         std::env::set_var("RAYON_NUM_THREADS", n.to_string());
     }
-    Ok(LoadedModel::load(&args.model, args.ctx_size)?)
+    Ok(())
 }
 
 fn sampling_params(args: &SamplingArgs, logprobs: Option<usize>) -> SamplingParams {

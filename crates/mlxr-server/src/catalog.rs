@@ -1,0 +1,154 @@
+//! Where the server finds models by name. The registry is one catalogue;
+//! models given on the command line (`mlxr serve -m file.gguf`) are another.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use mlxr_registry::{gguf_details, ModelDetails, ModelName, ModelRecord, Registry};
+use serde_json::{Map, Value};
+
+/// Everything the server needs to load and describe a model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelSpec {
+    /// The name clients use (`smollm2:135m`).
+    pub name: String,
+    pub path: PathBuf,
+    /// `sha256:<hex>` of the model (or its manifest).
+    pub digest: String,
+    pub size: u64,
+    pub modified_at: chrono::DateTime<chrono::Utc>,
+    /// A chat template replacing the file's (Jinja).
+    pub template: Option<String>,
+    pub system: Option<String>,
+    /// Default options (Ollama's names: temperature, top_k, stop, ...).
+    pub parameters: Map<String, Value>,
+    /// `(role, content)` turns put before every chat (Modelfile `MESSAGE`).
+    pub messages: Vec<(String, String)>,
+    pub license: Option<String>,
+    pub details: ModelDetails,
+}
+
+impl ModelSpec {
+    /// A model file served under `name`, with no overrides.
+    pub fn from_file(name: &str, path: &Path) -> Result<ModelSpec, String> {
+        let details = gguf_details(path).map_err(|e| e.to_string())?;
+        let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let modified_at = meta
+            .modified()
+            .map(chrono::DateTime::<chrono::Utc>::from)
+            .unwrap_or_else(|_| chrono::Utc::now());
+        Ok(ModelSpec {
+            name: with_tag(name),
+            path: path.to_path_buf(),
+            digest: String::new(),
+            size: meta.len(),
+            modified_at,
+            template: None,
+            system: None,
+            parameters: Map::new(),
+            messages: Vec::new(),
+            license: None,
+            details,
+        })
+    }
+
+    fn from_record(r: ModelRecord) -> ModelSpec {
+        ModelSpec {
+            name: r.name.to_string(),
+            path: r.model_path,
+            digest: r.digest.to_string(),
+            size: r.size,
+            modified_at: r.modified_at,
+            template: r.template,
+            system: r.system,
+            parameters: r.parameters,
+            messages: r.messages,
+            license: r.license,
+            details: r.details,
+        }
+    }
+}
+
+pub trait ModelCatalog: Send + Sync {
+    fn resolve(&self, name: &str) -> Result<Option<ModelSpec>, String>;
+    fn list(&self) -> Result<Vec<ModelSpec>, String>;
+}
+
+/// A fixed set of model files, each under a name.
+pub struct FileCatalog {
+    models: Vec<ModelSpec>,
+}
+
+impl FileCatalog {
+    pub fn new(models: Vec<ModelSpec>) -> Self {
+        Self { models }
+    }
+}
+
+impl ModelCatalog for FileCatalog {
+    fn resolve(&self, name: &str) -> Result<Option<ModelSpec>, String> {
+        Ok(self
+            .models
+            .iter()
+            .find(|m| same_name(&m.name, name))
+            .cloned())
+    }
+
+    fn list(&self) -> Result<Vec<ModelSpec>, String> {
+        Ok(self.models.clone())
+    }
+}
+
+/// The registry's models, then (for names it lacks) fixed model files.
+pub struct RegistryCatalog {
+    registry: Arc<Registry>,
+    files: FileCatalog,
+}
+
+impl RegistryCatalog {
+    pub fn new(registry: Arc<Registry>, files: FileCatalog) -> Self {
+        Self { registry, files }
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+}
+
+impl ModelCatalog for RegistryCatalog {
+    fn resolve(&self, name: &str) -> Result<Option<ModelSpec>, String> {
+        if let Some(found) = self.files.resolve(name)? {
+            return Ok(Some(found));
+        }
+        // A name the registry would reject cannot be in it.
+        let Ok(parsed) = ModelName::parse(name) else {
+            return Ok(None);
+        };
+        self.registry
+            .get(&parsed)
+            .map(|r| r.map(ModelSpec::from_record))
+            .map_err(|e| e.to_string())
+    }
+
+    fn list(&self) -> Result<Vec<ModelSpec>, String> {
+        let mut out = self.files.list()?;
+        let records = self.registry.list().map_err(|e| e.to_string())?;
+        out.extend(records.into_iter().map(ModelSpec::from_record));
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+}
+
+/// `smollm2` and `smollm2:latest` are one model.
+pub fn same_name(a: &str, b: &str) -> bool {
+    with_tag(a) == with_tag(b)
+}
+
+pub fn with_tag(name: &str) -> String {
+    let last = name.rsplit('/').next().unwrap_or(name);
+    if last.contains(':') {
+        name.to_string()
+    } else {
+        format!("{name}:latest")
+    }
+}

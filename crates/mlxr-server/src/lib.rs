@@ -1,0 +1,25 @@
+//! The mlxr daemon: OpenAI- (`/v1/...`, SSE) and Ollama-compatible
+//! (`/api/...`, NDJSON) HTTP APIs over the engine.
+//!
+//! - [`catalog`]: model names to files; [`models`]: load on first use,
+//!   keep-alive, least-recently-used unloading.
+//! - [`openai`], [`ollama`]: the two APIs; [`ops`]: health, version, metrics.
+//! - [`server`]: the router, middleware (auth, CORS, limits, panics) and
+//!   listeners (TCP, Unix socket), graceful shutdown.
+
+pub mod catalog;
+pub mod error;
+pub mod generation;
+pub mod models;
+pub mod ollama;
+pub mod openai;
+pub mod ops;
+pub mod server;
+pub mod state;
+
+pub use catalog::{FileCatalog, ModelCatalog, ModelSpec};
+pub use models::{KeepAlive, ModelManager};
+pub use server::{router, serve, ServerConfig};
+
+/// `system_fingerprint` of OpenAI responses.
+pub const SYSTEM_FINGERPRINT: &str = concat!("mlxr-", env!("CARGO_PKG_VERSION"));

@@ -1,0 +1,299 @@
+//! Loaded models: load on first use, keep alive for a while after the last
+//! request, unload the least recently used one when too many are loaded.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use mlxr_engine::{EngineConfig, EngineHandle, LoadedModel};
+use tokio::sync::Mutex;
+
+use crate::catalog::{with_tag, ModelCatalog, ModelSpec};
+use crate::error::ApiError;
+
+/// How long a model stays loaded after a request.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum KeepAlive {
+    For(Duration),
+    Forever,
+    /// Unload as soon as the request is done.
+    UnloadNow,
+}
+
+impl KeepAlive {
+    /// Ollama's forms: seconds as a number, or a Go duration string
+    /// ("5m", "1h30m", "10s", "0"); negative means forever, 0 unloads now.
+    pub fn parse(value: &serde_json::Value) -> Result<KeepAlive, String> {
+        let seconds = match value {
+            serde_json::Value::Number(n) => n.as_f64().ok_or("keep_alive is not a number")?,
+            serde_json::Value::String(s) => parse_go_duration(s)?,
+            other => return Err(format!("keep_alive must be a duration, got {other}")),
+        };
+        Ok(if seconds < 0.0 {
+            KeepAlive::Forever
+        } else if seconds == 0.0 {
+            KeepAlive::UnloadNow
+        } else {
+            KeepAlive::For(Duration::from_secs_f64(seconds))
+        })
+    }
+}
+
+fn parse_go_duration(s: &str) -> Result<f64, String> {
+    let bad = || format!("invalid duration '{s}' (e.g. 5m, 1h, 30s, -1)");
+    let t = s.trim();
+    if let Ok(n) = t.parse::<f64>() {
+        return Ok(n);
+    }
+    let (sign, mut rest) = match t.strip_prefix('-') {
+        Some(r) => (-1.0, r),
+        None => (1.0, t),
+    };
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    let mut total = 0.0;
+    while !rest.is_empty() {
+        let num_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let value: f64 = rest[..num_end].parse().map_err(|_| bad())?;
+        rest = &rest[num_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_end] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        total += value * scale;
+        rest = &rest[unit_end..];
+    }
+    Ok(sign * total)
+}
+
+/// A loaded model as `/api/ps` shows it.
+#[derive(Clone)]
+pub struct LoadedInfo {
+    pub spec: ModelSpec,
+    pub context_length: usize,
+    /// `None`: kept forever.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+struct Loaded {
+    engine: EngineHandle,
+    spec: ModelSpec,
+    expires: Option<Instant>,
+    last_used: Instant,
+}
+
+pub struct ModelManager {
+    catalog: Arc<dyn ModelCatalog>,
+    engine_config: EngineConfig,
+    context_size: Option<usize>,
+    default_keep_alive: KeepAlive,
+    max_loaded: usize,
+    loaded: Mutex<HashMap<String, Loaded>>,
+}
+
+/// What a request gets: the engine and how long loading took.
+pub struct Acquired {
+    pub engine: EngineHandle,
+    pub spec: ModelSpec,
+    pub load_duration: Duration,
+}
+
+impl ModelManager {
+    pub fn new(
+        catalog: Arc<dyn ModelCatalog>,
+        engine_config: EngineConfig,
+        context_size: Option<usize>,
+        default_keep_alive: KeepAlive,
+        max_loaded: usize,
+    ) -> Self {
+        Self {
+            catalog,
+            engine_config,
+            context_size,
+            default_keep_alive,
+            max_loaded: max_loaded.max(1),
+            loaded: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn catalog(&self) -> &Arc<dyn ModelCatalog> {
+        &self.catalog
+    }
+
+    pub fn default_keep_alive(&self) -> KeepAlive {
+        self.default_keep_alive
+    }
+
+    pub fn resolve(&self, name: &str) -> Result<ModelSpec, ApiError> {
+        self.catalog
+            .resolve(name)
+            .map_err(ApiError::internal)?
+            .ok_or_else(|| ApiError::model_not_found(name))
+    }
+
+    /// The model's engine, loading it if needed (loads are serialised).
+    pub async fn acquire(
+        &self,
+        name: &str,
+        keep_alive: Option<KeepAlive>,
+    ) -> Result<Acquired, ApiError> {
+        let spec = self.resolve(name)?;
+        let key = with_tag(&spec.name);
+        let keep_alive = keep_alive.unwrap_or(self.default_keep_alive);
+        let mut loaded = self.loaded.lock().await;
+        let started = Instant::now();
+        if !loaded.contains_key(&key) {
+            while loaded.len() >= self.max_loaded {
+                let oldest = loaded
+                    .iter()
+                    .min_by_key(|(_, l)| l.last_used)
+                    .map(|(k, _)| k.clone())
+                    .expect("non-empty");
+                tracing::info!(model = %oldest, "unloading (too many models loaded)");
+                loaded.remove(&oldest);
+            }
+            let engine = self.load(&spec).await?;
+            loaded.insert(
+                key.clone(),
+                Loaded {
+                    engine,
+                    spec: spec.clone(),
+                    expires: None,
+                    last_used: Instant::now(),
+                },
+            );
+        }
+        let load_duration = started.elapsed();
+        let entry = loaded.get_mut(&key).expect("inserted above");
+        entry.last_used = Instant::now();
+        entry.expires = expiry(keep_alive);
+        Ok(Acquired {
+            engine: entry.engine.clone(),
+            spec: entry.spec.clone(),
+            load_duration,
+        })
+    }
+
+    async fn load(&self, spec: &ModelSpec) -> Result<EngineHandle, ApiError> {
+        tracing::info!(model = %spec.name, path = %spec.path.display(), "loading");
+        let path = spec.path.clone();
+        let context = self.context_size;
+        let config = self.engine_config.clone();
+        let template = spec.template.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut lm = LoadedModel::load(&path, context)?;
+            if let Some(source) = template {
+                lm.set_chat_template(&source)?;
+            }
+            EngineHandle::start(Arc::new(lm), config)
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("loading the model panicked: {e}")))?
+        .map_err(|e| ApiError::internal(format!("loading model '{}': {e}", spec.name)))
+    }
+
+    /// Marks a request done: the keep-alive clock starts now, and
+    /// `UnloadNow` unloads.
+    pub async fn release(&self, name: &str, keep_alive: Option<KeepAlive>) {
+        let keep_alive = keep_alive.unwrap_or(self.default_keep_alive);
+        let mut loaded = self.loaded.lock().await;
+        let key = with_tag(name);
+        if keep_alive == KeepAlive::UnloadNow {
+            loaded.remove(&key);
+        } else if let Some(entry) = loaded.get_mut(&key) {
+            entry.expires = expiry(keep_alive);
+            entry.last_used = Instant::now();
+        }
+    }
+
+    pub async fn unload(&self, name: &str) -> bool {
+        self.loaded.lock().await.remove(&with_tag(name)).is_some()
+    }
+
+    pub async fn is_loaded(&self, name: &str) -> bool {
+        self.loaded.lock().await.contains_key(&with_tag(name))
+    }
+
+    /// Drops models whose keep-alive ran out. Requests in flight keep their
+    /// engine until they finish.
+    pub async fn unload_expired(&self) {
+        let now = Instant::now();
+        self.loaded.lock().await.retain(|name, l| {
+            let keep = l.expires.is_none_or(|t| t > now);
+            if !keep {
+                tracing::info!(model = %name, "unloading (keep_alive expired)");
+            }
+            keep
+        });
+    }
+
+    pub async fn loaded(&self) -> Vec<LoadedInfo> {
+        let now = Instant::now();
+        let mut out: Vec<LoadedInfo> = self
+            .loaded
+            .lock()
+            .await
+            .values()
+            .map(|l| LoadedInfo {
+                spec: l.spec.clone(),
+                context_length: l.engine.max_sequence_len(),
+                expires_at: l
+                    .expires
+                    .map(|t| Utc::now() + t.saturating_duration_since(now)),
+            })
+            .collect();
+        out.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
+        out
+    }
+
+    /// Prometheus text of every loaded model's engine, labelled by model.
+    pub async fn metrics(&self) -> Vec<(String, EngineHandle)> {
+        self.loaded
+            .lock()
+            .await
+            .values()
+            .map(|l| (l.spec.name.clone(), l.engine.clone()))
+            .collect()
+    }
+}
+
+fn expiry(keep_alive: KeepAlive) -> Option<Instant> {
+    match keep_alive {
+        KeepAlive::For(d) => Some(Instant::now() + d),
+        KeepAlive::Forever => None,
+        KeepAlive::UnloadNow => Some(Instant::now()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn keep_alive_forms() {
+        let p = |v| KeepAlive::parse(&v).unwrap();
+        assert_eq!(p(json!("5m")), KeepAlive::For(Duration::from_secs(300)));
+        assert_eq!(p(json!("1h30m")), KeepAlive::For(Duration::from_secs(5400)));
+        assert_eq!(p(json!(10)), KeepAlive::For(Duration::from_secs(10)));
+        assert_eq!(p(json!("0")), KeepAlive::UnloadNow);
+        assert_eq!(p(json!(0)), KeepAlive::UnloadNow);
+        assert_eq!(p(json!(-1)), KeepAlive::Forever);
+        assert_eq!(p(json!("-1m")), KeepAlive::Forever);
+        for bad in [json!("5 minutes"), json!("m"), json!(true), json!("")] {
+            assert!(KeepAlive::parse(&bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! `POST /api/generate` and `POST /api/chat`: NDJSON streams by default.
+
+use std::time::Instant;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use mlxr_engine::{ChatMessage, Event, GenerateRequest, Prompt, Timings, TokenLogprob, Usage};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::options::{settings, Settings};
+use crate::error::{parse_json, ApiError, OllamaError};
+use crate::generation::{finish_reason_str, submit};
+use crate::models::{Acquired, KeepAlive};
+use crate::state::AppState;
+
+#[derive(Deserialize)]
+pub struct GenerateBody {
+    model: String,
+    #[serde(default)]
+    prompt: Option<String>,
+    #[serde(default)]
+    suffix: Option<String>,
+    #[serde(default)]
+    system: Option<String>,
+    #[serde(default)]
+    template: Option<String>,
+    #[serde(default)]
+    context: Option<Vec<u32>>,
+    #[serde(default)]
+    raw: bool,
+    #[serde(flatten)]
+    common: Common,
+}
+
+#[derive(Deserialize)]
+pub struct ChatBody {
+    model: String,
+    #[serde(default)]
+    messages: Vec<ChatBodyMessage>,
+    #[serde(default)]
+    tools: Option<Vec<Value>>,
+    #[serde(flatten)]
+    common: Common,
+}
+
+#[derive(Deserialize)]
+struct ChatBodyMessage {
+    role: String,
+    #[serde(default)]
+    content: String,
+    #[serde(default)]
+    images: Option<Vec<Value>>,
+}
+
+/// Fields both endpoints take.
+#[derive(Deserialize)]
+struct Common {
+    #[serde(default)]
+    options: Option<Value>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    keep_alive: Option<Value>,
+    #[serde(default)]
+    format: Option<Value>,
+    #[serde(default)]
+    images: Option<Vec<Value>>,
+    #[serde(default)]
+    think: Option<Value>,
+    #[serde(default)]
+    logprobs: Option<bool>,
+    #[serde(default)]
+    top_logprobs: Option<usize>,
+}
+
+impl Common {
+    fn check_unsupported(&self) -> Result<(), ApiError> {
+        match &self.format {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) if s.is_empty() => {}
+            Some(_) => {
+                return Err(ApiError::bad_request(
+                    "format (structured output) is not supported yet",
+                ))
+            }
+        }
+        if self.images.as_ref().is_some_and(|i| !i.is_empty()) {
+            return Err(ApiError::bad_request(
+                "images are not supported: no vision models yet",
+            ));
+        }
+        if matches!(self.think, Some(Value::Bool(true)) | Some(Value::String(_))) {
+            return Err(ApiError::bad_request(
+                "thinking is not supported by this model",
+            ));
+        }
+        if self.top_logprobs.is_some_and(|k| k > 20) {
+            return Err(ApiError::bad_request(
+                "top_logprobs must be between 0 and 20",
+            ));
+        }
+        Ok(())
+    }
+
+    fn keep_alive(&self) -> Result<Option<KeepAlive>, ApiError> {
+        self.keep_alive
+            .as_ref()
+            .filter(|v| !v.is_null())
+            .map(KeepAlive::parse)
+            .transpose()
+            .map_err(ApiError::bad_request)
+    }
+}
+
+/// The two endpoints differ only in how a chunk carries text.
+#[derive(Clone, Copy)]
+enum Shape {
+    Generate,
+    Chat,
+}
+
+impl Shape {
+    fn chunk(self, model: &str, text: &str, done: bool) -> Value {
+        let mut v = json!({"model": model, "created_at": now_rfc3339()});
+        match self {
+            Shape::Generate => v["response"] = json!(text),
+            Shape::Chat => v["message"] = json!({"role": "assistant", "content": text}),
+        }
+        v["done"] = json!(done);
+        v
+    }
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
+}
+
+pub async fn generate(State(state): State<AppState>, body: Bytes) -> Result<Response, OllamaError> {
+    let started = Instant::now();
+    let body: GenerateBody = parse_json(&body)?;
+    body.common.check_unsupported()?;
+    if body.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
+        return Err(
+            ApiError::bad_request("suffix (fill-in-the-middle) is not supported yet").into(),
+        );
+    }
+    if body.template.as_deref().is_some_and(|s| !s.is_empty()) {
+        return Err(ApiError::bad_request("a per-request template is not supported yet").into());
+    }
+    if body.raw && (body.system.is_some() || body.context.is_some()) {
+        return Err(
+            ApiError::bad_request("raw mode cannot be combined with system or context").into(),
+        );
+    }
+    let keep_alive = body.common.keep_alive()?;
+    let prompt = body.prompt.clone().unwrap_or_default();
+    if prompt.is_empty() && body.context.is_none() {
+        return load_or_unload(&state, &body.model, keep_alive, Shape::Generate).await;
+    }
+    let acquired = state.models.acquire(&body.model, keep_alive).await?;
+    let settings = settings(&acquired.spec.parameters, body.common.options.as_ref())?;
+    let lm = acquired.engine.model().clone();
+    let system = body.system.clone().or_else(|| acquired.spec.system.clone());
+    let engine_prompt = if body.raw {
+        Prompt::Raw(prompt)
+    } else {
+        let mut messages = Vec::new();
+        if let Some(system) = system {
+            messages.push(message("system", &system));
+        }
+        messages.push(message("user", &prompt));
+        match &body.context {
+            // Continue an earlier reply: its tokens, then this turn's.
+            Some(context) => {
+                let text = lm.render_chat(&messages).map_err(ApiError::from)?;
+                let mut ids = context.clone();
+                ids.extend(lm.tokenizer.encode(&text, context.is_empty(), true));
+                Prompt::Tokens(ids)
+            }
+            None => Prompt::Chat(messages),
+        }
+    };
+    let request = engine_request(engine_prompt, &settings, &body.common);
+    respond(
+        state,
+        acquired,
+        request,
+        &body.common,
+        keep_alive,
+        Shape::Generate,
+        started,
+        !body.raw,
+    )
+    .await
+}
+
+pub async fn chat(State(state): State<AppState>, body: Bytes) -> Result<Response, OllamaError> {
+    let started = Instant::now();
+    let body: ChatBody = parse_json(&body)?;
+    body.common.check_unsupported()?;
+    if body.tools.as_ref().is_some_and(|t| !t.is_empty()) {
+        return Err(ApiError::bad_request("tool calling is not supported yet").into());
+    }
+    if body
+        .messages
+        .iter()
+        .any(|m| m.images.as_ref().is_some_and(|i| !i.is_empty()))
+    {
+        return Err(ApiError::bad_request("images are not supported: no vision models yet").into());
+    }
+    let keep_alive = body.common.keep_alive()?;
+    if body.messages.is_empty() {
+        return load_or_unload(&state, &body.model, keep_alive, Shape::Chat).await;
+    }
+    let acquired = state.models.acquire(&body.model, keep_alive).await?;
+    let settings = settings(&acquired.spec.parameters, body.common.options.as_ref())?;
+    let mut messages: Vec<ChatMessage> = body
+        .messages
+        .iter()
+        .map(|m| message(&m.role.to_lowercase(), &m.content))
+        .collect();
+    if let Some(system) = &acquired.spec.system {
+        if messages[0].role != "system" {
+            messages.insert(0, message("system", system));
+        }
+    }
+    let request = engine_request(Prompt::Chat(messages), &settings, &body.common);
+    respond(
+        state,
+        acquired,
+        request,
+        &body.common,
+        keep_alive,
+        Shape::Chat,
+        started,
+        false,
+    )
+    .await
+}
+
+fn message(role: &str, content: &str) -> ChatMessage {
+    ChatMessage {
+        role: role.to_string(),
+        content: content.to_string(),
+    }
+}
+
+fn engine_request(prompt: Prompt, s: &Settings, common: &Common) -> GenerateRequest {
+    let mut req = GenerateRequest::new(prompt);
+    req.sampling = s.sampling.clone();
+    if common.logprobs == Some(true) {
+        req.sampling.logprobs = Some(common.top_logprobs.unwrap_or(0));
+    }
+    req.max_tokens = s.max_tokens;
+    req.stop = s.stop.clone();
+    req
+}
+
+/// An empty prompt loads the model, or unloads it with `keep_alive: 0`.
+async fn load_or_unload(
+    state: &AppState,
+    model: &str,
+    keep_alive: Option<KeepAlive>,
+    shape: Shape,
+) -> Result<Response, OllamaError> {
+    let reason = if keep_alive == Some(KeepAlive::UnloadNow) {
+        state.models.resolve(model)?;
+        state.models.unload(model).await;
+        "unload"
+    } else {
+        state.models.acquire(model, keep_alive).await?;
+        "load"
+    };
+    let mut v = shape.chunk(model, "", true);
+    v["done_reason"] = json!(reason);
+    Ok(Json(v).into_response())
+}
+
+fn logprobs_json(items: &[(TokenLogprob, Vec<TokenLogprob>)]) -> Value {
+    let one = |t: &TokenLogprob| json!({"token": t.token, "logprob": t.logprob, "bytes": t.token.as_bytes()});
+    items
+        .iter()
+        .map(|(c, top)| {
+            let mut v = one(c);
+            v["top_logprobs"] = top.iter().map(one).collect();
+            v
+        })
+        .collect()
+}
+
+/// The final chunk's counters, in nanoseconds.
+fn final_fields(v: &mut Value, started: Instant, load_ns: u128, usage: &Usage, t: &Timings) {
+    let ns = |ms: f64| (ms * 1e6) as u64;
+    v["total_duration"] = json!(started.elapsed().as_nanos() as u64);
+    v["load_duration"] = json!(load_ns as u64);
+    v["prompt_eval_count"] = json!(t.prompt_n);
+    v["prompt_eval_duration"] = json!(ns(t.prompt_ms));
+    v["eval_count"] = json!(usage.completion_tokens);
+    v["eval_duration"] = json!(ns(t.predicted_ms));
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn respond(
+    state: AppState,
+    acquired: Acquired,
+    request: GenerateRequest,
+    common: &Common,
+    keep_alive: Option<KeepAlive>,
+    shape: Shape,
+    started: Instant,
+    with_context: bool,
+) -> Result<Response, OllamaError> {
+    let mut stream = submit(&acquired.engine, request).await?;
+    let prompt_tokens = stream.prompt_tokens().to_vec();
+    let model = acquired.spec.name.clone();
+    let load_ns = acquired.load_duration.as_nanos();
+    let want_logprobs = common.logprobs == Some(true);
+
+    if common.stream == Some(false) {
+        let out = crate::generation::collect(stream).await;
+        state.models.release(&model, keep_alive).await;
+        let out = out?;
+        let mut v = shape.chunk(&model, &out.text, true);
+        v["done_reason"] = json!(out.finish_reason.map(finish_reason_str));
+        final_fields(&mut v, started, load_ns, &out.usage, &out.timings);
+        if with_context {
+            v["context"] = json!([prompt_tokens, out.tokens].concat());
+        }
+        if want_logprobs {
+            v["logprobs"] = logprobs_json(&out.logprobs);
+        }
+        return Ok(Json(v).into_response());
+    }
+
+    let lines = async_stream::stream! {
+        let mut generated = Vec::new();
+        while let Some(event) = stream.next().await {
+            let line = match event {
+                Event::Token(t) => {
+                    generated.push(t.id);
+                    if t.text.is_empty() && !want_logprobs {
+                        continue;
+                    }
+                    let mut v = shape.chunk(&model, &t.text, false);
+                    if let (true, Some(lp)) = (want_logprobs, t.logprob) {
+                        v["logprobs"] = logprobs_json(&[(lp, t.top_logprobs)]);
+                    }
+                    v
+                }
+                Event::Done { finish_reason, text, usage, timings } => {
+                    if !text.is_empty() {
+                        yield Ok::<_, std::convert::Infallible>(ndjson(&shape.chunk(&model, &text, false)));
+                    }
+                    let mut v = shape.chunk(&model, "", true);
+                    v["done_reason"] = json!(finish_reason_str(finish_reason));
+                    final_fields(&mut v, started, load_ns, &usage, &timings);
+                    if with_context {
+                        v["context"] = json!([prompt_tokens.clone(), generated.clone()].concat());
+                    }
+                    yield Ok(ndjson(&v));
+                    break;
+                }
+                Event::Error(message) => {
+                    yield Ok(ndjson(&json!({"error": message})));
+                    break;
+                }
+            };
+            yield Ok(ndjson(&line));
+        }
+        state.models.release(&model, keep_alive).await;
+    };
+    Ok((
+        [(header::CONTENT_TYPE, "application/x-ndjson")],
+        Body::from_stream(lines),
+    )
+        .into_response())
+}
+
+fn ndjson(v: &Value) -> Bytes {
+    let mut line = v.to_string();
+    line.push('\n');
+    Bytes::from(line)
+}

@@ -1,0 +1,170 @@
+//! Ollama's `options` (and a model's default parameters, same names) to
+//! engine settings. Unknown keys are ignored, as Ollama does; known keys
+//! with the wrong type are a 400.
+
+use mlxr_engine::SamplingParams;
+use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+
+/// Options Ollama clients send that have no effect here.
+const IGNORED: &[&str] = &[
+    "num_keep",
+    "typical_p",
+    "num_batch",
+    "num_gpu",
+    "main_gpu",
+    "use_mmap",
+    "num_thread",
+    "numa",
+    "low_vram",
+    "f16_kv",
+    "logits_all",
+    "vocab_only",
+    "use_mlock",
+    "embedding_only",
+    "tfs_z",
+    "mirostat",
+    "mirostat_tau",
+    "mirostat_eta",
+    "penalize_newline",
+    "draft_num_predict",
+];
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub sampling: SamplingParams,
+    /// `None`: until the model stops or the context is full.
+    pub max_tokens: Option<usize>,
+    pub stop: Vec<String>,
+    /// Per-request context cap (`num_ctx`).
+    pub num_ctx: Option<usize>,
+}
+
+/// Ollama's defaults, then the model's parameters, then the request's options.
+pub fn settings(
+    model_params: &Map<String, Value>,
+    options: Option<&Value>,
+) -> Result<Settings, ApiError> {
+    let mut s = Settings {
+        sampling: SamplingParams {
+            temperature: 0.8,
+            top_k: 40,
+            top_p: 0.9,
+            min_p: 0.0,
+            repeat_penalty: 1.0,
+            repeat_last_n: 64,
+            ..SamplingParams::default()
+        },
+        max_tokens: None,
+        stop: Vec::new(),
+        num_ctx: None,
+    };
+    apply(&mut s, model_params)?;
+    match options {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(map)) => apply(&mut s, map)?,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "options must be an object, got {other}"
+            )))
+        }
+    }
+    s.sampling
+        .validate()
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok(s)
+}
+
+fn apply(s: &mut Settings, map: &Map<String, Value>) -> Result<(), ApiError> {
+    for (key, value) in map {
+        let float = || {
+            value
+                .as_f64()
+                .map(|f| f as f32)
+                .ok_or_else(|| wrong_type(key, "a number", value))
+        };
+        let int = || {
+            value
+                .as_i64()
+                .ok_or_else(|| wrong_type(key, "an integer", value))
+        };
+        let sp = &mut s.sampling;
+        match key.as_str() {
+            "temperature" => sp.temperature = float()?,
+            "top_k" => sp.top_k = int()?.max(0) as usize,
+            "top_p" => sp.top_p = float()?,
+            "min_p" => sp.min_p = float()?,
+            "repeat_penalty" => sp.repeat_penalty = float()?,
+            "presence_penalty" => sp.presence_penalty = float()?,
+            "frequency_penalty" => sp.frequency_penalty = float()?,
+            "repeat_last_n" => {
+                sp.repeat_last_n = match int()? {
+                    n if n < 0 => usize::MAX,
+                    n => n as usize,
+                }
+            }
+            "seed" => sp.seed = Some(int()?).filter(|&n| n >= 0).map(|n| n as u64),
+            "num_predict" => s.max_tokens = Some(int()?).filter(|&n| n >= 0).map(|n| n as usize),
+            "num_ctx" => s.num_ctx = Some(int()?.max(1) as usize),
+            "stop" => {
+                s.stop = match value {
+                    Value::String(one) => vec![one.clone()],
+                    Value::Array(many) => many
+                        .iter()
+                        .map(|v| {
+                            v.as_str()
+                                .map(str::to_string)
+                                .ok_or_else(|| wrong_type(key, "strings", value))
+                        })
+                        .collect::<Result<_, _>>()?,
+                    _ => return Err(wrong_type(key, "a string or a list of strings", value)),
+                }
+            }
+            k if IGNORED.contains(&k) => {}
+            k => tracing::warn!(option = k, "invalid option provided (ignored)"),
+        }
+    }
+    Ok(())
+}
+
+fn wrong_type(key: &str, want: &str, got: &Value) -> ApiError {
+    ApiError::bad_request(format!("option '{key}' must be {want}, got {got}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaults_model_parameters_then_options() {
+        let params = json!({"temperature": 0.2, "stop": ["<|im_end|>"]});
+        let s = settings(
+            params.as_object().unwrap(),
+            Some(&json!({"top_k": 5, "num_predict": 12, "seed": 42, "mirostat": 1, "whatever": true})),
+        )
+        .unwrap();
+        assert_eq!(s.sampling.temperature, 0.2);
+        assert_eq!(s.sampling.top_k, 5);
+        assert_eq!(s.sampling.top_p, 0.9);
+        assert_eq!(s.sampling.seed, Some(42));
+        assert_eq!(s.max_tokens, Some(12));
+        assert_eq!(s.stop, vec!["<|im_end|>"]);
+        let s = settings(&Map::new(), Some(&json!({"num_predict": -1, "seed": -1}))).unwrap();
+        assert_eq!((s.max_tokens, s.sampling.seed), (None, None));
+    }
+
+    #[test]
+    fn wrong_types_are_rejected() {
+        for bad in [
+            json!({"temperature": "hot"}),
+            json!({"top_k": 1.5}),
+            json!({"stop": 3}),
+            json!([1]),
+        ] {
+            assert!(settings(&Map::new(), Some(&bad)).is_err(), "{bad}");
+        }
+        assert!(settings(&Map::new(), Some(&json!({"temperature": -1}))).is_err());
+    }
+}

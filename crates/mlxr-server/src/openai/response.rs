@@ -1,0 +1,42 @@
+//! Pieces of OpenAI responses shared by chat and completions.
+
+use axum::response::sse::Event as SseEvent;
+use mlxr_engine::{TokenLogprob, Usage};
+use rand::Rng;
+use serde_json::{json, Value};
+
+pub fn completion_id(prefix: &str) -> String {
+    let mut rng = rand::rng();
+    let suffix: String = (0..24)
+        .map(|_| {
+            let i = rng.random_range(0..62);
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"[i] as char
+        })
+        .collect();
+    format!("{prefix}-{suffix}")
+}
+
+pub fn unix_now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+pub fn usage_json(u: &Usage) -> Value {
+    json!({
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_tokens": u.prompt_tokens + u.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
+    })
+}
+
+/// One entry of a chat `logprobs.content` array.
+pub fn chat_logprob(chosen: &TokenLogprob, top: &[TokenLogprob]) -> Value {
+    let one = |t: &TokenLogprob| json!({"token": t.token, "logprob": t.logprob, "bytes": t.token.as_bytes()});
+    let mut v = one(chosen);
+    v["top_logprobs"] = top.iter().map(one).collect();
+    v
+}
+
+pub fn sse_json(v: &Value) -> SseEvent {
+    SseEvent::default().data(v.to_string())
+}

@@ -1,0 +1,237 @@
+//! The router with its middleware, and the listeners.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+
+use crate::error::ApiError;
+use crate::models::ModelManager;
+use crate::state::AppState;
+use crate::{ollama, openai, ops};
+
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// `host:port` to listen on.
+    pub host: String,
+    /// Also listen on this Unix domain socket.
+    pub socket: Option<PathBuf>,
+    /// Require `Authorization: Bearer <key>` (except on `/` and `/health`).
+    pub api_key: Option<String>,
+    /// Browser origins allowed besides localhost ones.
+    pub cors_origins: Vec<String>,
+    /// Largest request body accepted, in bytes.
+    pub body_limit: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            host: DEFAULT_HOST.to_string(),
+            socket: None,
+            api_key: None,
+            cors_origins: Vec::new(),
+            body_limit: 32 << 20,
+        }
+    }
+}
+
+/// Ollama's port is 11434; ours sits next to it so both can run at once.
+pub const DEFAULT_HOST: &str = "127.0.0.1:11435";
+
+#[derive(Clone)]
+struct AuthKey(Option<Arc<str>>);
+
+pub fn router(models: Arc<ModelManager>, config: &ServerConfig) -> Router {
+    let state = AppState { models };
+    Router::new()
+        .route("/", get(ops::root).head(ops::root))
+        .route("/health", get(ops::health))
+        .route("/metrics", get(ops::metrics))
+        .route("/api/version", get(ops::version).head(ops::version))
+        .merge(openai::routes())
+        .merge(ollama::routes())
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(
+            AuthKey(config.api_key.as_deref().map(Arc::from)),
+            require_api_key,
+        ))
+        .layer(DefaultBodyLimit::max(config.body_limit))
+        .layer(cors(&config.cors_origins))
+        .layer(CatchPanicLayer::custom(|_| {
+            error_response(
+                "/",
+                ApiError::internal("internal error: the request handler panicked"),
+            )
+        }))
+        .with_state(state)
+}
+
+async fn not_found(req: Request) -> Response {
+    let path = req.uri().path().to_string();
+    error_response(
+        &path,
+        ApiError::not_found(format!("no route for {} {path}", req.method())),
+    )
+}
+
+/// An error in the shape of the API the path belongs to.
+fn error_response(path: &str, e: ApiError) -> Response {
+    let body = if path.starts_with("/api/") {
+        e.ollama_body()
+    } else {
+        e.openai_body()
+    };
+    (e.status, Json(body)).into_response()
+}
+
+async fn require_api_key(State(key): State<AuthKey>, req: Request, next: Next) -> Response {
+    let Some(key) = key.0 else {
+        return next.run(req).await;
+    };
+    let path = req.uri().path();
+    if path == "/" || path == "/health" || req.method() == Method::OPTIONS {
+        return next.run(req).await;
+    }
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if given == Some(&*key) {
+        return next.run(req).await;
+    }
+    let path = path.to_string();
+    error_response(
+        &path,
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "invalid or missing API key (Authorization: Bearer <key>)",
+        ),
+    )
+}
+
+/// Localhost origins on any port, plus the configured ones.
+fn cors(extra: &[String]) -> CorsLayer {
+    let extra: Vec<String> = extra.to_vec();
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::predicate(move |origin: &HeaderValue, _| {
+            let Ok(origin) = origin.to_str() else {
+                return false;
+            };
+            extra.iter().any(|o| o == "*" || o == origin) || is_local_origin(origin)
+        }))
+        .allow_methods([
+            Method::GET,
+            Method::POST,
+            Method::DELETE,
+            Method::HEAD,
+            Method::OPTIONS,
+        ])
+        .allow_headers(tower_http::cors::Any)
+}
+
+fn is_local_origin(origin: &str) -> bool {
+    let Some(rest) = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let host = match rest.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => rest.split(':').next().unwrap_or(""),
+    };
+    matches!(host, "localhost" | "127.0.0.1" | "0.0.0.0" | "::1")
+}
+
+/// Serves until Ctrl-C or SIGTERM; streams in flight end cleanly.
+pub async fn serve(models: Arc<ModelManager>, config: ServerConfig) -> std::io::Result<()> {
+    let app = router(models.clone(), &config);
+    let expiry = tokio::spawn({
+        let models = models.clone();
+        async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                models.unload_expired().await;
+            }
+        }
+    });
+    let tcp = tokio::net::TcpListener::bind(&config.host)
+        .await
+        .map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot listen on {}: {e}", config.host))
+        })?;
+    tracing::info!("listening on http://{}", tcp.local_addr()?);
+    let tcp_server = axum::serve(tcp, app.clone()).with_graceful_shutdown(shutdown_signal());
+    let result = match &config.socket {
+        Some(path) => {
+            let _ = std::fs::remove_file(path);
+            let uds = tokio::net::UnixListener::bind(path).map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("cannot listen on {}: {e}", path.display()),
+                )
+            })?;
+            tracing::info!("listening on unix:{}", path.display());
+            let uds_server = axum::serve(uds, app).with_graceful_shutdown(shutdown_signal());
+            let (a, b) = tokio::join!(tcp_server, uds_server);
+            let _ = std::fs::remove_file(path);
+            a.and(b)
+        }
+        None => tcp_server.await,
+    };
+    expiry.abort();
+    result
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            s.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
+    tracing::info!("shutting down");
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn local_origins() {
+        for ok in [
+            "http://localhost:3000",
+            "http://127.0.0.1",
+            "https://[::1]:8080",
+            "http://0.0.0.0:1",
+        ] {
+            assert!(super::is_local_origin(ok), "{ok}");
+        }
+        for bad in [
+            "http://evil.com",
+            "http://localhost.evil.com",
+            "null",
+            "file://x",
+        ] {
+            assert!(!super::is_local_origin(bad), "{bad}");
+        }
+    }
+}

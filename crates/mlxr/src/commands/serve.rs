@@ -1,0 +1,101 @@
+//! `mlxr serve`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use mlxr_engine::EngineConfig;
+use mlxr_registry::Registry;
+use mlxr_server::catalog::{FileCatalog, RegistryCatalog};
+use mlxr_server::{KeepAlive, ModelManager, ModelSpec, ServerConfig};
+
+use crate::cli::ServeArgs;
+
+pub fn serve(args: ServeArgs) -> Result<()> {
+    super::set_threads(args.threads)?;
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("MLXR_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+
+    anyhow::ensure!(
+        args.names.len() <= args.models.len(),
+        "--name is given {} times but -m only {}",
+        args.names.len(),
+        args.models.len()
+    );
+    let files = args
+        .models
+        .iter()
+        .enumerate()
+        .map(|(i, path)| {
+            let name = match args.names.get(i) {
+                Some(n) => n.clone(),
+                None => default_name(path),
+            };
+            ModelSpec::from_file(&name, path).map_err(anyhow::Error::msg)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let home = match &args.home {
+        Some(h) => h.clone(),
+        None => default_home()?,
+    };
+    let registry = Registry::open(&home)
+        .with_context(|| format!("opening the model registry in {}", home.display()))?;
+    let catalog = RegistryCatalog::new(Arc::new(registry), FileCatalog::new(files));
+
+    let keep_alive = KeepAlive::parse(&serde_json::Value::String(args.keep_alive.clone()))
+        .map_err(|e| anyhow::anyhow!("--keep-alive: {e}"))?;
+    let engine = EngineConfig {
+        kv_budget: args.kv_cache_mem,
+        kv_dtype: args.kv_dtype,
+        max_num_seqs: args.max_num_seqs,
+        max_num_batched_tokens: args.max_batched_tokens,
+        ..EngineConfig::default()
+    };
+    let models = Arc::new(ModelManager::new(
+        Arc::new(catalog),
+        engine,
+        args.ctx_size,
+        keep_alive,
+        args.max_loaded_models,
+    ));
+    let config = ServerConfig {
+        host: args.host,
+        socket: args.socket,
+        api_key: args.api_key.filter(|k| !k.is_empty()),
+        cors_origins: args.origins,
+        body_limit: args.body_limit,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(mlxr_server::serve(models, config))?;
+    Ok(())
+}
+
+/// `SmolLM2-135M-Instruct.Q4_1.gguf` -> `smollm2-135m-instruct.q4_1`.
+fn default_name(path: &std::path::Path) -> String {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_lowercase())
+        .unwrap_or_else(|| "model".into());
+    stem.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+pub fn default_home() -> Result<PathBuf> {
+    let home = std::env::var_os("HOME").context("HOME is not set; pass --home or set MLXR_HOME")?;
+    Ok(PathBuf::from(home).join(".mlxr"))
+}
