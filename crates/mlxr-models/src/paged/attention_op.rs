@@ -13,10 +13,11 @@ use rayon::prelude::*;
 use super::element::CacheElement;
 use super::vector::{Portable, VectorOps};
 use super::write_op::contiguous;
+use super::{exact, tiled};
 
 /// Queries of one work item: up to this many tokens of one sequence share
 /// each key/value block they read (prefill); decode items have one token.
-const QUERY_TILE: usize = 16;
+const QUERY_TILE: usize = 32;
 
 /// One chunk of the batch: its queries sit at positions `start_pos..start_pos
 /// + len` and see keys `0..start_pos + len`, whose position `p` lives at
@@ -114,7 +115,7 @@ impl CustomOp3 for PagedAttentionOp<'_> {
         let q = contiguous::<f32>(q, q_layout, "paged-attention: q")?;
         let out = match (k, v) {
             (CpuStorage::F32(_), CpuStorage::F32(_)) => {
-                self.run::<f32>(&dims, q, k, k_layout, v, v_layout)?
+                self.run_exact(&dims, q, k, k_layout, v, v_layout)?
             }
             (CpuStorage::F16(_), CpuStorage::F16(_)) => {
                 self.run::<f16>(&dims, q, k, k_layout, v, v_layout)?
@@ -156,6 +157,8 @@ struct WorkItem {
 /// Per-thread buffers, reused across work items.
 #[derive(Default)]
 struct Scratch {
+    tile: tiled::TileScratch,
+    exact: exact::ExactScratch,
     /// `[queries, keys]`: scores, then probabilities.
     scores: Vec<f32>,
     /// One block's key or value rows as f32.
@@ -234,23 +237,113 @@ impl PagedAttentionOp<'_> {
     ) -> Result<Vec<f32>> {
         let k = contiguous::<T>(k, k_layout, "paged-attention: key cache")?;
         let v = contiguous::<T>(v, v_layout, "paged-attention: value cache")?;
-        let items = self.work_items(dims);
         #[cfg(target_arch = "x86_64")]
         let wide = super::vector::avx2_fma_available();
+        Ok(self.run_items(dims, |scratch, item| {
+            if item.len > 1 && dims.head_dim % 16 == 0 {
+                return tiled::attend_tile(&self.tile(dims, item, q, k, v), &mut scratch.tile);
+            }
+            #[cfg(target_arch = "x86_64")]
+            if wide {
+                // SAFETY: the CPU has AVX2 and FMA (checked above).
+                return unsafe { self.attend_avx2(dims, item, q, k, v, scratch) };
+            }
+            self.attend::<T, Portable>(dims, item, q, k, v, scratch)
+        }))
+    }
+
+    /// An F32 store, in llama.cpp's arithmetic ([`exact`]).
+    fn run_exact(
+        &self,
+        dims: &Dims,
+        q: &[f32],
+        k: &CpuStorage,
+        k_layout: &Layout,
+        v: &CpuStorage,
+        v_layout: &Layout,
+    ) -> Result<Vec<f32>> {
+        let k = contiguous::<f32>(k, k_layout, "paged-attention: key cache")?;
+        let v = contiguous::<f32>(v, v_layout, "paged-attention: value cache")?;
+        let hd = dims.head_dim;
+        Ok(self.run_items(dims, |scratch, item| {
+            let seq = &self.seqs[item.seq];
+            let rows = |cache| exact::HeadRows {
+                cache,
+                table: seq.block_table,
+                n_kv_heads: dims.n_kv_heads,
+                kv_head: item.kv_head,
+                block_size: dims.block_size,
+                head_dim: hd,
+            };
+            let (keys, values) = (rows(k), rows(v));
+            let mut out = vec![0f32; item.len * dims.group * hd];
+            for (t, out) in out.chunks_exact_mut(dims.group * hd).enumerate() {
+                let pos = item.first_pos + t;
+                let range = (first_key(pos, self.sliding_window), pos + 1);
+                let at =
+                    (item.first_token + t) * dims.n_heads * hd + item.kv_head * dims.group * hd;
+                let q_rows = q[at..at + dims.group * hd].chunks_exact(hd);
+                for (q, out) in q_rows.zip(out.chunks_exact_mut(hd)) {
+                    let one_token = seq.len == 1;
+                    exact::attend_row(
+                        &keys,
+                        &values,
+                        q,
+                        range,
+                        self.scale,
+                        one_token,
+                        &mut scratch.exact,
+                        out,
+                    );
+                }
+            }
+            out
+        }))
+    }
+
+    fn tile<'s, T>(
+        &'s self,
+        dims: &Dims,
+        item: &WorkItem,
+        q: &'s [f32],
+        k: &'s [T],
+        v: &'s [T],
+    ) -> tiled::Tile<'s, T> {
+        let rows = |cache| tiled::BlockRows {
+            cache,
+            table: self.seqs[item.seq].block_table,
+            n_kv_heads: dims.n_kv_heads,
+            kv_head: item.kv_head,
+            block_size: dims.block_size,
+        };
+        let q_stride = dims.n_heads * dims.head_dim;
+        tiled::Tile {
+            q,
+            q_offset: item.first_token * q_stride + item.kv_head * dims.group * dims.head_dim,
+            q_stride,
+            group: dims.group,
+            len: item.len,
+            first_pos: item.first_pos,
+            head_dim: dims.head_dim,
+            scale: self.scale,
+            window: self.sliding_window,
+            keys: rows(k),
+            values: rows(v),
+        }
+    }
+
+    /// Runs `attend` over the work items in parallel and places each item's
+    /// output `[len, group, head_dim]` (per token, the contiguous run of its
+    /// KV head's query heads) into `[tokens, n_heads * head_dim]`.
+    fn run_items<F>(&self, dims: &Dims, attend: F) -> Vec<f32>
+    where
+        F: Fn(&mut Scratch, &WorkItem) -> Vec<f32> + Sync,
+    {
+        let items = self.work_items(dims);
         let results: Vec<Vec<f32>> = items
             .par_iter()
-            .map_init(Scratch::default, |scratch, item| {
-                #[cfg(target_arch = "x86_64")]
-                if wide {
-                    // SAFETY: the CPU has AVX2 and FMA (checked above).
-                    return unsafe { self.attend_avx2(dims, item, q, k, v, scratch) };
-                }
-                self.attend::<T, Portable>(dims, item, q, k, v, scratch)
-            })
+            .map_init(Scratch::default, |scratch, item| attend(scratch, item))
             .collect();
-
-        // Each item's output is `[len, group, head_dim]`: per token, the
-        // contiguous run of its KV head's query heads.
         let row = dims.n_heads * dims.head_dim;
         let run = dims.group * dims.head_dim;
         let mut out = vec![0f32; dims.tokens * row];
@@ -260,7 +353,7 @@ impl PagedAttentionOp<'_> {
                 out[at..at + run].copy_from_slice(src);
             }
         }
-        Ok(out)
+        out
     }
 
     /// [`Self::attend`] with the AVX2+FMA vector ops, compiled for AVX2 so
@@ -296,7 +389,7 @@ impl PagedAttentionOp<'_> {
         let ctx = last_pos + 1 - lo;
         let n_queries = item.len * group;
 
-        let Scratch { scores, block } = scratch;
+        let Scratch { scores, block, .. } = scratch;
         scores.clear();
         scores.resize(n_queries * ctx, 0.0);
         block.resize(bs * hd, 0.0);

@@ -12,6 +12,9 @@ pub(crate) trait CacheElement: Copy + Send + Sync + 'static {
 
     /// Rounds `src` into `dst` (same length).
     fn store_f32(src: &[f32], dst: &mut [Self]);
+
+    /// `src` as f32 into `dst` (same length).
+    fn write_f32(src: &[Self], dst: &mut [f32]);
 }
 
 impl CacheElement for f32 {
@@ -20,6 +23,10 @@ impl CacheElement for f32 {
     }
 
     fn store_f32(src: &[f32], dst: &mut [Self]) {
+        dst.copy_from_slice(src);
+    }
+
+    fn write_f32(src: &[Self], dst: &mut [f32]) {
         dst.copy_from_slice(src);
     }
 }
@@ -34,6 +41,10 @@ impl CacheElement for f16 {
     fn store_f32(src: &[f32], dst: &mut [Self]) {
         dst.convert_from_f32_slice(src);
     }
+
+    fn write_f32(src: &[Self], dst: &mut [f32]) {
+        src.convert_to_f32_slice(dst);
+    }
 }
 
 impl CacheElement for bf16 {
@@ -45,5 +56,9 @@ impl CacheElement for bf16 {
 
     fn store_f32(src: &[f32], dst: &mut [Self]) {
         dst.convert_from_f32_slice(src);
+    }
+
+    fn write_f32(src: &[Self], dst: &mut [f32]) {
+        src.convert_to_f32_slice(dst);
     }
 }

@@ -7,13 +7,19 @@
 
 mod attention_op;
 mod element;
+mod exact;
 mod store;
+mod tiled;
 mod vector;
 mod view;
 mod write_op;
 
 #[cfg(test)]
+mod exact_tests;
+#[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod timing;
 
 pub use attention_op::{PagedAttentionOp, PagedSeq};
 pub use store::PagedKvStore;

@@ -1,0 +1,271 @@
+//! Attention of a tile of queries (several tokens of one sequence, all query
+//! heads of one KV head) over cache blocks, flash-attention style: keys and
+//! values are converted to f32 a chunk at a time, scores come from a small
+//! register-blocked GEMM, and an online softmax rescales the output as the
+//! running maximum grows, so nothing is materialised beyond one chunk.
+
+use super::element::CacheElement;
+use crate::kernels::ggml_f32::v_expf;
+
+/// Keys per chunk.
+const KC: usize = 64;
+/// Query rows are padded to a multiple of this (the GEMM's row block).
+pub(super) const ROW_BLOCK: usize = 16;
+
+/// One tile: `rows = len * group` query rows (`t * group + g`), query `t` at
+/// position `first_pos + t`, seeing keys `row_lo..=pos` of its row.
+pub(super) struct Tile<'a, T> {
+    /// Row `t * group + g` is `q[q_offset + t * q_stride + g * head_dim..]`.
+    pub q: &'a [f32],
+    pub q_offset: usize,
+    pub q_stride: usize,
+    pub group: usize,
+    pub len: usize,
+    pub first_pos: usize,
+    pub head_dim: usize,
+    pub scale: f32,
+    pub window: Option<usize>,
+    pub keys: BlockRows<'a, T>,
+    pub values: BlockRows<'a, T>,
+}
+
+/// One KV head of one sequence in a cache `[blocks, n_kv_heads, block_size,
+/// head_dim]`.
+pub(super) struct BlockRows<'a, T> {
+    pub cache: &'a [T],
+    pub table: &'a [u32],
+    pub n_kv_heads: usize,
+    pub kv_head: usize,
+    pub block_size: usize,
+}
+
+impl<T: CacheElement> BlockRows<'_, T> {
+    /// Rows `from..from + n` as f32 into `dst` (`n * d`).
+    fn convert(&self, from: usize, n: usize, d: usize, dst: &mut [f32]) {
+        let bs = self.block_size;
+        let mut j = from;
+        while j < from + n {
+            let (b, off) = (j / bs, j % bs);
+            let run = (bs - off).min(from + n - j);
+            let block = self.table[b] as usize;
+            let at = ((block * self.n_kv_heads + self.kv_head) * bs + off) * d;
+            T::write_f32(
+                &self.cache[at..at + run * d],
+                &mut dst[(j - from) * d..][..run * d],
+            );
+            j += run;
+        }
+    }
+}
+
+/// Per-thread buffers.
+#[derive(Default)]
+pub(super) struct TileScratch {
+    /// `[head_dim, rows]`: scaled queries, transposed.
+    qt: Vec<f32>,
+    keys: Vec<f32>,
+    values: Vec<f32>,
+    /// `[KC, rows]`: scores, then weights, of one chunk.
+    scores: Vec<f32>,
+    /// `[rows, head_dim]`.
+    out: Vec<f32>,
+    max: Vec<f32>,
+    sum: Vec<f32>,
+    lo: Vec<u32>,
+    hi: Vec<u32>,
+}
+
+/// The tile's output `[len * group, head_dim]`.
+pub(super) fn attend_tile<T: CacheElement>(tile: &Tile<T>, s: &mut TileScratch) -> Vec<f32> {
+    #[cfg(target_arch = "x86_64")]
+    if super::vector::avx2_fma_available() {
+        // SAFETY: the CPU has AVX2 and FMA.
+        return unsafe { attend_tile_fma(tile, s) };
+    }
+    attend_tile_portable(tile, s)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn attend_tile_fma<T: CacheElement>(tile: &Tile<T>, s: &mut TileScratch) -> Vec<f32> {
+    attend_tile_portable(tile, s)
+}
+
+#[inline(always)]
+fn attend_tile_portable<T: CacheElement>(tile: &Tile<T>, s: &mut TileScratch) -> Vec<f32> {
+    let d = tile.head_dim;
+    let rows = tile.len * tile.group;
+    let rp = rows.next_multiple_of(ROW_BLOCK);
+    let first_key = |pos: usize| tile.window.map_or(0, |w| (pos + 1).saturating_sub(w));
+    let last_pos = tile.first_pos + tile.len - 1;
+    let lo = first_key(tile.first_pos);
+
+    s.qt.clear();
+    s.qt.resize(d * rp, 0.0);
+    for r in 0..rows {
+        let at = tile.q_offset + (r / tile.group) * tile.q_stride + (r % tile.group) * d;
+        for (c, &x) in tile.q[at..at + d].iter().enumerate() {
+            s.qt[c * rp + r] = x * tile.scale;
+        }
+    }
+    // Padding rows see nothing (`lo > hi`).
+    s.lo.clear();
+    s.hi.clear();
+    for r in 0..rp {
+        let (l, h) = if r < rows {
+            let pos = tile.first_pos + r / tile.group;
+            (first_key(pos), pos + 1)
+        } else {
+            (1, 0)
+        };
+        s.lo.push(l as u32);
+        s.hi.push(h as u32);
+    }
+    let all_see_from = s.lo[..rows].iter().copied().max().unwrap_or(0) as usize;
+    let all_see_to = tile.first_pos + 1;
+    s.keys.resize(KC * d, 0.0);
+    s.values.resize(KC * d, 0.0);
+    s.scores.clear();
+    s.scores.resize(KC * rp, 0.0);
+    s.out.clear();
+    s.out.resize(rp * d, 0.0);
+    s.max.clear();
+    s.max.resize(rp, f32::NEG_INFINITY);
+    s.sum.clear();
+    s.sum.resize(rp, 0.0);
+
+    let mut from = lo;
+    while from <= last_pos {
+        let n = KC.min(last_pos + 1 - from);
+        tile.keys.convert(from, n, d, &mut s.keys);
+        tile.values.convert(from, n, d, &mut s.values);
+        scores(&s.qt, rp, &s.keys, n, d, &mut s.scores);
+        let masked = !(from >= all_see_from && from + n <= all_see_to);
+        if masked {
+            for jj in 0..n {
+                let j = (from + jj) as u32;
+                let row = &mut s.scores[jj * rp..][..rp];
+                for ((x, &l), &h) in row.iter_mut().zip(&s.lo).zip(&s.hi) {
+                    if j < l || j >= h {
+                        *x = f32::NEG_INFINITY;
+                    }
+                }
+            }
+        }
+        online_softmax(&mut s.scores, rp, n, d, &mut s.max, &mut s.sum, &mut s.out);
+        accumulate(&s.scores, rp, &s.values, n, d, &mut s.out);
+        from += n;
+    }
+    let mut out = s.out[..rows * d].to_vec();
+    for (row, &sum) in out.chunks_exact_mut(d).zip(&s.sum) {
+        let inv = 1.0 / sum;
+        row.iter_mut().for_each(|x| *x *= inv);
+    }
+    out
+}
+
+/// `scores[j][r] = keys[j] · qt[.][r]` for `j < n` (rounded up to 4).
+#[inline(always)]
+fn scores(qt: &[f32], rp: usize, keys: &[f32], n: usize, d: usize, scores: &mut [f32]) {
+    assert!(qt.len() >= d * rp && keys.len() >= KC * d && scores.len() >= KC * rp);
+    assert!(rp % ROW_BLOCK == 0 && n <= KC);
+    for j0 in (0..n).step_by(4) {
+        for r0 in (0..rp).step_by(ROW_BLOCK) {
+            let mut acc = [[0f32; ROW_BLOCK]; 4];
+            for c in 0..d {
+                // SAFETY: `c < d`, `r0 + ROW_BLOCK <= rp`, `j0 + 3 < KC`
+                // (KC is a multiple of 4): in bounds by the asserts.
+                unsafe {
+                    let qv = &*(qt.as_ptr().add(c * rp + r0) as *const [f32; ROW_BLOCK]);
+                    for (i, acc) in acc.iter_mut().enumerate() {
+                        let k = *keys.get_unchecked((j0 + i) * d + c);
+                        for l in 0..ROW_BLOCK {
+                            acc[l] = k.mul_add(qv[l], acc[l]);
+                        }
+                    }
+                }
+            }
+            for (i, acc) in acc.iter().enumerate() {
+                let at = (j0 + i) * rp + r0;
+                scores[at..at + ROW_BLOCK].copy_from_slice(acc);
+            }
+        }
+    }
+}
+
+/// Folds one chunk's scores into the running maxima and sums, rescaling
+/// `out` where a maximum grew; the scores become the chunk's weights.
+#[inline(always)]
+fn online_softmax(
+    scores: &mut [f32],
+    rp: usize,
+    n: usize,
+    d: usize,
+    max: &mut [f32],
+    sum: &mut [f32],
+    out: &mut [f32],
+) {
+    let mut chunk_max = [f32::NEG_INFINITY; 256];
+    let mut chunk_max_vec;
+    let chunk_max: &mut [f32] = if rp <= 256 {
+        &mut chunk_max[..rp]
+    } else {
+        chunk_max_vec = vec![f32::NEG_INFINITY; rp];
+        &mut chunk_max_vec
+    };
+    for row in scores[..n * rp].chunks_exact(rp) {
+        for (m, &x) in chunk_max.iter_mut().zip(row) {
+            *m = m.max(x);
+        }
+    }
+    for r in 0..rp {
+        let new = max[r].max(chunk_max[r]);
+        if new > max[r] {
+            // From -inf the factor is 0, which also clears nothing (all 0).
+            let alpha = v_expf(max[r] - new);
+            sum[r] *= alpha;
+            out[r * d..][..d].iter_mut().for_each(|x| *x *= alpha);
+            max[r] = new;
+        }
+        // Rows that saw nothing yet subtract 0: their -inf scores give 0.
+        chunk_max[r] = if new == f32::NEG_INFINITY { 0.0 } else { new };
+    }
+    for row in scores[..n * rp].chunks_exact_mut(rp) {
+        for ((x, &m), s) in row.iter_mut().zip(chunk_max.iter()).zip(sum.iter_mut()) {
+            *x = v_expf(*x - m);
+            *s += *x;
+        }
+    }
+}
+
+/// `out[r] += Σ_j weights[j][r] · values[j]`.
+#[inline(always)]
+fn accumulate(weights: &[f32], rp: usize, values: &[f32], n: usize, d: usize, out: &mut [f32]) {
+    const DB: usize = 16;
+    assert!(weights.len() >= n * rp && values.len() >= n * d && out.len() >= rp * d);
+    assert!(rp % 4 == 0 && d % DB == 0);
+    for r0 in (0..rp).step_by(4) {
+        for c0 in (0..d).step_by(DB) {
+            let mut acc = [[0f32; DB]; 4];
+            for (i, acc) in acc.iter_mut().enumerate() {
+                acc.copy_from_slice(&out[(r0 + i) * d + c0..][..DB]);
+            }
+            for j in 0..n {
+                // SAFETY: `j < n`, `c0 + DB <= d`, `r0 + 3 < rp`: in bounds
+                // by the asserts.
+                unsafe {
+                    let v = &*(values.as_ptr().add(j * d + c0) as *const [f32; DB]);
+                    for (i, acc) in acc.iter_mut().enumerate() {
+                        let w = *weights.get_unchecked(j * rp + r0 + i);
+                        for l in 0..DB {
+                            acc[l] = w.mul_add(v[l], acc[l]);
+                        }
+                    }
+                }
+            }
+            for (i, acc) in acc.iter().enumerate() {
+                out[(r0 + i) * d + c0..][..DB].copy_from_slice(acc);
+            }
+        }
+    }
+}
