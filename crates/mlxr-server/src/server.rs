@@ -10,6 +10,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use mlxr_registry::Registry;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
@@ -50,8 +51,8 @@ pub const DEFAULT_HOST: &str = "127.0.0.1:11435";
 #[derive(Clone)]
 struct AuthKey(Option<Arc<str>>);
 
-pub fn router(models: Arc<ModelManager>, config: &ServerConfig) -> Router {
-    let state = AppState { models };
+pub fn router(models: Arc<ModelManager>, registry: Arc<Registry>, config: &ServerConfig) -> Router {
+    let state = AppState { models, registry };
     Router::new()
         .route("/", get(ops::root).head(ops::root))
         .route("/health", get(ops::health))
@@ -154,8 +155,12 @@ fn is_local_origin(origin: &str) -> bool {
 }
 
 /// Serves until Ctrl-C or SIGTERM; streams in flight end cleanly.
-pub async fn serve(models: Arc<ModelManager>, config: ServerConfig) -> std::io::Result<()> {
-    let app = router(models.clone(), &config);
+pub async fn serve(
+    models: Arc<ModelManager>,
+    registry: Arc<Registry>,
+    config: ServerConfig,
+) -> std::io::Result<()> {
+    let app = router(models.clone(), registry, &config);
     let expiry = tokio::spawn({
         let models = models.clone();
         async move {

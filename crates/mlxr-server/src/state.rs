@@ -2,9 +2,12 @@
 
 use std::sync::Arc;
 
+use mlxr_registry::Registry;
+
 use crate::models::ModelManager;
 
 #[derive(Clone)]
 pub struct AppState {
     pub models: Arc<ModelManager>,
+    pub registry: Arc<Registry>,
 }

@@ -45,7 +45,8 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     };
     let registry = Registry::open(&home)
         .with_context(|| format!("opening the model registry in {}", home.display()))?;
-    let catalog = RegistryCatalog::new(Arc::new(registry), FileCatalog::new(files));
+    let registry = Arc::new(registry);
+    let catalog = RegistryCatalog::new(registry.clone(), FileCatalog::new(files));
 
     let keep_alive = KeepAlive::parse(&serde_json::Value::String(args.keep_alive.clone()))
         .map_err(|e| anyhow::anyhow!("--keep-alive: {e}"))?;
@@ -74,7 +75,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(mlxr_server::serve(models, config))?;
+    runtime.block_on(mlxr_server::serve(models, registry, config))?;
     Ok(())
 }
 

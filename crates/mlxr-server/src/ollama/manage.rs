@@ -1,0 +1,364 @@
+//! Registry routes: `/api/pull`, `/api/create`, `/api/copy`,
+//! `DELETE /api/delete`, `HEAD|POST /api/blobs/{digest}`.
+
+use std::io::Read;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::StreamExt;
+use mlxr_registry::{Digest, ModelName, NewModel, PullProgress, Registry, RegistryError};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc;
+
+use crate::error::{parse_json, ApiError, OllamaError};
+use crate::state::AppState;
+
+fn registry_error(e: RegistryError) -> ApiError {
+    if e.is_not_found() {
+        ApiError::not_found(e.to_string())
+    } else if e.is_client_error() {
+        ApiError::bad_request(e.to_string())
+    } else {
+        ApiError::internal(e.to_string())
+    }
+}
+
+fn model_name(s: &str) -> Result<ModelName, ApiError> {
+    ModelName::parse(s).map_err(registry_error)
+}
+
+#[derive(Deserialize)]
+pub struct PullBody {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    stream: Option<bool>,
+}
+
+/// Pulls a model (a default name, `hf.co/…`, an https URL or a local path on
+/// the server), streaming Ollama's progress lines.
+pub async fn pull(State(state): State<AppState>, body: Bytes) -> Result<Response, OllamaError> {
+    let body: PullBody = parse_json(&body)?;
+    let spec = body
+        .model
+        .or(body.name)
+        .ok_or_else(|| ApiError::bad_request("missing model name"))?;
+    let (source, name) = Registry::resolve_source(&spec).map_err(registry_error)?;
+    let registry = state.registry.clone();
+    let (tx, rx) = mpsc::unbounded_channel::<Value>();
+    let task = tokio::task::spawn_blocking(move || {
+        let progress_tx = tx.clone();
+        let mut progress = |p: PullProgress| {
+            let _ = progress_tx.send(json!(p));
+        };
+        let cancelled = || tx.is_closed();
+        registry.pull_with_cancel(&source, &name, &mut progress, &cancelled)
+    });
+    if body.stream == Some(false) {
+        drop(rx);
+        // A dropped receiver reads as a cancelled pull; keep it open instead.
+        return match task.await {
+            Ok(Ok(_)) => Ok(Json(json!({"status": "success"})).into_response()),
+            Ok(Err(RegistryError::Cancelled)) => Err(ApiError::internal("pull cancelled").into()),
+            Ok(Err(e)) => Err(registry_error(e).into()),
+            Err(e) => Err(ApiError::internal(format!("pull panicked: {e}")).into()),
+        };
+    }
+    let lines = async_stream::stream! {
+        let mut rx = rx;
+        while let Some(line) = rx.recv().await {
+            yield Ok::<_, std::convert::Infallible>(ndjson(&line));
+        }
+        match task.await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => yield Ok(ndjson(&json!({"error": e.to_string()}))),
+            Err(e) => yield Ok(ndjson(&json!({"error": format!("pull panicked: {e}")}))),
+        }
+    };
+    Ok(ndjson_response(Body::from_stream(lines)))
+}
+
+fn ndjson(v: &Value) -> Bytes {
+    let mut line = v.to_string();
+    line.push('\n');
+    Bytes::from(line)
+}
+
+fn ndjson_response(body: Body) -> Response {
+    ([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response()
+}
+
+/// `HEAD /api/blobs/{digest}`: 200 when stored, 404 otherwise.
+pub async fn blob_exists(State(state): State<AppState>, Path(digest): Path<String>) -> StatusCode {
+    match Digest::parse(&digest) {
+        Ok(d) if state.registry.has_blob(&d) => StatusCode::OK,
+        Ok(_) => StatusCode::NOT_FOUND,
+        Err(_) => StatusCode::BAD_REQUEST,
+    }
+}
+
+/// `POST /api/blobs/{digest}`: stores the body if its sha256 is `digest`.
+pub async fn blob_upload(
+    State(state): State<AppState>,
+    Path(digest): Path<String>,
+    body: Body,
+) -> Result<StatusCode, OllamaError> {
+    let expected = Digest::parse(&digest).map_err(registry_error)?;
+    if state.registry.has_blob(&expected) {
+        return Ok(StatusCode::OK);
+    }
+    // The registry hashes and writes synchronously; feed it the body
+    // chunk by chunk through a channel.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Bytes, String>>(8);
+    let registry = state.registry.clone();
+    let writer = tokio::task::spawn_blocking(move || {
+        let mut reader = ChannelReader {
+            rx,
+            current: Bytes::new(),
+        };
+        registry.put_blob(&mut reader, Some(&expected))
+    });
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let item = chunk.map_err(|e| e.to_string());
+        let failed = item.is_err();
+        let tx = tx.clone();
+        if tokio::task::spawn_blocking(move || tx.send(item))
+            .await
+            .map_or(true, |r| r.is_err())
+            || failed
+        {
+            break;
+        }
+    }
+    drop(tx);
+    match writer.await {
+        Ok(Ok(_)) => Ok(StatusCode::CREATED),
+        Ok(Err(e)) => Err(registry_error(e).into()),
+        Err(e) => Err(ApiError::internal(format!("storing the blob panicked: {e}")).into()),
+    }
+}
+
+struct ChannelReader {
+    rx: std::sync::mpsc::Receiver<Result<Bytes, String>>,
+    current: Bytes,
+}
+
+impl Read for ChannelReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.rx.recv() {
+                Ok(Ok(bytes)) => self.current = bytes,
+                Ok(Err(e)) => {
+                    return Err(std::io::Error::other(format!("upload interrupted: {e}")))
+                }
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current[..n]);
+        self.current = self.current.slice(n..);
+        Ok(n)
+    }
+}
+
+#[derive(Deserialize)]
+pub struct CreateBody {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    from: Option<String>,
+    #[serde(default)]
+    files: Option<Map<String, Value>>,
+    #[serde(default)]
+    adapters: Option<Map<String, Value>>,
+    #[serde(default)]
+    template: Option<String>,
+    #[serde(default)]
+    system: Option<String>,
+    #[serde(default)]
+    parameters: Option<Map<String, Value>>,
+    #[serde(default)]
+    messages: Option<Vec<CreateMessage>>,
+    #[serde(default)]
+    license: Option<Value>,
+    #[serde(default)]
+    quantize: Option<String>,
+    #[serde(default)]
+    stream: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct CreateMessage {
+    role: String,
+    content: String,
+}
+
+/// Creates a model from uploaded blobs (`files`) or an existing model
+/// (`from`), with optional template, system prompt, parameters, messages
+/// and license.
+pub async fn create(State(state): State<AppState>, body: Bytes) -> Result<Response, OllamaError> {
+    let body: CreateBody = parse_json(&body)?;
+    let name = model_name(
+        body.model
+            .as_deref()
+            .or(body.name.as_deref())
+            .ok_or_else(|| ApiError::bad_request("missing model name"))?,
+    )?;
+    if body.quantize.is_some() {
+        return Err(ApiError::bad_request("quantize is not supported yet").into());
+    }
+    if body.adapters.as_ref().is_some_and(|a| !a.is_empty()) {
+        return Err(ApiError::bad_request("adapters are not supported yet").into());
+    }
+    let mut status = vec![];
+    let registry = state.registry.clone();
+    let (model_blob, base) = match (&body.files, &body.from) {
+        (Some(files), _) if !files.is_empty() => {
+            let (file, digest) = files
+                .iter()
+                .find(|(f, _)| f.ends_with(".gguf"))
+                .or_else(|| files.iter().next())
+                .expect("non-empty");
+            let digest =
+                Digest::parse(digest.as_str().unwrap_or_default()).map_err(registry_error)?;
+            if !registry.has_blob(&digest) {
+                return Err(ApiError::bad_request(format!(
+                    "blob {digest} for '{file}' was not uploaded"
+                ))
+                .into());
+            }
+            status.push(format!("using existing layer {digest}"));
+            (digest, None)
+        }
+        (_, Some(from)) => {
+            let from = model_name(from)?;
+            let record = registry
+                .get(&from)
+                .map_err(registry_error)?
+                .ok_or_else(|| ApiError::not_found(format!("model '{from}' not found")))?;
+            status.push(format!("using existing layer {}", record.model_blob));
+            (record.model_blob.clone(), Some(record))
+        }
+        _ => {
+            return Err(
+                ApiError::bad_request("give 'files' (uploaded blobs) or 'from' (a model)").into(),
+            )
+        }
+    };
+    let license = match &body.license {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Array(parts)) => Some(
+            parts
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        Some(_) => {
+            return Err(
+                ApiError::bad_request("license must be a string or a list of strings").into(),
+            )
+        }
+    };
+    let new = NewModel {
+        model_blob,
+        template: body
+            .template
+            .clone()
+            .or_else(|| base.as_ref().and_then(|b| b.template.clone())),
+        system: body
+            .system
+            .clone()
+            .or_else(|| base.as_ref().and_then(|b| b.system.clone())),
+        parameters: body
+            .parameters
+            .clone()
+            .or_else(|| base.as_ref().map(|b| b.parameters.clone()))
+            .unwrap_or_default(),
+        messages: match &body.messages {
+            Some(m) => m
+                .iter()
+                .map(|m| (m.role.clone(), m.content.clone()))
+                .collect(),
+            None => base
+                .as_ref()
+                .map(|b| b.messages.clone())
+                .unwrap_or_default(),
+        },
+        license: license.or_else(|| base.as_ref().and_then(|b| b.license.clone())),
+    };
+    if let Some(t) = &new.template {
+        mlxr_template::ChatTemplate::new(t, "", "")
+            .map_err(|e| ApiError::bad_request(format!("template: {e}")))?;
+    }
+    let created_name = name.clone();
+    tokio::task::spawn_blocking(move || registry.create(&created_name, new))
+        .await
+        .map_err(|e| ApiError::internal(format!("create panicked: {e}")))?
+        .map_err(registry_error)?;
+    state.models.unload(&name.to_string()).await;
+    status.extend(["writing manifest".to_string(), "success".to_string()]);
+    if body.stream == Some(false) {
+        return Ok(Json(json!({"status": "success"})).into_response());
+    }
+    let lines: Vec<Result<Bytes, std::convert::Infallible>> = status
+        .iter()
+        .map(|s| Ok(ndjson(&json!({"status": s}))))
+        .collect();
+    Ok(ndjson_response(Body::from_stream(
+        futures_util::stream::iter(lines),
+    )))
+}
+
+#[derive(Deserialize)]
+pub struct CopyBody {
+    source: String,
+    destination: String,
+}
+
+pub async fn copy(State(state): State<AppState>, body: Bytes) -> Result<StatusCode, OllamaError> {
+    let body: CopyBody = parse_json(&body)?;
+    let (from, to) = (model_name(&body.source)?, model_name(&body.destination)?);
+    let registry: Arc<Registry> = state.registry.clone();
+    tokio::task::spawn_blocking(move || registry.copy(&from, &to))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
+        .map_err(registry_error)?;
+    Ok(StatusCode::OK)
+}
+
+#[derive(Deserialize)]
+pub struct DeleteBody {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+}
+
+pub async fn delete(State(state): State<AppState>, body: Bytes) -> Result<StatusCode, OllamaError> {
+    let body: DeleteBody = parse_json(&body)?;
+    let name = model_name(
+        body.model
+            .as_deref()
+            .or(body.name.as_deref())
+            .ok_or_else(|| ApiError::bad_request("missing model name"))?,
+    )?;
+    state.models.unload(&name.to_string()).await;
+    let registry = state.registry.clone();
+    tokio::task::spawn_blocking(move || registry.delete(&name))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
+        .map_err(registry_error)?;
+    Ok(StatusCode::OK)
+}
