@@ -105,6 +105,10 @@ pub struct EngineConfig {
     pub max_num_batched_tokens: usize,
     /// Sequences running at once.
     pub max_num_seqs: usize,
+    /// While requests wait, a prompt already being read takes at most this
+    /// many tokens per step, leaving the rest of the budget to newcomers
+    /// (short requests are not stuck behind a long prompt).
+    pub long_prefill_token_threshold: usize,
     /// Reuse the KV of shared prompt prefixes across requests.
     pub prefix_caching: bool,
 }
@@ -117,6 +121,7 @@ impl Default for EngineConfig {
             kv_dtype: KvDtype::F16,
             max_num_batched_tokens: 512,
             max_num_seqs: 64,
+            long_prefill_token_threshold: 256,
             prefix_caching: true,
         }
     }

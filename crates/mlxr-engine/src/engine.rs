@@ -58,7 +58,12 @@ impl EngineLoop {
             }
             self.drop_abandoned();
             if !self.scheduler.is_idle() {
-                self.step();
+                // A bug that panics inside a step fails the requests in
+                // flight, not the engine: later requests are still served.
+                let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.step()));
+                if let Err(panic) = step {
+                    self.fail_all(&panic_message(panic.as_ref()));
+                }
             }
             self.publish_gauges();
         }
@@ -84,6 +89,14 @@ impl EngineLoop {
             .collect();
         for id in gone {
             self.finish(id, FinishReason::Cancelled);
+        }
+    }
+
+    fn fail_all(&mut self, why: &str) {
+        let message = format!("internal error in the engine: {why}");
+        for (id, tx) in std::mem::take(&mut self.streams) {
+            self.scheduler.remove(id);
+            let _ = tx.send(Event::Error(message.clone()));
         }
     }
 
@@ -208,5 +221,15 @@ impl EngineLoop {
             prefix_cache_hits: stats.hits,
             preemptions: self.scheduler.num_preemptions(),
         });
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic".to_string()
     }
 }

@@ -4,7 +4,9 @@
 //! 1. running sequences that decode get their one token each, oldest first;
 //!    when the KV blocks run out, the newest running sequence is preempted
 //!    (its blocks freed, its KV recomputed later);
-//! 2. running sequences still reading a long prompt get the next chunk;
+//! 2. running sequences still reading a long prompt get the next chunk (at
+//!    most `long_prefill_token_threshold` tokens while others wait, so a
+//!    short request that arrives meanwhile starts at the next step);
 //! 3. waiting sequences are admitted in priority, then arrival order, while
 //!    budget, blocks and `max_num_seqs` allow, reusing cached prefix blocks.
 //!
@@ -30,6 +32,7 @@ pub struct ScheduledChunk {
 pub struct Scheduler {
     max_num_batched_tokens: usize,
     max_num_seqs: usize,
+    long_prefill_token_threshold: usize,
     prefix_caching: bool,
     /// Free blocks kept back when admitting while others run, so running
     /// sequences can grow a little before anyone is preempted.
@@ -48,6 +51,7 @@ impl Scheduler {
         Self {
             max_num_batched_tokens: config.max_num_batched_tokens.max(1),
             max_num_seqs: config.max_num_seqs.max(1),
+            long_prefill_token_threshold: config.long_prefill_token_threshold.max(1),
             prefix_caching: config.prefix_caching,
             watermark_blocks: num_blocks / 100,
             blocks: BlockManager::new(num_blocks, config.block_size),
@@ -174,6 +178,11 @@ impl Scheduler {
     }
 
     fn schedule_running_prefills(&mut self, budget: &mut usize, out: &mut Vec<ScheduledChunk>) {
+        let cap = if self.waiting.is_empty() {
+            usize::MAX
+        } else {
+            self.long_prefill_token_threshold
+        };
         for &id in &self.running {
             if *budget == 0 {
                 break;
@@ -182,7 +191,10 @@ impl Scheduler {
             if out.iter().any(|c| c.seq == id) {
                 continue;
             }
-            out.push(prefill_chunk(&self.seqs[&id], budget));
+            let mut share = (*budget).min(cap);
+            let chunk = prefill_chunk(&self.seqs[&id], &mut share);
+            *budget -= chunk.len;
+            out.push(chunk);
         }
     }
 

@@ -115,6 +115,37 @@ fn decode_tokens_come_first_and_long_prompts_are_chunked() {
 }
 
 #[test]
+fn a_waiting_request_is_not_stuck_behind_a_long_prefill() {
+    let mut cfg = config(16, 8);
+    cfg.long_prefill_token_threshold = 10;
+    let mut s = Scheduler::new(&cfg, 64);
+    s.add(sequence(1, (0..100).collect(), 4));
+    let mut rng = Rng(5);
+    // Alone, the long prompt takes the whole budget.
+    assert_eq!(step(&mut s, &mut rng)[0].len, 16);
+    s.add(sequence(2, vec![7, 8, 9], 4));
+    let chunks = step(&mut s, &mut rng);
+    assert_eq!(
+        chunks[0],
+        ScheduledChunk {
+            seq: SeqId(1),
+            start_pos: 16,
+            len: 10,
+            samples: false
+        }
+    );
+    assert_eq!(
+        chunks[1],
+        ScheduledChunk {
+            seq: SeqId(2),
+            start_pos: 0,
+            len: 3,
+            samples: true
+        }
+    );
+}
+
+#[test]
 fn out_of_blocks_preempts_the_newest_and_recomputes_it() {
     // 6 blocks of 4 tokens; two sequences of 8 prompt tokens growing to 16.
     let mut s = Scheduler::new(&config(64, 8), 6);

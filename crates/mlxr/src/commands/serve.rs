@@ -55,6 +55,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         kv_dtype: args.kv_dtype,
         max_num_seqs: args.max_num_seqs,
         max_num_batched_tokens: args.max_batched_tokens,
+        long_prefill_token_threshold: (args.max_batched_tokens / 2).max(1),
         ..EngineConfig::default()
     };
     let models = Arc::new(ModelManager::new(
