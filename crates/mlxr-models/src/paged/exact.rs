@@ -125,11 +125,15 @@ fn attend_row_portable(
     let acc = &mut scratch.acc;
     acc.clear();
     acc.resize(accs * d, 0.0);
-    for j in lo..hi {
-        let p = probs[j - base] * inv;
-        let a = &mut acc[(j % accs) * d..][..d];
-        for (a, &v) in a.iter_mut().zip(values.row(j)) {
-            *a = v.mul_add(p, *a);
+    // One accumulator at a time (its keys in position order, as the vector
+    // code adds them) keeps it in L1.
+    for (a, row) in acc.chunks_exact_mut(d).enumerate() {
+        let first = lo + (a + accs - lo % accs) % accs;
+        for j in (first..hi).step_by(accs) {
+            let p = probs[j - base] * inv;
+            for (x, &v) in row.iter_mut().zip(values.row(j)) {
+                *x = v.mul_add(p, *x);
+            }
         }
     }
     for (c, o) in out[..d].iter_mut().enumerate() {
