@@ -26,7 +26,11 @@ def test_create_from_uploaded_blob_copy_and_delete(client, server):
     assert requests.head(f"{server.url}/api/blobs/{digest}").status_code == 200
     client.create(model="tiny-pirate", files={MODEL_FILE: digest},
                   system="You are a pirate. Answer in one short sentence.",
-                  parameters={"temperature": 0, "num_predict": 8})
+                  parameters={"temperature": 0, "num_predict": 8},
+                  messages=[{"role": "user", "content": "Ahoy?"}, {"role": "assistant", "content": "Arr!"}])
+    raw = requests.post(server.url + "/api/show", json={"model": "tiny-pirate"}).json()
+    assert raw["messages"] == [{"role": "user", "content": "Ahoy?"}, {"role": "assistant", "content": "Arr!"}]
+    assert raw["system"].startswith("You are a pirate")
     shown = client.show("tiny-pirate")
     assert "pirate" in shown.modelfile
     r = client.generate(model="tiny-pirate", prompt="Hello!")

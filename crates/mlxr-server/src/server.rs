@@ -66,6 +66,7 @@ pub fn router(models: Arc<ModelManager>, registry: Arc<Registry>, config: &Serve
             require_api_key,
         ))
         .layer(DefaultBodyLimit::max(config.body_limit))
+        .layer(middleware::from_fn(log_request))
         .layer(cors(&config.cors_origins))
         .layer(CatchPanicLayer::custom(|_| {
             error_response(
@@ -92,6 +93,23 @@ fn error_response(path: &str, e: ApiError) -> Response {
         e.openai_body()
     };
     (e.status, Json(body)).into_response()
+}
+
+/// One structured log line per request: method, path, status, duration
+/// (until the response head; streams go on after it).
+async fn log_request(req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let started = std::time::Instant::now();
+    let response = next.run(req).await;
+    tracing::info!(
+        %method,
+        path,
+        status = response.status().as_u16(),
+        ms = started.elapsed().as_secs_f64() * 1000.0,
+        "request"
+    );
+    response
 }
 
 async fn require_api_key(State(key): State<AuthKey>, req: Request, next: Next) -> Response {

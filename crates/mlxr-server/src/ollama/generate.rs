@@ -172,6 +172,7 @@ pub async fn generate(State(state): State<AppState>, body: Bytes) -> Result<Resp
         if let Some(system) = system {
             messages.push(message("system", &system));
         }
+        messages.extend(acquired.spec.messages.iter().map(|(r, c)| message(r, c)));
         messages.push(message("user", &prompt));
         match &body.context {
             // Continue an earlier reply: its tokens, then this turn's.
@@ -223,10 +224,13 @@ pub async fn chat(State(state): State<AppState>, body: Bytes) -> Result<Response
         .iter()
         .map(|m| message(&m.role.to_lowercase(), &m.content))
         .collect();
-    if let Some(system) = &acquired.spec.system {
-        if messages[0].role != "system" {
-            messages.insert(0, message("system", system));
-        }
+    // A system prompt (the chat's, else the model's), the model's MESSAGE
+    // turns, then the chat.
+    let has_system = messages[0].role == "system";
+    let preset = acquired.spec.messages.iter().map(|(r, c)| message(r, c));
+    messages.splice(usize::from(has_system)..usize::from(has_system), preset);
+    if let (false, Some(system)) = (has_system, &acquired.spec.system) {
+        messages.insert(0, message("system", system));
     }
     let request = engine_request(Prompt::Chat(messages), &settings, &body.common);
     respond(
