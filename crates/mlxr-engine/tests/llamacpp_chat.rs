@@ -86,7 +86,7 @@ fn smollm2_chat_template_renders_like_llamacpp() {
     }
 }
 
-fn greedy_chat_cases(name: &str) {
+fn greedy_cases(name: &str) {
     let fx = fixture(name);
     let Some(lm) = load(&fx) else {
         return;
@@ -101,15 +101,16 @@ fn greedy_chat_cases(name: &str) {
     let lm = engine.model().clone();
     let mut checked = 0;
     for case in fx["generate"].as_array().unwrap() {
-        if case["kind"] != "chat" {
-            continue;
-        }
-        let msgs = messages(&case["messages"]);
         let text = case["prompt"].as_str().unwrap();
-        // See the module comment: only system-led chats render identically.
-        let prompt = if msgs[0].role == "system" {
-            assert_eq!(lm.render_chat(&msgs).unwrap(), text);
-            Prompt::Chat(msgs)
+        let prompt = if case["kind"] == "chat" {
+            let msgs = messages(&case["messages"]);
+            // See the module comment: only system-led chats render identically.
+            if msgs[0].role == "system" {
+                assert_eq!(lm.render_chat(&msgs).unwrap(), text);
+                Prompt::Chat(msgs)
+            } else {
+                Prompt::Raw(text.to_string())
+            }
         } else {
             Prompt::Raw(text.to_string())
         };
@@ -139,10 +140,11 @@ fn greedy_chat_cases(name: &str) {
         }
         checked += 1;
     }
-    eprintln!("{name}: {checked} chat prompts checked against llama.cpp");
+    eprintln!("{name}: {checked} prompts checked against llama.cpp");
 }
 
+/// Every fixture prompt, raw and chat (incl. unicode, code, whitespace runs).
 #[test]
-fn smollm2_greedy_chat_matches_llamacpp() {
-    greedy_chat_cases("smollm2");
+fn smollm2_greedy_through_the_engine_matches_llamacpp() {
+    greedy_cases("smollm2");
 }
