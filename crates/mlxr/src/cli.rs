@@ -25,7 +25,9 @@ pub struct Cli {
 pub enum Command {
     /// Chat with a model: one reply to PROMPT, or an interactive chat without it.
     #[command(after_help = "Examples:
-  mlxr run -m SmolLM2-135M-Instruct.Q4_1.gguf               interactive chat (/bye or Ctrl-D to leave)
+  mlxr run smollm2                                          chat through `mlxr serve` (pulled if missing)
+  mlxr run smollm2 \"Why is the sky blue?\" --verbose      one reply, with Ollama-style timings
+  mlxr run -m SmolLM2-135M-Instruct.Q4_1.gguf               in-process, no daemon (/bye or Ctrl-D to leave)
   mlxr run -m SmolLM2-135M-Instruct.Q4_1.gguf \"Hi there\"    one reply, then exit
   mlxr run -m model.gguf --verbose --temperature 0 \"2+2=\"   with timings
 
@@ -54,6 +56,58 @@ In a chat, Ctrl-C stops the current reply; /bye or Ctrl-D leaves.")]
 
 Environment: MLXR_HOST, MLXR_HOME, MLXR_API_KEY, MLXR_KEEP_ALIVE, MLXR_ORIGINS (comma-separated).")]
     Serve(ServeArgs),
+    /// Download a model into the daemon's registry.
+    #[command(after_help = "Examples:
+  mlxr pull smollm2                                         a default model
+  mlxr pull hf.co/bartowski/SmolLM2-135M-Instruct-GGUF:Q4_K_M
+  mlxr pull ./SmolLM2-135M-Instruct.Q4_1.gguf               a file on the daemon's machine
+
+Ctrl-C stops the download; pulling again resumes it.")]
+    Pull(PullArgs),
+    /// List the daemon's models.
+    #[command(
+        visible_alias = "ls",
+        after_help = "Examples:
+  mlxr list
+  MLXR_HOST=10.0.0.5:11435 mlxr ls"
+    )]
+    List(HostArg),
+    /// List the models loaded in memory now.
+    #[command(after_help = "Examples:
+  mlxr ps
+  mlxr ps --host http://127.0.0.1:8080")]
+    Ps(HostArg),
+    /// Show a model's details, or one piece of it.
+    #[command(after_help = "Examples:
+  mlxr show smollm2                     architecture, parameters, context length, quantization
+  mlxr show smollm2 --modelfile         the Modelfile that would recreate it
+  mlxr show smollm2 --parameters")]
+    Show(ShowArgs),
+    /// Create a model from a Modelfile.
+    #[command(after_help = "Examples:
+  mlxr create terse -f Modelfile
+
+A Modelfile:
+  FROM ./SmolLM2-135M-Instruct.Q4_1.gguf     (or a model name: FROM smollm2)
+  PARAMETER temperature 0
+  PARAMETER stop \"<|im_end|>\"
+  SYSTEM \"\"\"You answer in one sentence.\"\"\"
+  MESSAGE user Hi
+  MESSAGE assistant Hello.")]
+    Create(CreateArgs),
+    /// Copy a model under a new name.
+    #[command(after_help = "Examples:
+  mlxr cp smollm2 my-smollm2")]
+    Cp(CopyArgs),
+    /// Remove models.
+    #[command(after_help = "Examples:
+  mlxr rm my-smollm2
+  mlxr rm a b c")]
+    Rm(RemoveArgs),
+    /// Unload a model from memory now.
+    #[command(after_help = "Examples:
+  mlxr stop smollm2")]
+    Stop(StopArgs),
 }
 
 #[derive(Args, Debug)]
@@ -113,6 +167,13 @@ pub struct ModelArgs {
     /// Path to a GGUF model file.
     #[arg(short = 'm', long = "model", value_name = "MODEL")]
     pub model: PathBuf,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// How the in-process engine runs a model file.
+#[derive(Args, Debug)]
+pub struct EngineArgs {
     /// CPU threads (default: all cores).
     #[arg(short = 't', long)]
     pub threads: Option<usize>,
@@ -128,32 +189,40 @@ pub struct ModelArgs {
     pub kv_dtype: KvDtype,
 }
 
+/// Where the daemon listens, for the commands that talk to it.
+#[derive(Args, Debug)]
+pub struct HostArg {
+    /// The `mlxr serve` address: host:port or a URL [env: MLXR_HOST; default: 127.0.0.1:11435].
+    #[arg(long, value_name = "ADDR")]
+    pub host: Option<String>,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct SamplingArgs {
-    /// Sampling temperature; 0 picks the most likely token (greedy).
-    #[arg(long, default_value_t = 0.8)]
-    pub temperature: f32,
-    /// Keep only the K most likely tokens (0: off).
-    #[arg(long, default_value_t = 40)]
-    pub top_k: usize,
-    /// Keep the smallest set of tokens whose probability adds up to P (1: off).
-    #[arg(long, default_value_t = 0.95)]
-    pub top_p: f32,
-    /// Drop tokens less likely than P times the most likely one (0: off).
-    #[arg(long, default_value_t = 0.05)]
-    pub min_p: f32,
-    /// Penalise tokens repeated in the last --repeat-last-n tokens (1: off).
-    #[arg(long, default_value_t = 1.0)]
-    pub repeat_penalty: f32,
-    /// Window of the repetition penalties, in tokens.
-    #[arg(long, default_value_t = 64)]
-    pub repeat_last_n: usize,
-    /// OpenAI-style presence penalty.
-    #[arg(long, default_value_t = 0.0)]
-    pub presence_penalty: f32,
-    /// OpenAI-style frequency penalty.
-    #[arg(long, default_value_t = 0.0)]
-    pub frequency_penalty: f32,
+    /// Sampling temperature; 0 picks the most likely token (greedy). [default: 0.8]
+    #[arg(long, value_name = "T")]
+    pub temperature: Option<f32>,
+    /// Keep only the K most likely tokens (0: off). [default: 40]
+    #[arg(long, value_name = "K")]
+    pub top_k: Option<usize>,
+    /// Keep the smallest set of tokens whose probability adds up to P (1: off). [default: 0.95]
+    #[arg(long, value_name = "P")]
+    pub top_p: Option<f32>,
+    /// Drop tokens less likely than P times the most likely one (0: off). [default: 0.05]
+    #[arg(long, value_name = "P")]
+    pub min_p: Option<f32>,
+    /// Penalise tokens repeated in the last --repeat-last-n tokens (1: off). [default: 1]
+    #[arg(long, value_name = "X")]
+    pub repeat_penalty: Option<f32>,
+    /// Window of the repetition penalties, in tokens. [default: 64]
+    #[arg(long, value_name = "N")]
+    pub repeat_last_n: Option<usize>,
+    /// OpenAI-style presence penalty. [default: 0]
+    #[arg(long, value_name = "X")]
+    pub presence_penalty: Option<f32>,
+    /// OpenAI-style frequency penalty. [default: 0]
+    #[arg(long, value_name = "X")]
+    pub frequency_penalty: Option<f32>,
     /// Random seed: the same seed and settings give the same output.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -170,8 +239,11 @@ pub struct SamplingArgs {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
+    /// Run this GGUF file in-process, without the daemon.
+    #[arg(short = 'm', long = "model", value_name = "PATH")]
+    pub model: Option<PathBuf>,
     #[command(flatten)]
-    pub model: ModelArgs,
+    pub engine: EngineArgs,
     #[command(flatten)]
     pub sampling: SamplingArgs,
     /// A system prompt for the chat.
@@ -180,8 +252,84 @@ pub struct RunArgs {
     /// Print prompt-eval and eval speed after each reply.
     #[arg(long)]
     pub verbose: bool,
+    /// How long the daemon keeps the model loaded afterwards (5m, 1h, 0, -1).
+    #[arg(long, value_name = "DURATION")]
+    pub keepalive: Option<String>,
+    #[command(flatten)]
+    pub host: HostArg,
+    /// A model on the daemon (pulled if missing), or a GGUF file; with -m, the prompt.
+    pub name: Option<String>,
     /// One message to answer; without it, an interactive chat starts.
     pub prompt: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct PullArgs {
+    /// A model name, hf.co/…, an https URL or a file path on the daemon's machine.
+    pub name: String,
+    #[command(flatten)]
+    pub host: HostArg,
+}
+
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    pub name: String,
+    /// Print the model's Modelfile.
+    #[arg(long, group = "piece")]
+    pub modelfile: bool,
+    /// Print the model's parameters.
+    #[arg(long, group = "piece")]
+    pub parameters: bool,
+    /// Print the model's chat template.
+    #[arg(long, group = "piece")]
+    pub template: bool,
+    /// Print the model's system prompt.
+    #[arg(long, group = "piece")]
+    pub system: bool,
+    /// Print the model's license.
+    #[arg(long, group = "piece")]
+    pub license: bool,
+    #[command(flatten)]
+    pub host: HostArg,
+}
+
+#[derive(Args, Debug)]
+pub struct CreateArgs {
+    /// The new model's name.
+    pub name: String,
+    /// The Modelfile to build it from.
+    #[arg(
+        short = 'f',
+        long = "file",
+        value_name = "MODELFILE",
+        default_value = "Modelfile"
+    )]
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub host: HostArg,
+}
+
+#[derive(Args, Debug)]
+pub struct CopyArgs {
+    pub source: String,
+    pub destination: String,
+    #[command(flatten)]
+    pub host: HostArg,
+}
+
+#[derive(Args, Debug)]
+pub struct RemoveArgs {
+    #[arg(required = true, value_name = "NAME")]
+    pub names: Vec<String>,
+    #[command(flatten)]
+    pub host: HostArg,
+}
+
+#[derive(Args, Debug)]
+pub struct StopArgs {
+    pub name: String,
+    #[command(flatten)]
+    pub host: HostArg,
 }
 
 #[derive(Args, Debug)]

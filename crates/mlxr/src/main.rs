@@ -2,6 +2,7 @@
 
 mod cli;
 mod commands;
+mod modelfile;
 
 use std::process::ExitCode;
 

@@ -7,7 +7,7 @@ use serde_json::json;
 use crate::cli::GenerateArgs;
 
 pub fn generate(args: GenerateArgs) -> Result<()> {
-    let engine = super::start_engine(&args.model)?;
+    let engine = super::start_engine(&args.model.model, &args.model.engine)?;
     let prompt = if args.raw {
         Prompt::Raw(args.prompt.clone())
     } else {

@@ -1,4 +1,11 @@
+mod client;
+mod create;
+mod format;
 mod generate;
+mod interrupt;
+mod models;
+mod pull;
+mod remote_chat;
 mod run;
 mod serve;
 mod tokenize;
@@ -8,7 +15,9 @@ use std::sync::Arc;
 
 use mlxr_engine::{EngineConfig, EngineHandle, KvBudget, LoadedModel, SamplingParams};
 
-use crate::cli::{Cli, Command, ModelArgs, SamplingArgs};
+use std::path::Path;
+
+use crate::cli::{Cli, Command, EngineArgs, SamplingArgs};
 
 pub fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
@@ -16,12 +25,20 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Generate(args) => generate::generate(args),
         Command::Tokenize(args) => tokenize::tokenize(args),
         Command::Serve(args) => serve::serve(args),
+        Command::Pull(args) => pull::pull(args),
+        Command::List(args) => models::list(args),
+        Command::Ps(args) => models::ps(args),
+        Command::Show(args) => models::show(args),
+        Command::Create(args) => create::create(args),
+        Command::Cp(args) => models::copy(args),
+        Command::Rm(args) => models::remove(args),
+        Command::Stop(args) => models::stop(args),
     }
 }
 
 /// Loads the model and starts an engine for one conversation at a time.
-fn start_engine(args: &ModelArgs) -> Result<EngineHandle> {
-    let lm = Arc::new(load_model(args)?);
+fn start_engine(path: &Path, args: &EngineArgs) -> Result<EngineHandle> {
+    let lm = Arc::new(load_model(path, args)?);
     let config = EngineConfig {
         kv_budget: args.kv_cache_mem.unwrap_or(KvBudget::Bytes(u64::MAX)),
         kv_dtype: args.kv_dtype,
@@ -32,9 +49,9 @@ fn start_engine(args: &ModelArgs) -> Result<EngineHandle> {
 }
 
 /// Applies `--threads` and loads the model.
-fn load_model(args: &ModelArgs) -> Result<LoadedModel> {
+fn load_model(path: &Path, args: &EngineArgs) -> Result<LoadedModel> {
     set_threads(args.threads)?;
-    Ok(LoadedModel::load(&args.model, args.ctx_size)?)
+    Ok(LoadedModel::load(path, args.ctx_size)?)
 }
 
 fn set_threads(threads: Option<usize>) -> Result<()> {
@@ -48,15 +65,16 @@ fn set_threads(threads: Option<usize>) -> Result<()> {
 }
 
 fn sampling_params(args: &SamplingArgs, logprobs: Option<usize>) -> SamplingParams {
+    let d = SamplingParams::default();
     SamplingParams {
-        temperature: args.temperature,
-        top_k: args.top_k,
-        top_p: args.top_p,
-        min_p: args.min_p,
-        repeat_penalty: args.repeat_penalty,
-        repeat_last_n: args.repeat_last_n,
-        presence_penalty: args.presence_penalty,
-        frequency_penalty: args.frequency_penalty,
+        temperature: args.temperature.unwrap_or(d.temperature),
+        top_k: args.top_k.unwrap_or(d.top_k),
+        top_p: args.top_p.unwrap_or(d.top_p),
+        min_p: args.min_p.unwrap_or(d.min_p),
+        repeat_penalty: args.repeat_penalty.unwrap_or(d.repeat_penalty),
+        repeat_last_n: args.repeat_last_n.unwrap_or(d.repeat_last_n),
+        presence_penalty: args.presence_penalty.unwrap_or(d.presence_penalty),
+        frequency_penalty: args.frequency_penalty.unwrap_or(d.frequency_penalty),
         logit_bias: Vec::new(),
         seed: args.seed,
         logprobs,

@@ -1,45 +1,77 @@
-use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+//! `mlxr run`: the chat loop, shared by the in-process engine (`-m FILE`)
+//! and the daemon (`remote_chat`).
 
-use anyhow::{Context, Result};
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
 use mlxr_engine::{ChatMessage, EngineHandle, Event, GenerateRequest, Prompt, Timings};
 use rustyline::error::ReadlineError;
 
-use crate::cli::RunArgs;
+use super::interrupt;
+use crate::cli::{RunArgs, SamplingArgs};
+
+/// Something that answers a conversation, streaming the reply.
+pub trait Backend {
+    /// Writes the reply to `messages` through `on_text` (which returns false
+    /// to stop it) and returns the whole reply.
+    fn reply(
+        &mut self,
+        messages: &[ChatMessage],
+        on_text: &mut dyn FnMut(&str) -> bool,
+    ) -> Result<String>;
+}
 
 pub fn run(args: RunArgs) -> Result<()> {
-    let started = std::time::Instant::now();
-    let engine = super::start_engine(&args.model)?;
-    let load_ms = started.elapsed().as_secs_f64() * 1000.0;
-    let mut chat = Chat {
-        engine,
-        messages: args.system.iter().map(|s| message("system", s)).collect(),
-        args: &args,
-        interrupted: Arc::new(AtomicBool::new(false)),
+    let (file, prompt) = match (&args.model, &args.name) {
+        (Some(file), name) => {
+            if args.prompt.is_some() {
+                bail!("with -m, give only one PROMPT");
+            }
+            (Some(file.clone()), name.clone())
+        }
+        (None, Some(name)) if PathBuf::from(name).is_file() => {
+            (Some(PathBuf::from(name)), args.prompt.clone())
+        }
+        (None, Some(_)) => return super::remote_chat::run(&args),
+        (None, None) => bail!("give a model: `mlxr run NAME` (daemon) or `mlxr run -m FILE`"),
     };
+    let file = file.expect("set above");
+    let started = std::time::Instant::now();
+    let engine = super::start_engine(&file, &args.engine)?;
     if args.verbose {
+        let load_ms = started.elapsed().as_secs_f64() * 1000.0;
         eprintln!("load duration:        {}", duration(load_ms));
     }
-    match &args.prompt {
+    let backend = Local {
+        engine,
+        sampling: &args.sampling,
+        verbose: args.verbose,
+    };
+    chat(backend, args.system.as_deref(), prompt.as_deref())
+}
+
+/// One reply to `prompt`, or an interactive chat when there is none.
+pub fn chat(backend: impl Backend, system: Option<&str>, prompt: Option<&str>) -> Result<()> {
+    let mut chat = Chat {
+        backend,
+        messages: system.iter().map(|s| message("system", s)).collect(),
+    };
+    match prompt {
         Some(prompt) => chat.reply(prompt),
         None => chat.interactive(),
     }
 }
 
-struct Chat<'a> {
-    engine: EngineHandle,
+struct Chat<B> {
+    backend: B,
     messages: Vec<ChatMessage>,
-    args: &'a RunArgs,
-    /// Set by Ctrl-C: stops the reply being written, not the program.
-    interrupted: Arc<AtomicBool>,
 }
 
-impl Chat<'_> {
+impl<B: Backend> Chat<B> {
     fn interactive(&mut self) -> Result<()> {
-        let flag = self.interrupted.clone();
-        ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))
-            .context("installing the Ctrl-C handler")?;
+        // Ctrl-C stops the reply being written, not the program.
+        interrupt::install()?;
         let mut editor = rustyline::DefaultEditor::new()?;
         loop {
             match editor.readline(">>> ") {
@@ -70,41 +102,57 @@ impl Chat<'_> {
     /// Answers `prompt`, streaming the reply, and keeps both in the history.
     fn reply(&mut self, prompt: &str) -> Result<()> {
         self.messages.push(message("user", prompt));
-        let s = &self.args.sampling;
+        interrupt::reset();
+        let stdout = std::io::stdout();
+        let mut on_text = |text: &str| {
+            let mut out = stdout.lock();
+            let written = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+            written.is_ok() && !interrupt::interrupted()
+        };
+        let text = match self.backend.reply(&self.messages, &mut on_text) {
+            Ok(text) => text,
+            Err(e) => {
+                self.messages.pop();
+                return Err(e);
+            }
+        };
+        self.messages.push(message("assistant", &text));
+        Ok(())
+    }
+}
+
+/// The model file run in this process.
+struct Local<'a> {
+    engine: EngineHandle,
+    sampling: &'a SamplingArgs,
+    verbose: bool,
+}
+
+impl Backend for Local<'_> {
+    fn reply(
+        &mut self,
+        messages: &[ChatMessage],
+        on_text: &mut dyn FnMut(&str) -> bool,
+    ) -> Result<String> {
+        let s = self.sampling;
         let request = GenerateRequest {
-            prompt: Prompt::Chat(self.messages.clone()),
+            prompt: Prompt::Chat(messages.to_vec()),
             sampling: super::sampling_params(s, None),
             max_tokens: s.max_tokens,
             stop: s.stop.clone(),
             ignore_eos: s.ignore_eos,
             priority: 0,
         };
-        self.interrupted.store(false, Ordering::SeqCst);
-        let interrupted = self.interrupted.clone();
-        let stdout = std::io::stdout();
-        let result = self.engine.generate(&request, |event| {
-            let text = match event {
-                Event::Token(t) => &t.text,
-                Event::Done { text, .. } => text,
-                Event::Error(_) => return true,
-            };
-            let mut out = stdout.lock();
-            let written = out.write_all(text.as_bytes()).and_then(|_| out.flush());
-            written.is_ok() && !interrupted.load(Ordering::SeqCst)
-        });
-        let generation = match result {
-            Ok(g) => g,
-            Err(e) => {
-                self.messages.pop();
-                return Err(e.into());
-            }
-        };
+        let generation = self.engine.generate(&request, |event| match event {
+            Event::Token(t) => on_text(&t.text),
+            Event::Done { text, .. } => on_text(text),
+            Event::Error(_) => true,
+        })?;
         println!();
-        self.messages.push(message("assistant", &generation.text));
-        if self.args.verbose {
+        if self.verbose {
             print_timings(&generation.timings);
         }
-        Ok(())
+        Ok(generation.text)
     }
 }
 
@@ -130,7 +178,7 @@ fn print_timings(t: &Timings) {
     );
 }
 
-fn duration(ms: f64) -> String {
+pub fn duration(ms: f64) -> String {
     if ms >= 1000.0 {
         format!("{:.3}s", ms / 1000.0)
     } else {

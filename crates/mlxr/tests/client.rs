@@ -1,0 +1,258 @@
+//! The daemon client commands (`list`, `create`, `show`, `run`, …) against
+//! a real `mlxr serve` on the SmolLM2 model.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn smollm2() -> Option<PathBuf> {
+    let dir = std::env::var_os("MLXR_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/mlxr/models")
+        });
+    let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("MLXR_REQUIRE_MODELS").as_deref() != Ok("1"),
+        "{} is missing: run scripts/fetch-models.sh",
+        path.display()
+    );
+    eprintln!("skipping: {} not found", path.display());
+    None
+}
+
+/// A running `mlxr serve`, killed when dropped.
+struct Server {
+    child: Child,
+    host: String,
+    _home: tempfile::TempDir,
+}
+
+impl Server {
+    fn start(model: &Path) -> Server {
+        let home = tempfile::tempdir().unwrap();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let host = format!("127.0.0.1:{port}");
+        let child = Command::new(env!("CARGO_BIN_EXE_mlxr"))
+            .arg("serve")
+            .arg("-m")
+            .arg(model)
+            .args(["--name", "smollm2", "--home"])
+            .arg(home.path())
+            .args(["--host", &host, "--kv-cache-mem", "256MiB"])
+            .env("RAYON_NUM_THREADS", "2")
+            .env("MLXR_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let server = Server {
+            child,
+            host,
+            _home: home,
+        };
+        server.wait_ready();
+        server
+    }
+
+    fn wait_ready(&self) {
+        let url = format!("http://{}/", self.host);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if ureq::get(&url).call().is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("mlxr serve did not answer at {url}");
+    }
+
+    /// The CLI, pointed at this server through MLXR_HOST.
+    fn mlxr(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_mlxr"))
+            .args(args)
+            .env("MLXR_HOST", &self.host)
+            .output()
+            .unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.mlxr(args);
+        assert!(
+            out.status.success(),
+            "mlxr {args:?} failed: {}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+#[test]
+fn unreachable_daemon_is_a_one_line_error() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let host = format!("127.0.0.1:{port}");
+    for args in [&["list"][..], &["ps"], &["show", "x"], &["run", "x", "hi"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_mlxr"))
+            .args(args)
+            .env("MLXR_HOST", format!("http://{host}"))
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        assert_eq!(
+            stderr(&out).trim_end(),
+            format!(
+                "error: could not connect to mlxr serve at {host} (start it with `mlxr serve`)"
+            ),
+            "{args:?}"
+        );
+    }
+    // --host wins over MLXR_HOST.
+    let out = Command::new(env!("CARGO_BIN_EXE_mlxr"))
+        .args(["list", "--host", &host])
+        .env("MLXR_HOST", "127.0.0.1:1")
+        .output()
+        .unwrap();
+    assert!(stderr(&out).contains(&host), "{}", stderr(&out));
+}
+
+#[test]
+fn help_of_client_commands_has_examples() {
+    for sub in ["pull", "list", "ps", "show", "create", "cp", "rm", "stop"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_mlxr"))
+            .args([sub, "--help"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("Examples:"), "{sub} --help: {text}");
+    }
+}
+
+#[test]
+fn catalogue_commands() {
+    let Some(model) = smollm2() else { return };
+    let server = Server::start(&model);
+
+    let list = server.ok(&["list"]);
+    assert!(list.starts_with("NAME"), "{list}");
+    assert!(list.contains("smollm2"), "{list}");
+
+    // create from a Modelfile next to a copy of the file (FROM is relative).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(&model, dir.path().join("model.gguf")).unwrap();
+    let modelfile = dir.path().join("Modelfile");
+    std::fs::write(
+        &modelfile,
+        "# a terse assistant\nFROM ./model.gguf\nPARAMETER temperature 0\nparameter num_predict 8\n\
+         SYSTEM \"\"\"You are terse.\nAnswer briefly.\"\"\"\nMESSAGE user Hi\nMESSAGE assistant Hello.\n",
+    )
+    .unwrap();
+    let out = server.mlxr(&["create", "terse", "-f", modelfile.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("success"), "{}", stderr(&out));
+
+    let shown = server.ok(&["show", "terse", "--modelfile"]);
+    assert!(shown.contains("PARAMETER temperature"), "{shown}");
+    assert!(shown.contains("You are terse."), "{shown}");
+    let params = server.ok(&["show", "terse", "--parameters"]);
+    assert!(params.contains("num_predict"), "{params}");
+    assert_eq!(
+        server.ok(&["show", "terse", "--system"]).trim(),
+        "You are terse.\nAnswer briefly."
+    );
+    let summary = server.ok(&["show", "terse"]);
+    assert!(summary.contains("architecture"), "{summary}");
+    assert!(summary.contains("llama"), "{summary}");
+    assert!(summary.contains("context length"), "{summary}");
+
+    // The created model answers with its own parameters (num_predict 8).
+    let reply = server.ok(&["run", "terse", "Name a colour."]);
+    assert!(!reply.trim().is_empty(), "reply: {reply:?}");
+
+    // A bad Modelfile names its line.
+    std::fs::write(&modelfile, "FROM ./model.gguf\nFROBNICATE x\n").unwrap();
+    let out = server.mlxr(&["create", "bad", "-f", modelfile.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("line 2"), "{}", stderr(&out));
+
+    server.ok(&["cp", "terse", "terse2"]);
+    assert!(server.ok(&["ls"]).contains("terse2"));
+    server.ok(&["rm", "terse2"]);
+    assert!(!server.ok(&["list"]).contains("terse2"));
+    let out = server.mlxr(&["rm", "terse2"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("error: ") && err.contains("not found"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+
+    // pull of a file path on the daemon's machine.
+    let copy = dir.path().join("pulled-copy.gguf");
+    std::fs::rename(dir.path().join("model.gguf"), &copy).unwrap();
+    let out = server.mlxr(&["pull", copy.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("success"), "{}", stderr(&out));
+    assert!(server.ok(&["list"]).contains("pulled-copy"));
+}
+
+#[test]
+fn run_ps_and_stop() {
+    let Some(model) = smollm2() else { return };
+    let server = Server::start(&model);
+
+    assert!(!server.ok(&["ps"]).contains("smollm2"));
+    let out = server.mlxr(&[
+        "run",
+        "smollm2",
+        "--temperature",
+        "0",
+        "-n",
+        "8",
+        "--verbose",
+        "What is the capital of France?",
+    ]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    let reply = String::from_utf8(out.stdout).unwrap();
+    assert!(reply.trim().len() > 3, "reply: {reply:?}");
+    assert!(err.contains("eval rate:"), "{err}");
+    assert!(err.contains("total duration:"), "{err}");
+
+    let ps = server.ok(&["ps"]);
+    assert!(ps.starts_with("NAME"), "{ps}");
+    assert!(ps.contains("smollm2") && ps.contains("100% CPU"), "{ps}");
+    assert!(ps.contains("from now"), "{ps}");
+
+    server.ok(&["stop", "smollm2"]);
+    assert!(!server.ok(&["ps"]).contains("smollm2"));
+
+    // A model the daemon lacks and cannot pull: the server's message.
+    let out = server.mlxr(&["run", "no-such-model-xyz", "hi"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).starts_with("error: "), "{}", stderr(&out));
+}
