@@ -130,7 +130,9 @@ impl EngineHandle {
         if let Some(&id) = prompt.iter().find(|&&t| t as usize >= vocab) {
             return Err(EngineError::InvalidToken { id, vocab });
         }
-        let limit = self.shared.seq_limit;
+        let limit = req
+            .max_context
+            .map_or(self.shared.seq_limit, |c| c.min(self.shared.seq_limit));
         if prompt.len() >= limit {
             return Err(EngineError::PromptTooLong {
                 prompt: prompt.len(),

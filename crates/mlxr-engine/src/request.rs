@@ -25,6 +25,8 @@ pub struct GenerateRequest {
     pub ignore_eos: bool,
     /// Higher runs first; equal priorities are served first come, first served.
     pub priority: i32,
+    /// Caps prompt + reply below the engine's own limit (Ollama's `num_ctx`).
+    pub max_context: Option<usize>,
 }
 
 impl GenerateRequest {
@@ -36,6 +38,7 @@ impl GenerateRequest {
             stop: Vec::new(),
             ignore_eos: false,
             priority: 0,
+            max_context: None,
         }
     }
 }

@@ -112,6 +112,10 @@ A Modelfile:
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
+    /// A TOML config file (keys as the long flags, e.g. `max_num_seqs = 8`;
+    /// see configs/server.toml). Flags and environment variables win over it.
+    #[arg(long, env = "MLXR_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Address to listen on, host:port.
     #[arg(long, env = "MLXR_HOST", default_value = mlxr_server::server::DEFAULT_HOST)]
     pub host: String,

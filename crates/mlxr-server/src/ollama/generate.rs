@@ -261,6 +261,7 @@ fn engine_request(prompt: Prompt, s: &Settings, common: &Common) -> GenerateRequ
     }
     req.max_tokens = s.max_tokens;
     req.stop = s.stop.clone();
+    req.max_context = s.num_ctx;
     req
 }
 

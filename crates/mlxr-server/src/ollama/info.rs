@@ -46,7 +46,8 @@ pub async fn tags(State(state): State<AppState>) -> Result<Json<Value>, OllamaEr
 }
 
 pub async fn ps(State(state): State<AppState>) -> Json<Value> {
-    let far_future = chrono::DateTime::<chrono::Utc>::MAX_UTC;
+    // "Forever" as a date clients can parse (Python's datetime stops at 9999).
+    let far_future = chrono::Utc::now() + chrono::Duration::days(365 * 100);
     let models: Vec<Value> = state
         .models
         .loaded()

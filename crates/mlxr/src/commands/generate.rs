@@ -23,6 +23,7 @@ pub fn generate(args: GenerateArgs) -> Result<()> {
         stop: args.sampling.stop.clone(),
         ignore_eos: args.sampling.ignore_eos,
         priority: 0,
+        max_context: None,
     };
     let stdout = std::io::stdout();
     let generation = engine.generate(&request, |event| {

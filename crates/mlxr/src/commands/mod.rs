@@ -8,6 +8,7 @@ mod pull;
 mod remote_chat;
 mod run;
 mod serve;
+mod serve_config;
 mod tokenize;
 
 use anyhow::Result;

@@ -142,6 +142,7 @@ impl Backend for Local<'_> {
             stop: s.stop.clone(),
             ignore_eos: s.ignore_eos,
             priority: 0,
+            max_context: None,
         };
         let generation = self.engine.generate(&request, |event| match event {
             Event::Token(t) => on_text(&t.text),

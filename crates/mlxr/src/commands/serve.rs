@@ -9,9 +9,14 @@ use mlxr_registry::Registry;
 use mlxr_server::catalog::{FileCatalog, RegistryCatalog};
 use mlxr_server::{KeepAlive, ModelManager, ModelSpec, ServerConfig};
 
+use super::serve_config;
 use crate::cli::ServeArgs;
 
-pub fn serve(args: ServeArgs) -> Result<()> {
+pub fn serve(mut args: ServeArgs) -> Result<()> {
+    if let Some(path) = args.config.clone() {
+        let file = serve_config::read(&path)?;
+        serve_config::apply(&mut args, file, serve_config::serve_matches().as_ref())?;
+    }
     super::set_threads(args.threads)?;
     tracing_subscriber::fmt()
         .with_env_filter(

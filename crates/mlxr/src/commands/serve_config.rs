@@ -1,0 +1,117 @@
+//! `mlxr serve`'s config file (TOML). Precedence: flags, then environment
+//! variables, then the file, then built-in defaults. configs/server.toml
+//! documents every key.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory};
+use serde::Deserialize;
+
+use crate::cli::{Cli, ServeArgs};
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct ServeFile {
+    host: Option<String>,
+    socket: Option<PathBuf>,
+    home: Option<PathBuf>,
+    api_key: Option<String>,
+    origins: Option<Vec<String>>,
+    keep_alive: Option<String>,
+    max_loaded_models: Option<usize>,
+    max_num_seqs: Option<usize>,
+    max_batched_tokens: Option<usize>,
+    threads: Option<usize>,
+    ctx_size: Option<usize>,
+    kv_cache_mem: Option<String>,
+    kv_dtype: Option<String>,
+    body_limit: Option<usize>,
+    /// Model files served besides the registry's, each `{ path, name }`.
+    #[serde(default)]
+    models: Vec<FileModel>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct FileModel {
+    path: PathBuf,
+    name: Option<String>,
+}
+
+pub fn read(path: &Path) -> Result<ServeFile> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the config file {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("config file {}", path.display()))
+}
+
+/// The `serve` arguments as given on this command line (to tell flags and
+/// environment variables from defaults).
+pub fn serve_matches() -> Option<ArgMatches> {
+    let matches = Cli::command()
+        .try_get_matches_from(std::env::args_os())
+        .ok()?;
+    matches.subcommand_matches("serve").cloned()
+}
+
+/// Fills every argument that was left at its default from the file.
+pub fn apply(args: &mut ServeArgs, file: ServeFile, given: Option<&ArgMatches>) -> Result<()> {
+    let from_default = |id: &str| {
+        !matches!(
+            given.and_then(|m| m.value_source(id)),
+            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+        )
+    };
+    macro_rules! take {
+        ($field:ident) => {
+            if let Some(v) = file.$field {
+                if from_default(stringify!($field)) {
+                    args.$field = v;
+                }
+            }
+        };
+        (opt $field:ident) => {
+            if let Some(v) = file.$field {
+                if from_default(stringify!($field)) {
+                    args.$field = Some(v);
+                }
+            }
+        };
+    }
+    take!(host);
+    take!(opt socket);
+    take!(opt home);
+    take!(opt api_key);
+    take!(origins);
+    take!(keep_alive);
+    take!(max_loaded_models);
+    take!(max_num_seqs);
+    take!(max_batched_tokens);
+    take!(opt threads);
+    take!(opt ctx_size);
+    take!(body_limit);
+    if let Some(v) = file.kv_cache_mem {
+        if from_default("kv_cache_mem") {
+            args.kv_cache_mem = v
+                .parse()
+                .map_err(|e: String| anyhow::anyhow!("kv_cache_mem: {e}"))?;
+        }
+    }
+    if let Some(v) = file.kv_dtype {
+        if from_default("kv_dtype") {
+            args.kv_dtype = v
+                .parse()
+                .map_err(|e: String| anyhow::anyhow!("kv_dtype: {e}"))?;
+        }
+    }
+    if args.models.is_empty() {
+        let names: Vec<Option<String>> = file.models.iter().map(|m| m.name.clone()).collect();
+        if names.iter().any(Option::is_some) && names.iter().any(Option::is_none) {
+            anyhow::bail!("config file: give every model a name, or none");
+        }
+        args.models = file.models.into_iter().map(|m| m.path).collect();
+        args.names = names.into_iter().flatten().collect();
+    }
+    Ok(())
+}
