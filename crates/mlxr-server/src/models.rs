@@ -101,6 +101,8 @@ pub struct ModelManager {
     default_keep_alive: KeepAlive,
     max_loaded: usize,
     loaded: Mutex<HashMap<String, Loaded>>,
+    /// Loads in progress (`/health` answers 503 meanwhile).
+    loading: std::sync::atomic::AtomicUsize,
 }
 
 /// What a request gets: the engine and how long loading took.
@@ -125,6 +127,7 @@ impl ModelManager {
             default_keep_alive,
             max_loaded: max_loaded.max(1),
             loaded: Mutex::new(HashMap::new()),
+            loading: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -186,7 +189,19 @@ impl ModelManager {
         })
     }
 
+    pub fn is_loading(&self) -> bool {
+        self.loading.load(std::sync::atomic::Ordering::Relaxed) > 0
+    }
+
     async fn load(&self, spec: &ModelSpec) -> Result<EngineHandle, ApiError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.loading.fetch_add(1, Relaxed);
+        let result = self.load_now(spec).await;
+        self.loading.fetch_sub(1, Relaxed);
+        result
+    }
+
+    async fn load_now(&self, spec: &ModelSpec) -> Result<EngineHandle, ApiError> {
         tracing::info!(model = %spec.name, path = %spec.path.display(), "loading");
         let path = spec.path.clone();
         let context = self.context_size;

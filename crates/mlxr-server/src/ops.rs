@@ -13,8 +13,17 @@ pub async fn root() -> &'static str {
     "MLXR is running"
 }
 
-pub async fn health() -> Json<serde_json::Value> {
-    Json(json!({"status": "ok"}))
+/// 200 `{"status":"ok"}`, or 503 `{"status":"loading"}` while a model loads
+/// (requests for it wait meanwhile).
+pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
+    if state.models.is_loading() {
+        (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "loading"})),
+        )
+    } else {
+        (axum::http::StatusCode::OK, Json(json!({"status": "ok"})))
+    }
 }
 
 /// `GET /api/version`: numeric X.Y.Z, as Ollama clients parse it.
