@@ -1,0 +1,63 @@
+//! Times embedding 32 short sentences in one call.
+//!
+//! cargo run --release -p mlxr-embed --example embed_timing [-- MODEL_DIR]
+//! (default: $MLXR_MODELS_DIR/all-MiniLM-L6-v2; threads: RAYON_NUM_THREADS)
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = std::env::args()
+        .nth(1)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::var_os("MLXR_MODELS_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/mlxr/models")
+                })
+                .join("all-MiniLM-L6-v2")
+        });
+    let start = Instant::now();
+    let model = mlxr_embed::EmbeddingModel::load(&dir)?;
+    println!("load: {:.0} ms", start.elapsed().as_secs_f64() * 1e3);
+
+    let subjects = [
+        "The cat",
+        "A dog",
+        "My neighbour",
+        "The engineer",
+        "A child",
+        "The robot",
+        "Our team",
+        "The pilot",
+    ];
+    let actions = [
+        "sat on the mat.",
+        "ran across the busy street.",
+        "wrote a short poem about rain.",
+        "fixed the broken server at night.",
+    ];
+    let sentences: Vec<String> = subjects
+        .iter()
+        .flat_map(|s| actions.iter().map(move |a| format!("{s} {a}")))
+        .collect();
+    let texts: Vec<&str> = sentences.iter().map(String::as_str).collect();
+
+    model.embed(&texts, true)?; // warm-up
+    let runs = 10;
+    let start = Instant::now();
+    let mut tokens = 0;
+    for _ in 0..runs {
+        tokens = model.embed(&texts, true)?.prompt_tokens;
+    }
+    let per_call = start.elapsed().as_secs_f64() / runs as f64;
+    println!(
+        "{} texts, {tokens} tokens: {:.1} ms per call ({:.0} texts/s, {:.0} tokens/s)",
+        texts.len(),
+        per_call * 1e3,
+        texts.len() as f64 / per_call,
+        tokens as f64 / per_call
+    );
+    Ok(())
+}
