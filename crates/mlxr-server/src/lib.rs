@@ -16,6 +16,7 @@ pub mod openai;
 pub mod ops;
 pub mod server;
 pub mod state;
+pub mod ui;
 
 pub use catalog::{FileCatalog, ModelCatalog, ModelSpec};
 pub use models::{KeepAlive, ModelManager};

@@ -1,0 +1,39 @@
+import type { ComponentType } from "react";
+import { Header } from "./components/Header";
+import { useRoute, type Route } from "./lib/router";
+import { ChatPage } from "./pages/chat/ChatPage";
+import { LogsPage } from "./pages/LogsPage";
+import { MetricsPage } from "./pages/metrics/MetricsPage";
+import { ModelsPage } from "./pages/models/ModelsPage";
+import { SettingsPage } from "./pages/SettingsPage";
+
+const PAGES: Record<Route, ComponentType> = {
+  chat: ChatPage,
+  models: ModelsPage,
+  metrics: MetricsPage,
+  settings: SettingsPage,
+  logs: LogsPage,
+};
+
+export function App() {
+  const route = useRoute();
+  const Page = route ? PAGES[route] : null;
+  return (
+    <>
+      <a className="skip-link" href="#main">
+        Skip to content
+      </a>
+      <Header route={route} />
+      <main id="main">
+        {Page ? (
+          <Page />
+        ) : (
+          <div className="page">
+            <h1>Page not found</h1>
+            <p>There is no page at {window.location.pathname}. Use the navigation above.</p>
+          </div>
+        )}
+      </main>
+    </>
+  );
+}
