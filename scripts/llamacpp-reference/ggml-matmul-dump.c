@@ -15,11 +15,15 @@ static uint64_t st = 88172645463325252ull;
 static float rnd(void){ st ^= st<<13; st ^= st>>7; st ^= st<<17; return (float)((st>>40)/16777216.0)*2.0f-1.0f; }
 int main(int argc, char** argv){
   const char* dir = argv[1];
-  enum ggml_type types[3] = {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q8_0};
+  // Q6_K (not repacked on x86, so a plain context runs ggml_vec_dot_q6_K_q8_K
+  // as llama.cpp does) needs k a multiple of 256.
+  enum ggml_type types[4] = {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q8_0, GGML_TYPE_Q6_K};
   int ms[4] = {1, 2, 7, 19};
-  int n = 40, k = 576;
-  for (int ti=0; ti<3; ti++) for (int mi=0; mi<4; mi++) {
+  const char* only = argc > 2 ? argv[2] : NULL;
+  for (int ti=0; ti<4; ti++) for (int mi=0; mi<4; mi++) {
     enum ggml_type t = types[ti]; int m = ms[mi];
+    int n = 40, k = t == GGML_TYPE_Q6_K ? 512 : 576;
+    if (only && strcmp(only, ggml_type_name(t)) != 0) continue;
     struct ggml_init_params ip = { 64*1024*1024, NULL, false };
     struct ggml_context* ctx = ggml_init(ip);
     struct ggml_tensor* W = ggml_new_tensor_2d(ctx, t, k, n);

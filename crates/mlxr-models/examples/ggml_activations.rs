@@ -223,6 +223,13 @@ fn main() {
                 nh * d,
             );
             dump.cmp(&format!("attn_out-{l}-MUL_MAT"), &o);
+            if l + 1 == cfg.n_layers {
+                // llama.cpp keeps only the output row (the last token) from
+                // here on in the last layer, so its FFN runs on one row: the
+                // K-quant kernels' float order depends on the row count.
+                o = o[o.len() - h..].to_vec();
+                x = x[x.len() - h..].to_vec();
+            }
             if cfg.post_norms {
                 o = norm(&o, &norm_w(&format!("{p}.post_attention_norm.weight"), h));
                 dump.cmp(&format!("attn_post_norm-{l}-MUL"), &o);
@@ -263,7 +270,7 @@ fn main() {
             }
             dump.cmp(&format!("l_out-{l}-ADD"), &x);
         }
-        let last = x[(n - 1) * h..].to_vec();
+        let last = x[x.len() - h..].to_vec();
         let hn = norm(&last, &norm_w("output_norm.weight", h));
         dump.cmp("result_norm-MUL", &hn);
         let logits = apply(&lm_head, &hn, h);

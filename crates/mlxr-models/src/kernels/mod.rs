@@ -8,12 +8,17 @@
 //! per output element; for Q5_0 with several tokens llamafile's tinyBLAS
 //! kernel runs instead, which performs the same per-element float operations.
 //! See [`q8`] and [`dot`] for the exact rounding and order.
+//!
+//! Q4_K and Q6_K weights pair with Q8_K activations ([`q8k`]); the float order
+//! depends on the token count as in ggml (see [`kquants`]).
 
 pub mod attention;
 pub mod dot;
 pub mod ggml_f32;
+pub mod kquants;
 pub mod ops;
 pub mod q8;
+pub mod q8k;
 
 use std::sync::{Arc, OnceLock};
 
@@ -28,6 +33,11 @@ pub enum WeightKind {
     Q4_1,
     Q5_0,
     Q8_0,
+    /// Q4_K with Q8_K activations, as ggml's repacked `block_q4_Kx8` kernels
+    /// compute it (the weight's row count must be a multiple of 8).
+    Q4K,
+    /// Q6_K with Q8_K activations (`ggml_vec_dot_q6_K_q8_K`).
+    Q6K,
 }
 
 impl WeightKind {
@@ -36,6 +46,8 @@ impl WeightKind {
             GgmlDType::Q4_1 => Some(Self::Q4_1),
             GgmlDType::Q5_0 => Some(Self::Q5_0),
             GgmlDType::Q8_0 => Some(Self::Q8_0),
+            GgmlDType::Q4K => Some(Self::Q4K),
+            GgmlDType::Q6K => Some(Self::Q6K),
             _ => None,
         }
     }
@@ -45,7 +57,22 @@ impl WeightKind {
             Self::Q4_1 => dot::Q4_1_BYTES,
             Self::Q5_0 => dot::Q5_0_BYTES,
             Self::Q8_0 => dot::Q8_0_BYTES,
+            Self::Q4K => kquants::Q4_K_BYTES,
+            Self::Q6K => kquants::Q6_K_BYTES,
         }
+    }
+
+    /// Elements per weight block.
+    pub fn block_elems(self) -> usize {
+        if self.is_k_quant() {
+            q8k::QK_K
+        } else {
+            QK
+        }
+    }
+
+    fn is_k_quant(self) -> bool {
+        matches!(self, Self::Q4K | Self::Q6K)
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -54,6 +81,7 @@ impl WeightKind {
             Self::Q4_1 => 0,
             Self::Q5_0 => 1,
             Self::Q8_0 => 2,
+            Self::Q4K | Self::Q6K => unreachable!("K-quants use kquant_matmul"),
         }
     }
 
@@ -104,6 +132,7 @@ fn dot_fn(kind: WeightKind, simd: bool) -> DotFn {
             WeightKind::Q4_1 => dot_q4_1_simd,
             WeightKind::Q5_0 => dot_q5_0_simd,
             WeightKind::Q8_0 => dot_q8_0_simd,
+            WeightKind::Q4K | WeightKind::Q6K => unreachable!("K-quants use kquant_matmul"),
         };
     }
     let _ = simd;
@@ -111,6 +140,7 @@ fn dot_fn(kind: WeightKind, simd: bool) -> DotFn {
         WeightKind::Q4_1 => dot::dot_q4_1_q8_1_scalar,
         WeightKind::Q5_0 => dot::dot_q5_0_q8_0_scalar,
         WeightKind::Q8_0 => dot::dot_q8_0_q8_0_scalar,
+        WeightKind::Q4K | WeightKind::Q6K => unreachable!("K-quants use kquant_matmul"),
     }
 }
 
@@ -143,6 +173,9 @@ pub fn matmul(
     out: &mut [f32],
     simd: bool,
 ) {
+    if kind.is_k_quant() {
+        return kquant_matmul(kind, w, x, (m, n, k), out, simd);
+    }
     assert_eq!(k % QK, 0, "k must be a multiple of {QK}");
     let kb = k / QK;
     let row_bytes = kb * kind.block_bytes();
@@ -208,6 +241,125 @@ pub fn matmul(
     });
 }
 
+/// [`matmul`] for Q4_K/Q6_K weights: activations in Q8_K; for Q4_K the
+/// first `m - m % 4` tokens take ggml's gemm order (and its 4-row quantizer),
+/// the rest its gemv order, as in ggml's repack `forward_mul_mat`.
+fn kquant_matmul(
+    kind: WeightKind,
+    w: &[u8],
+    x: &[f32],
+    (m, n, k): (usize, usize, usize),
+    out: &mut [f32],
+    simd: bool,
+) {
+    use q8k::{BlockQ8K, Q8KFlavor, QK_K};
+    assert_eq!(k % QK_K, 0, "k must be a multiple of {QK_K}");
+    if kind == WeightKind::Q4K {
+        assert_eq!(
+            n % 8,
+            0,
+            "Q4_K rows must come in groups of 8 (ggml repacks them)"
+        );
+    }
+    let kb = k / QK_K;
+    let row_bytes = kb * kind.block_bytes();
+    assert!(w.len() >= n * row_bytes, "weight buffer too small");
+    assert_eq!(x.len(), m * k);
+    assert_eq!(out.len(), m * n);
+    if m == 0 || n == 0 {
+        return;
+    }
+    let m4 = if kind == WeightKind::Q4K {
+        m - m % 4
+    } else {
+        0
+    };
+    // ggml's tiled K-quant kernel takes non-repacked K-quant weights from 8 tokens on.
+    let tiled = kind == WeightKind::Q6K && m >= 8;
+    let mut xq = vec![BlockQ8K::default(); m * kb];
+    for (t, (row, xrow)) in xq.chunks_exact_mut(kb).zip(x.chunks_exact(k)).enumerate() {
+        let flavor = if t < m4 {
+            Q8KFlavor::Interleaved4x8
+        } else {
+            Q8KFlavor::Reference
+        };
+        q8k::quantize_row(xrow, row, flavor);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    let simd = simd && simd_available();
+    #[cfg(not(target_arch = "x86_64"))]
+    let simd = false;
+    let n_threads = candle_core::utils::get_num_threads().clamp(1, n.div_ceil(8).max(1));
+    let per_thread = n.div_ceil(n_threads);
+    let out_ptr = OutPtr(out.as_mut_ptr());
+    let xq = &xq;
+    let xrow = |tok: usize| &xq[tok * kb..(tok + 1) * kb];
+    candle_core::cpu::kernels::par_for_each(n_threads, |t| {
+        let lo = (t * per_thread).min(n);
+        let hi = ((t + 1) * per_thread).min(n);
+        for t0 in (0..m).step_by(TOKEN_TILE) {
+            let t1 = (t0 + TOKEN_TILE).min(m);
+            for r in lo..hi {
+                let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
+                let mut tok = t0;
+                #[cfg(target_arch = "x86_64")]
+                if simd && kind == WeightKind::Q4K {
+                    while tok + 4 <= t1 {
+                        let pairs = [tok < m4, tok + 1 < m4, tok + 2 < m4, tok + 3 < m4];
+                        // SAFETY: `simd` implies the CPU features; `wrow` holds
+                        // `kb` blocks, as does every activation row.
+                        let v = unsafe {
+                            kquants::x86::dot_q4_k_rows::<4>(
+                                wrow,
+                                [xrow(tok), xrow(tok + 1), xrow(tok + 2), xrow(tok + 3)],
+                                pairs,
+                            )
+                        };
+                        for (j, v) in v.into_iter().enumerate() {
+                            // SAFETY: in bounds; only this thread owns column r.
+                            unsafe { out_ptr.write((tok + j) * n + r, v) };
+                        }
+                        tok += 4;
+                    }
+                }
+                for tok in tok..t1 {
+                    let y = xrow(tok);
+                    let v = match kind {
+                        WeightKind::Q4K => {
+                            #[cfg(target_arch = "x86_64")]
+                            if simd {
+                                // SAFETY: as above.
+                                unsafe {
+                                    kquants::x86::dot_q4_k_rows::<1>(wrow, [y], [tok < m4])[0]
+                                }
+                            } else {
+                                kquants::dot_q4_k_scalar(wrow, y, tok < m4)
+                            }
+                            #[cfg(not(target_arch = "x86_64"))]
+                            kquants::dot_q4_k_scalar(wrow, y, tok < m4)
+                        }
+                        _ => {
+                            #[cfg(target_arch = "x86_64")]
+                            if simd {
+                                // SAFETY: as above.
+                                unsafe { kquants::x86::dot_q6_k(wrow, y, tiled) }
+                            } else {
+                                kquants::dot_q6_k_scalar(wrow, y, tiled)
+                            }
+                            #[cfg(not(target_arch = "x86_64"))]
+                            kquants::dot_q6_k_scalar(wrow, y, tiled)
+                        }
+                    };
+                    // SAFETY: (tok, r) is in bounds and only this thread owns
+                    // output column r.
+                    unsafe { out_ptr.write(tok * n + r, v) };
+                }
+            }
+        }
+    });
+}
+
 /// `x · Wᵀ` as a candle op for `W` in Q4_1/Q5_0/Q8_0 on the CPU.
 pub struct QuantMatMul {
     w: Arc<QTensor>,
@@ -218,7 +370,8 @@ pub struct QuantMatMul {
 
 impl QuantMatMul {
     /// `Some` when `w` is a 2-D `[n, k]` Q4_1/Q5_0/Q8_0 tensor on the CPU with `k`
-    /// a multiple of 32.
+    /// a multiple of 32, or Q4_K/Q6_K with `k` a multiple of 256 (and, for
+    /// Q4_K, `n` a multiple of 8: otherwise ggml does not repack it).
     pub fn new(w: Arc<QTensor>) -> Option<Self> {
         let kind = WeightKind::from_dtype(w.dtype())?;
         if !w.device().is_cpu() {
@@ -227,7 +380,7 @@ impl QuantMatMul {
         let &[n, k] = w.shape().dims() else {
             return None;
         };
-        if k % QK != 0 {
+        if k % kind.block_elems() != 0 || (kind == WeightKind::Q4K && n % 8 != 0) {
             return None;
         }
         Some(Self { w, kind, n, k })
@@ -326,6 +479,7 @@ mod tests {
                             WeightKind::Q4_1 => &wb[4..20],
                             WeightKind::Q5_0 => &wb[6..22],
                             WeightKind::Q8_0 => &wb[2..34],
+                            WeightKind::Q4K | WeightKind::Q6K => unreachable!(),
                         };
                         let nib = if e < 16 { qs[e] & 15 } else { qs[e - 16] >> 4 } as f64;
                         let wv = match kind {
@@ -336,6 +490,7 @@ mod tests {
                                 f16_at(wb, 0) * (nib + hi - 16.0)
                             }
                             WeightKind::Q8_0 => f16_at(wb, 0) * (qs[e] as i8) as f64,
+                            WeightKind::Q4K | WeightKind::Q6K => unreachable!(),
                         };
                         if kind == WeightKind::Q4_1 {
                             // the offset term uses the stored sum s = d * Σq
@@ -401,6 +556,56 @@ mod tests {
         }
     }
 
+    /// K-quants: SIMD and portable paths agree bit for bit, and both are
+    /// close to candle's QMatMul.
+    fn check_k(kind: WeightKind, dtype: GgmlDType, (m, n, k): (usize, usize, usize)) {
+        let dev = Device::Cpu;
+        let wf = Tensor::from_vec(rand_vec(n * k, 3 + n as u64), (n, k), &dev).unwrap();
+        let qt = Arc::new(QTensor::quantize(&wf, dtype).unwrap());
+        let xv: Vec<f32> = rand_vec(m * k, 5 + m as u64)
+            .iter()
+            .map(|v| v * 3.0)
+            .collect();
+        let w = qt.data().unwrap().into_owned();
+        let mut simd = vec![0.0f32; m * n];
+        let mut scalar = vec![0.0f32; m * n];
+        matmul(kind, &w, &xv, (m, n, k), &mut simd, true);
+        matmul(kind, &w, &xv, (m, n, k), &mut scalar, false);
+        for (a, b) in simd.iter().zip(&scalar) {
+            assert_eq!(a.to_bits(), b.to_bits(), "simd {a} != scalar {b}");
+        }
+        let x = Tensor::from_vec(xv, (m, k), &dev).unwrap();
+        let ours: Vec<f32> = QuantMatMul::new(qt.clone())
+            .unwrap()
+            .forward(&x)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        assert_eq!(ours, simd);
+        let theirs: Vec<f32> = QMatMul::from_arc(qt)
+            .unwrap()
+            .forward(&x)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        let scale = theirs.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+        for (a, b) in ours.iter().zip(&theirs) {
+            assert!((a - b).abs() <= 1e-2 * scale, "{a} vs candle {b}");
+        }
+    }
+
+    #[test]
+    fn k_quants_simd_equals_scalar_and_are_close_to_candle() {
+        for m in [1, 2, 5, 19] {
+            check_k(WeightKind::Q4K, GgmlDType::Q4K, (m, 40, 512));
+            check_k(WeightKind::Q6K, GgmlDType::Q6K, (m, 36, 768));
+        }
+    }
+
     #[test]
     fn q4_1_matches_reference_and_candle() {
         check(WeightKind::Q4_1, GgmlDType::Q4_1, (1, 64, 256));
@@ -436,10 +641,11 @@ mod tests {
                 3 => WeightKind::Q4_1,
                 6 => WeightKind::Q5_0,
                 8 => WeightKind::Q8_0,
+                14 => WeightKind::Q6K,
                 t => panic!("{}: ggml type {t}", path.display()),
             };
             let (m, n, k) = (u(1) as usize, u(2) as usize, u(3) as usize);
-            let wlen = n * k / QK * kind.block_bytes();
+            let wlen = n * k / kind.block_elems() * kind.block_bytes();
             let w = &bytes[16..16 + wlen];
             let floats = |at: usize, len: usize| -> Vec<f32> {
                 bytes[at..at + 4 * len]
@@ -463,7 +669,7 @@ mod tests {
             }
             files += 1;
         }
-        assert_eq!(files, 12, "expected 3 weight types x 4 token counts");
+        assert_eq!(files, 16, "expected 4 weight types x 4 token counts");
         eprintln!("{files} ggml dumps matched bit for bit");
     }
 

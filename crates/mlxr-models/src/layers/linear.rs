@@ -9,8 +9,9 @@ use crate::Result;
 
 /// `y = x Wᵀ` with `W` kept in its stored (usually quantized) type.
 ///
-/// Q4_1, Q5_0 and Q8_0 weights on the CPU go through [`QuantMatMul`] (ggml's
-/// exact x86 arithmetic, SIMD); everything else through candle's `QMatMul`.
+/// Q4_1, Q5_0, Q8_0, Q6_K and Q4_K (row count a multiple of 8) weights on the
+/// CPU go through [`QuantMatMul`] (ggml's exact x86 arithmetic, SIMD) for f32
+/// activations; everything else through candle's `QMatMul`.
 pub struct QLinear {
     inner: QMatMul,
     fast: Option<QuantMatMul>,

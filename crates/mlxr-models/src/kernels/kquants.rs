@@ -1,0 +1,367 @@
+//! Q4_K and Q6_K weight rows against Q8_K activation rows, in the float
+//! order of ggml's x86 (AVX2/AVX-512) CPU backend.
+//!
+//! Integer parts are exact (no `maddubs` saturation is possible for these
+//! ranges), so only where ints become floats and how floats are combined
+//! matters:
+//!
+//! - **Q6_K** (`ggml_vec_dot_q6_K_q8_K`, not repacked on x86): per
+//!   super-block, 8 i32 lanes; lane `l` sums the products of elements
+//!   `32c + 4l .. 32c + 4l + 4` (`c = 0..8`) times their 16-element scale,
+//!   minus `32 · (bsum[2l]·sc[2l] + bsum[2l+1]·sc[2l+1])`;
+//!   `acc[l] = fma(d_x · f16(d_w), f32(lane), acc[l])`; the 8 lanes are
+//!   reduced as in [`super::dot`].
+//!   With 8 or more tokens ggml's tiled K-quant kernel (VNNI build) runs
+//!   instead: per super-block the exact integer sum `s1` of those lanes,
+//!   `acc = fma(f32(s1) · f16(d_w), d_x, acc)`.
+//! - **Q4_K** is repacked to `block_q4_Kx8` when the row count is a multiple
+//!   of 8 (always here). Per output element the two kernels do
+//!   `acc = fma(f32(Σ sc_j·dot_j), f16(d_w) · d_x, acc)` and
+//!   `accm = fma(f32(Σ m_j·bsum32_j), f16(dmin_w) · d_x, accm)`, result
+//!   `acc - accm`; `ggml_gemv_q4_K_8x8_q8_K` (the last `m % 4` tokens) sums
+//!   `j` over a whole super-block (8 sub-blocks) per FMA,
+//!   `ggml_gemm_q4_K_8x8_q8_K` (groups of 4 tokens) over pairs of sub-blocks
+//!   (4 FMAs per super-block).
+
+use half::f16;
+
+use super::q8k::{BlockQ8K, QK_K};
+
+/// Bytes of one Q4_K block: `d, dmin: f16, scales: [u8; 12], qs: [u8; 128]`.
+pub const Q4_K_BYTES: usize = 144;
+/// Bytes of one Q6_K block: `ql: [u8; 128], qh: [u8; 64], scales: [i8; 16], d: f16`.
+pub const Q6_K_BYTES: usize = 210;
+
+#[inline(always)]
+fn f16_at(b: &[u8], at: usize) -> f32 {
+    f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
+}
+
+#[inline(always)]
+fn hsum8(a: &[f32; 8]) -> f32 {
+    let r0 = a[4] + a[0];
+    let r1 = a[5] + a[1];
+    let r2 = a[6] + a[2];
+    let r3 = a[7] + a[3];
+    (r0 + r2) + (r1 + r3)
+}
+
+/// The 8 six-bit scales and mins of a Q4_K block.
+#[inline(always)]
+pub fn q4k_scales_mins(s: &[u8]) -> ([u8; 8], [u8; 8]) {
+    let mut sc = [0u8; 8];
+    let mut mn = [0u8; 8];
+    for j in 0..8 {
+        if j < 4 {
+            sc[j] = s[j] & 63;
+            mn[j] = s[j + 4] & 63;
+        } else {
+            sc[j] = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+            mn[j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+        }
+    }
+    (sc, mn)
+}
+
+/// Integer dots of the 8 sub-blocks (32 elements each) of one Q4_K block
+/// with one Q8_K block (portable).
+#[inline(always)]
+fn q4k_subdots_scalar(wb: &[u8], y: &BlockQ8K) -> [i32; 8] {
+    let qs = &wb[16..144];
+    let mut out = [0i32; 8];
+    for j in 0..4 {
+        let mut lo = 0i32;
+        let mut hi = 0i32;
+        for i in 0..32 {
+            let q = qs[32 * j + i];
+            lo += (q & 0xF) as i32 * y.qs[64 * j + i] as i32;
+            hi += (q >> 4) as i32 * y.qs[64 * j + 32 + i] as i32;
+        }
+        out[2 * j] = lo;
+        out[2 * j + 1] = hi;
+    }
+    out
+}
+
+/// Float part shared by the SIMD and portable Q4_K paths.
+/// `pairs`: FMA per pair of sub-blocks (gemm) instead of per super-block (gemv).
+#[inline(always)]
+fn q4k_block_acc(
+    wb: &[u8],
+    y: &BlockQ8K,
+    sub: &[i32; 8],
+    pairs: bool,
+    acc: &mut f32,
+    accm: &mut f32,
+) {
+    let (sc, mn) = q4k_scales_mins(&wb[4..16]);
+    let dd = f16_at(wb, 0) * y.d;
+    let dm = f16_at(wb, 2) * y.d;
+    let b32 = |j: usize| y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32;
+    if pairs {
+        for p in 0..4 {
+            let (a, b) = (2 * p, 2 * p + 1);
+            let isum = sc[a] as i32 * sub[a] + sc[b] as i32 * sub[b];
+            let imin = mn[a] as i32 * b32(a) + mn[b] as i32 * b32(b);
+            *acc = (isum as f32).mul_add(dd, *acc);
+            *accm = (imin as f32).mul_add(dm, *accm);
+        }
+    } else {
+        let mut isum = 0i32;
+        let mut imin = 0i32;
+        for j in 0..8 {
+            isum += sc[j] as i32 * sub[j];
+            imin += mn[j] as i32 * b32(j);
+        }
+        *acc = (isum as f32).mul_add(dd, *acc);
+        *accm = (imin as f32).mul_add(dm, *accm);
+    }
+}
+
+/// Portable Q4_K · Q8_K (repacked-kernel order; `pairs` = gemm, else gemv).
+pub fn dot_q4_k_scalar(w: &[u8], y: &[BlockQ8K], pairs: bool) -> f32 {
+    let mut acc = 0.0f32;
+    let mut accm = 0.0f32;
+    for (wb, yb) in w.chunks_exact(Q4_K_BYTES).zip(y) {
+        let sub = q4k_subdots_scalar(wb, yb);
+        q4k_block_acc(wb, yb, &sub, pairs, &mut acc, &mut accm);
+    }
+    acc - accm
+}
+
+/// The 256 six-bit values of a Q6_K block in element order (unsigned, 0..64).
+#[inline(always)]
+fn q6k_values(wb: &[u8]) -> [u8; QK_K] {
+    let ql = &wb[0..128];
+    let qh = &wb[128..192];
+    let mut v = [0u8; QK_K];
+    for j in 0..2 {
+        for i in 0..32 {
+            let l0 = ql[64 * j + i];
+            let l1 = ql[64 * j + 32 + i];
+            let h = qh[32 * j + i];
+            v[128 * j + i] = (l0 & 15) | ((h & 3) << 4);
+            v[128 * j + 32 + i] = (l1 & 15) | (((h >> 2) & 3) << 4);
+            v[128 * j + 64 + i] = (l0 >> 4) | (((h >> 4) & 3) << 4);
+            v[128 * j + 96 + i] = (l1 >> 4) | (((h >> 6) & 3) << 4);
+        }
+    }
+    v
+}
+
+/// Portable Q6_K · Q8_K in ggml's x86 order: `tiled` (batches of 8 or more
+/// tokens) is the tiled K-quant kernel, else `ggml_vec_dot_q6_K_q8_K`.
+#[allow(clippy::needless_range_loop)] // index arithmetic mirrors ggml's lane layout
+pub fn dot_q6_k_scalar(w: &[u8], y: &[BlockQ8K], tiled: bool) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let mut tacc = 0.0f32;
+    for (wb, yb) in w.chunks_exact(Q6_K_BYTES).zip(y) {
+        let v = q6k_values(wb);
+        let sc = |i: usize| wb[192 + i] as i8 as i32;
+        let d = yb.d * f16_at(wb, 208);
+        let mut lanes = [0i32; 8];
+        for l in 0..8 {
+            let mut s = 0i32;
+            for c in 0..8 {
+                for e in 32 * c + 4 * l..32 * c + 4 * l + 4 {
+                    s += sc(e / 16) * v[e] as i32 * yb.qs[e] as i32;
+                }
+            }
+            s -= 32
+                * (yb.bsums[2 * l] as i32 * sc(2 * l) + yb.bsums[2 * l + 1] as i32 * sc(2 * l + 1));
+            lanes[l] = s;
+        }
+        if tiled {
+            let s1: i32 = lanes.iter().sum();
+            tacc = (s1 as f32 * f16_at(wb, 208)).mul_add(yb.d, tacc);
+        } else {
+            for (a, &s) in acc.iter_mut().zip(&lanes) {
+                *a = d.mul_add(s as f32, *a);
+            }
+        }
+    }
+    if tiled {
+        tacc
+    } else {
+        hsum8(&acc)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub mod x86 {
+    //! AVX2 + FMA + F16C versions (callers check the features first).
+
+    use std::arch::x86_64::*;
+
+    use super::{q4k_block_acc, BlockQ8K, Q4_K_BYTES, Q6_K_BYTES};
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn hsum8(acc: __m256) -> f32 {
+        let mut r = _mm_add_ps(_mm256_extractf128_ps(acc, 1), _mm256_castps256_ps128(acc));
+        r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+        r = _mm_add_ss(r, _mm_movehdup_ps(r));
+        _mm_cvtss_f32(r)
+    }
+
+    /// 8 vectors of 8 i32 → their 8 horizontal sums (exact).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn hsum8x8(v: [__m256i; 8]) -> __m256i {
+        let h01 = _mm256_hadd_epi32(v[0], v[1]);
+        let h23 = _mm256_hadd_epi32(v[2], v[3]);
+        let h45 = _mm256_hadd_epi32(v[4], v[5]);
+        let h67 = _mm256_hadd_epi32(v[6], v[7]);
+        let a = _mm256_hadd_epi32(h01, h23);
+        let b = _mm256_hadd_epi32(h45, h67);
+        _mm256_add_epi32(
+            _mm256_permute2x128_si256(a, b, 0x20),
+            _mm256_permute2x128_si256(a, b, 0x31),
+        )
+    }
+
+    /// One Q4_K weight row against `R` Q8_K activation rows (the weight
+    /// block is unpacked once); each result equals
+    /// [`super::dot_q4_k_scalar`] with the same `pairs[r]`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, FMA and F16C; `w` holds `ys[r].len()` Q4_K
+    /// blocks and all `ys` have the same length.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_q4_k_rows<const R: usize>(
+        w: &[u8],
+        ys: [&[BlockQ8K]; R],
+        pairs: [bool; R],
+    ) -> [f32; R] {
+        let nb = ys[0].len();
+        debug_assert!(w.len() >= nb * Q4_K_BYTES);
+        let m4 = _mm256_set1_epi8(0x0F);
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [0.0f32; R];
+        let mut accm = [0.0f32; R];
+        for b in 0..nb {
+            let wb = &w[b * Q4_K_BYTES..(b + 1) * Q4_K_BYTES];
+            // SAFETY: `wb` is one whole block (144 bytes; qs at 16..144).
+            let (lo, hi) = unsafe {
+                let mut lo = [_mm256_setzero_si256(); 4];
+                let mut hi = [_mm256_setzero_si256(); 4];
+                for j in 0..4 {
+                    let q = _mm256_loadu_si256(wb.as_ptr().add(16 + 32 * j) as *const __m256i);
+                    lo[j] = _mm256_and_si256(q, m4);
+                    hi[j] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                }
+                (lo, hi)
+            };
+            for r in 0..R {
+                // SAFETY: every `ys[r]` has `nb` blocks.
+                let yb = unsafe { ys[r].get_unchecked(b) };
+                let p = yb.qs.as_ptr();
+                let mut v = [_mm256_setzero_si256(); 8];
+                for j in 0..4 {
+                    // SAFETY: `qs` has 256 bytes.
+                    unsafe {
+                        let yl = _mm256_loadu_si256(p.add(64 * j) as *const __m256i);
+                        let yh = _mm256_loadu_si256(p.add(64 * j + 32) as *const __m256i);
+                        v[2 * j] = _mm256_madd_epi16(ones, _mm256_maddubs_epi16(lo[j], yl));
+                        v[2 * j + 1] = _mm256_madd_epi16(ones, _mm256_maddubs_epi16(hi[j], yh));
+                    }
+                }
+                let mut sub = [0i32; 8];
+                // SAFETY: 32 writable bytes.
+                unsafe {
+                    _mm256_storeu_si256(sub.as_mut_ptr() as *mut __m256i, hsum8x8(v));
+                }
+                q4k_block_acc(wb, yb, &sub, pairs[r], &mut acc[r], &mut accm[r]);
+            }
+        }
+        let mut out = [0.0f32; R];
+        for r in 0..R {
+            out[r] = acc[r] - accm[r];
+        }
+        out
+    }
+
+    /// `ggml_vec_dot_q6_K_q8_K` (AVX2 branch) or, with `tiled`, the tiled
+    /// kernel; same result as [`super::dot_q6_k_scalar`].
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, FMA and F16C; `w` holds `y.len()` Q6_K blocks.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_q6_k(w: &[u8], y: &[BlockQ8K], tiled: bool) -> f32 {
+        debug_assert!(w.len() >= y.len() * Q6_K_BYTES);
+        let mut tacc = 0.0f32;
+        let m3 = _mm256_set1_epi8(3);
+        let m15 = _mm256_set1_epi8(15);
+        let mut acc = _mm256_setzero_ps();
+        for (b, yb) in y.iter().enumerate() {
+            // SAFETY: block `b` of `w` is 210 readable bytes; `yb` is a whole block.
+            unsafe {
+                let x = w.as_ptr().add(b * Q6_K_BYTES);
+                let dw = super::f16_at(std::slice::from_raw_parts(x, Q6_K_BYTES), 208);
+                let d = yb.d * dw;
+                let mut q4 = x;
+                let mut qh = x.add(128);
+                let mut q8 = yb.qs.as_ptr();
+                let q8sums = _mm256_loadu_si256(yb.bsums.as_ptr() as *const __m256i);
+                let scales = _mm_loadu_si128(x.add(192) as *const __m128i);
+                let scales_16 = _mm256_cvtepi8_epi16(scales);
+                let q8sclsub = _mm256_slli_epi32(_mm256_madd_epi16(q8sums, scales_16), 5);
+                let mut sumi = _mm256_setzero_si256();
+                let mut is = 0;
+                for _ in 0..2 {
+                    let b1 = _mm256_loadu_si256(q4 as *const __m256i);
+                    let b2 = _mm256_loadu_si256(q4.add(32) as *const __m256i);
+                    q4 = q4.add(64);
+                    let bh = _mm256_loadu_si256(qh as *const __m256i);
+                    qh = qh.add(32);
+                    let h0 = _mm256_slli_epi16(_mm256_and_si256(bh, m3), 4);
+                    let h1 = _mm256_slli_epi16(_mm256_and_si256(bh, _mm256_set1_epi8(12)), 2);
+                    let h2 = _mm256_and_si256(bh, _mm256_set1_epi8(48));
+                    let h3 = _mm256_srli_epi16(_mm256_and_si256(bh, _mm256_set1_epi8(-64)), 2);
+                    let v0 = _mm256_or_si256(_mm256_and_si256(b1, m15), h0);
+                    let v1 = _mm256_or_si256(_mm256_and_si256(b2, m15), h1);
+                    let v2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15), h2);
+                    let v3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15), h3);
+                    let y0 = _mm256_loadu_si256(q8 as *const __m256i);
+                    let y1 = _mm256_loadu_si256(q8.add(32) as *const __m256i);
+                    let y2 = _mm256_loadu_si256(q8.add(64) as *const __m256i);
+                    let y3 = _mm256_loadu_si256(q8.add(96) as *const __m256i);
+                    q8 = q8.add(128);
+                    let sc = |i: i32| {
+                        let lo = (2 * i) as i8;
+                        let hi = (2 * i + 1) as i8;
+                        let mask = _mm_set_epi8(
+                            hi, hi, hi, hi, hi, hi, hi, hi, lo, lo, lo, lo, lo, lo, lo, lo,
+                        );
+                        _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, mask))
+                    };
+                    let p0 = _mm256_madd_epi16(sc(is), _mm256_maddubs_epi16(v0, y0));
+                    let p1 = _mm256_madd_epi16(sc(is + 1), _mm256_maddubs_epi16(v1, y1));
+                    let p2 = _mm256_madd_epi16(sc(is + 2), _mm256_maddubs_epi16(v2, y2));
+                    let p3 = _mm256_madd_epi16(sc(is + 3), _mm256_maddubs_epi16(v3, y3));
+                    is += 4;
+                    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+                    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p2, p3));
+                }
+                sumi = _mm256_sub_epi32(sumi, q8sclsub);
+                if tiled {
+                    let s = _mm_add_epi32(
+                        _mm256_castsi256_si128(sumi),
+                        _mm256_extracti128_si256(sumi, 1),
+                    );
+                    let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+                    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01));
+                    let s1 = _mm_cvtsi128_si32(s);
+                    tacc = (s1 as f32 * dw).mul_add(yb.d, tacc);
+                } else {
+                    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+                }
+            }
+        }
+        if tiled {
+            tacc
+        } else {
+            hsum8(acc)
+        }
+    }
+}
