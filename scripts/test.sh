@@ -11,6 +11,9 @@ export MLXR_MODELS_DIR="${MLXR_MODELS_DIR:-$HOME/.cache/mlxr/models}"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
+echo "== web UI: npm ci, type check, build (embedded into mlxr by the cargo build below), Vitest"
+scripts/build-ui.sh
+
 echo "== cargo clippy"
 cargo clippy --release --workspace --all-targets -- -D warnings
 

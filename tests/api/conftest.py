@@ -16,6 +16,8 @@ import requests
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL = "smollm2"
+EMBED_DIR = "all-MiniLM-L6-v2"
+EMBED_MODEL = "all-minilm"
 
 
 def models_dir() -> Path:
@@ -35,11 +37,14 @@ class Server:
         self.home = tmp / "home"
         binary = os.environ.get("MLXR_BIN", str(ROOT / "target/release/mlxr"))
         model = models_dir() / MODEL_FILE
-        if not model.exists():
-            pytest.fail(f"{model} missing: run scripts/fetch-models.sh")
+        embedder = models_dir() / EMBED_DIR
+        for path in (model, embedder):
+            if not path.exists():
+                pytest.fail(f"{path} missing: run scripts/fetch-models.sh")
         self.log = open(tmp / "server.log", "w")
         self.proc = subprocess.Popen(
-            [binary, "serve", "-m", str(model), "--name", MODEL, "--home", str(self.home),
+            [binary, "serve", "-m", str(model), "--name", MODEL, "-m", str(embedder), "--name", EMBED_MODEL,
+             "--home", str(self.home),
              "--host", f"127.0.0.1:{self.port}", "--kv-cache-mem", "256MiB", *extra],
             stdout=self.log, stderr=subprocess.STDOUT,
         )

@@ -44,7 +44,7 @@ pub(crate) fn is_safetensors(path: &Path) -> bool {
 
 /// Details from the header (parameter count, dominant dtype) and the
 /// model's `config.json` (`model_type` as the family).
-pub(crate) fn details(path: &Path, config: Option<&Path>) -> Result<ModelDetails> {
+pub fn details(path: &Path, config: Option<&Path>) -> Result<ModelDetails> {
     let header = read_header(path).ok_or_else(|| RegistryError::InvalidModel {
         path: path.to_path_buf(),
         reason: "not a readable safetensors file".to_string(),

@@ -4,14 +4,27 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use mlxr_registry::{gguf_details, ModelDetails, ModelName, ModelRecord, Registry};
+use mlxr_registry::{
+    gguf_details, safetensors_details, ModelDetails, ModelName, ModelRecord, Registry,
+};
 use serde_json::{Map, Value};
+
+/// What a model is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelKind {
+    /// A GGUF decoder: chat and completions.
+    Generate,
+    /// A sentence-transformers folder: embeddings.
+    Embed,
+}
 
 /// Everything the server needs to load and describe a model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelSpec {
     /// The name clients use (`smollm2:135m`).
     pub name: String,
+    pub kind: ModelKind,
+    /// A GGUF file, or the folder of an embedding model.
     pub path: PathBuf,
     /// `sha256:<hex>` of the model (or its manifest).
     pub digest: String,
@@ -29,9 +42,18 @@ pub struct ModelSpec {
 }
 
 impl ModelSpec {
-    /// A model file served under `name`, with no overrides.
+    /// A model file (or embedding-model folder) served under `name`, with
+    /// no overrides.
     pub fn from_file(name: &str, path: &Path) -> Result<ModelSpec, String> {
-        let details = gguf_details(path).map_err(|e| e.to_string())?;
+        let (kind, details) = if path.is_dir() {
+            let weights = path.join("model.safetensors");
+            let details = safetensors_details(&weights, Some(&path.join("config.json")))
+                .map_err(|e| e.to_string())?;
+            (ModelKind::Embed, details)
+        } else {
+            let details = gguf_details(path).map_err(|e| e.to_string())?;
+            (ModelKind::Generate, details)
+        };
         let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let modified_at = meta
             .modified()
@@ -39,6 +61,7 @@ impl ModelSpec {
             .unwrap_or_else(|_| chrono::Utc::now());
         Ok(ModelSpec {
             name: with_tag(name),
+            kind,
             path: path.to_path_buf(),
             digest: String::new(),
             size: meta.len(),
@@ -52,10 +75,18 @@ impl ModelSpec {
         })
     }
 
-    fn from_record(r: ModelRecord) -> ModelSpec {
-        ModelSpec {
+    /// A registry model. A multi-file (embedding) model gets a folder of
+    /// links to its blobs, named by its digest, so it loads like any folder.
+    fn from_record(registry: &Registry, r: ModelRecord) -> Result<ModelSpec, String> {
+        let (kind, path) = if r.files.is_empty() {
+            (ModelKind::Generate, r.model_path)
+        } else {
+            (ModelKind::Embed, model_folder(registry, &r)?)
+        };
+        Ok(ModelSpec {
             name: r.name.to_string(),
-            path: r.model_path,
+            kind,
+            path,
             digest: r.digest.to_string(),
             size: r.size,
             modified_at: r.modified_at,
@@ -65,8 +96,46 @@ impl ModelSpec {
             messages: r.messages,
             license: r.license,
             details: r.details,
-        }
+        })
     }
+}
+
+fn model_folder(registry: &Registry, r: &ModelRecord) -> Result<PathBuf, String> {
+    let dir = registry.home().join("models").join(r.digest.hex());
+    let link = |target: &Path, rel: &str| -> Result<(), String> {
+        let at = dir.join(rel);
+        if at.exists() {
+            return Ok(());
+        }
+        if let Some(parent) = at.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        }
+        link_or_copy(target, &at).map_err(|e| format!("{}: {e}", at.display()))
+    };
+    link(&r.model_path, "model.safetensors")?;
+    for f in &r.files {
+        if f.path
+            .split('/')
+            .any(|part| part == ".." || part.is_empty())
+        {
+            return Err(format!(
+                "model file path '{}' is not a plain relative path",
+                f.path
+            ));
+        }
+        link(&registry.blob_path(&f.digest), &f.path)?;
+    }
+    Ok(dir)
+}
+
+#[cfg(unix)]
+fn link_or_copy(target: &Path, at: &Path) -> std::io::Result<()> {
+    std::os::unix::fs::symlink(target, at)
+}
+
+#[cfg(not(unix))]
+fn link_or_copy(target: &Path, at: &Path) -> std::io::Result<()> {
+    std::fs::copy(target, at).map(|_| ())
 }
 
 pub trait ModelCatalog: Send + Sync {
@@ -124,16 +193,18 @@ impl ModelCatalog for RegistryCatalog {
         let Ok(parsed) = ModelName::parse(name) else {
             return Ok(None);
         };
-        self.registry
-            .get(&parsed)
-            .map(|r| r.map(ModelSpec::from_record))
-            .map_err(|e| e.to_string())
+        match self.registry.get(&parsed).map_err(|e| e.to_string())? {
+            Some(r) => ModelSpec::from_record(&self.registry, r).map(Some),
+            None => Ok(None),
+        }
     }
 
     fn list(&self) -> Result<Vec<ModelSpec>, String> {
         let mut out = self.files.list()?;
         let records = self.registry.list().map_err(|e| e.to_string())?;
-        out.extend(records.into_iter().map(ModelSpec::from_record));
+        for r in records {
+            out.push(ModelSpec::from_record(&self.registry, r)?);
+        }
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
     }

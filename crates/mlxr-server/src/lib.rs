@@ -8,6 +8,7 @@
 //!   listeners (TCP, Unix socket), graceful shutdown.
 
 pub mod catalog;
+pub mod embedding;
 pub mod error;
 pub mod generation;
 pub mod models;

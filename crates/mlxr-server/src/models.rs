@@ -9,7 +9,9 @@ use chrono::{DateTime, Utc};
 use mlxr_engine::{EngineConfig, EngineHandle, LoadedModel};
 use tokio::sync::Mutex;
 
-use crate::catalog::{with_tag, ModelCatalog, ModelSpec};
+use mlxr_embed::EmbeddingModel;
+
+use crate::catalog::{with_tag, ModelCatalog, ModelKind, ModelSpec};
 use crate::error::ApiError;
 
 /// How long a model stays loaded after a request.
@@ -87,8 +89,15 @@ pub struct LoadedInfo {
     pub expires_at: Option<DateTime<Utc>>,
 }
 
+/// A loaded model: a generation engine or an embedding model.
+#[derive(Clone)]
+enum Backend {
+    Engine(EngineHandle),
+    Embedder(Arc<EmbeddingModel>),
+}
+
 struct Loaded {
-    engine: EngineHandle,
+    backend: Backend,
     spec: ModelSpec,
     expires: Option<Instant>,
     last_used: Instant,
@@ -108,6 +117,13 @@ pub struct ModelManager {
 /// What a request gets: the engine and how long loading took.
 pub struct Acquired {
     pub engine: EngineHandle,
+    pub spec: ModelSpec,
+    pub load_duration: Duration,
+}
+
+/// What an embedding request gets.
+pub struct AcquiredEmbedder {
+    pub model: Arc<EmbeddingModel>,
     pub spec: ModelSpec,
     pub load_duration: Duration,
 }
@@ -152,7 +168,53 @@ impl ModelManager {
         name: &str,
         keep_alive: Option<KeepAlive>,
     ) -> Result<Acquired, ApiError> {
+        let (backend, spec, load_duration) = self
+            .acquire_backend(name, keep_alive, ModelKind::Generate)
+            .await?;
+        match backend {
+            Backend::Engine(engine) => Ok(Acquired {
+                engine,
+                spec,
+                load_duration,
+            }),
+            Backend::Embedder(_) => unreachable!("kind checked"),
+        }
+    }
+
+    /// An embedding model, loading it if needed.
+    pub async fn acquire_embedder(
+        &self,
+        name: &str,
+        keep_alive: Option<KeepAlive>,
+    ) -> Result<AcquiredEmbedder, ApiError> {
+        let (backend, spec, load_duration) = self
+            .acquire_backend(name, keep_alive, ModelKind::Embed)
+            .await?;
+        match backend {
+            Backend::Embedder(model) => Ok(AcquiredEmbedder {
+                model,
+                spec,
+                load_duration,
+            }),
+            Backend::Engine(_) => unreachable!("kind checked"),
+        }
+    }
+
+    async fn acquire_backend(
+        &self,
+        name: &str,
+        keep_alive: Option<KeepAlive>,
+        kind: ModelKind,
+    ) -> Result<(Backend, ModelSpec, Duration), ApiError> {
         let spec = self.resolve(name)?;
+        if spec.kind != kind {
+            return Err(ApiError::bad_request(match kind {
+                ModelKind::Embed => format!("model '{name}' does not support embeddings"),
+                ModelKind::Generate => {
+                    format!("model '{name}' is an embedding model; it does not generate text")
+                }
+            }));
+        }
         let key = with_tag(&spec.name);
         let keep_alive = keep_alive.unwrap_or(self.default_keep_alive);
         let mut loaded = self.loaded.lock().await;
@@ -167,11 +229,11 @@ impl ModelManager {
                 tracing::info!(model = %oldest, "unloading (too many models loaded)");
                 loaded.remove(&oldest);
             }
-            let engine = self.load(&spec).await?;
+            let backend = self.load(&spec).await?;
             loaded.insert(
                 key.clone(),
                 Loaded {
-                    engine,
+                    backend,
                     spec: spec.clone(),
                     expires: None,
                     last_used: Instant::now(),
@@ -182,18 +244,14 @@ impl ModelManager {
         let entry = loaded.get_mut(&key).expect("inserted above");
         entry.last_used = Instant::now();
         entry.expires = expiry(keep_alive);
-        Ok(Acquired {
-            engine: entry.engine.clone(),
-            spec: entry.spec.clone(),
-            load_duration,
-        })
+        Ok((entry.backend.clone(), entry.spec.clone(), load_duration))
     }
 
     pub fn is_loading(&self) -> bool {
         self.loading.load(std::sync::atomic::Ordering::Relaxed) > 0
     }
 
-    async fn load(&self, spec: &ModelSpec) -> Result<EngineHandle, ApiError> {
+    async fn load(&self, spec: &ModelSpec) -> Result<Backend, ApiError> {
         use std::sync::atomic::Ordering::Relaxed;
         self.loading.fetch_add(1, Relaxed);
         let result = self.load_now(spec).await;
@@ -201,8 +259,16 @@ impl ModelManager {
         result
     }
 
-    async fn load_now(&self, spec: &ModelSpec) -> Result<EngineHandle, ApiError> {
+    async fn load_now(&self, spec: &ModelSpec) -> Result<Backend, ApiError> {
         tracing::info!(model = %spec.name, path = %spec.path.display(), "loading");
+        if spec.kind == ModelKind::Embed {
+            let path = spec.path.clone();
+            return tokio::task::spawn_blocking(move || EmbeddingModel::load(&path))
+                .await
+                .map_err(|e| ApiError::internal(format!("loading the model panicked: {e}")))?
+                .map(|m| Backend::Embedder(Arc::new(m)))
+                .map_err(|e| ApiError::internal(format!("loading model '{}': {e}", spec.name)));
+        }
         let path = spec.path.clone();
         let context = self.context_size;
         let config = self.engine_config.clone();
@@ -216,6 +282,7 @@ impl ModelManager {
         })
         .await
         .map_err(|e| ApiError::internal(format!("loading the model panicked: {e}")))?
+        .map(Backend::Engine)
         .map_err(|e| ApiError::internal(format!("loading model '{}': {e}", spec.name)))
     }
 
@@ -263,7 +330,10 @@ impl ModelManager {
             .values()
             .map(|l| LoadedInfo {
                 spec: l.spec.clone(),
-                context_length: l.engine.max_sequence_len(),
+                context_length: match &l.backend {
+                    Backend::Engine(e) => e.max_sequence_len(),
+                    Backend::Embedder(m) => m.max_tokens(),
+                },
                 expires_at: l
                     .expires
                     .map(|t| Utc::now() + t.saturating_duration_since(now)),
@@ -279,7 +349,10 @@ impl ModelManager {
             .lock()
             .await
             .values()
-            .map(|l| (l.spec.name.clone(), l.engine.clone()))
+            .filter_map(|l| match &l.backend {
+                Backend::Engine(e) => Some((l.spec.name.clone(), e.clone())),
+                Backend::Embedder(_) => None,
+            })
             .collect()
     }
 }

@@ -17,7 +17,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use crate::error::ApiError;
 use crate::models::ModelManager;
 use crate::state::AppState;
-use crate::{ollama, openai, ops};
+use crate::{ollama, openai, ops, ui};
 
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -54,7 +54,9 @@ struct AuthKey(Option<Arc<str>>);
 pub fn router(models: Arc<ModelManager>, registry: Arc<Registry>, config: &ServerConfig) -> Router {
     let state = AppState { models, registry };
     Router::new()
-        .route("/", get(ops::root).head(ops::root))
+        // Browsers get the web UI at `/`; other clients Ollama's liveness text.
+        .route("/", get(ui::root).head(ops::root))
+        .merge(ui::routes())
         .route("/health", get(ops::health))
         .route("/metrics", get(ops::metrics))
         .route("/api/version", get(ops::version).head(ops::version))
@@ -117,7 +119,9 @@ async fn require_api_key(State(key): State<AuthKey>, req: Request, next: Next) -
         return next.run(req).await;
     };
     let path = req.uri().path();
-    if path == "/" || path == "/health" || req.method() == Method::OPTIONS {
+    // Static UI files are public: a browser cannot add a Bearer token to a
+    // <script> request. The UI sends the key on its API calls.
+    if path == "/" || path == "/health" || ui::is_ui_path(path) || req.method() == Method::OPTIONS {
         return next.run(req).await;
     }
     let given = req

@@ -7,7 +7,7 @@ use mlxr_formats::gguf::{GgufFile, MetadataArray, MetadataValue};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use crate::catalog::ModelSpec;
+use crate::catalog::{ModelKind, ModelSpec};
 use crate::error::{parse_json, ApiError, OllamaError};
 use crate::state::AppState;
 
@@ -86,15 +86,25 @@ pub async fn show(State(state): State<AppState>, body: Bytes) -> Result<Json<Val
         .or(body.name)
         .ok_or_else(|| ApiError::bad_request("missing model name"))?;
     let spec = state.models.resolve(&name)?;
-    let file = GgufFile::open(&spec.path)
-        .map_err(|e| ApiError::internal(format!("reading {}: {e}", spec.path.display())))?;
-    let template = spec.template.clone().or_else(|| {
-        file.metadata()
-            .opt_str("tokenizer.chat_template")
-            .ok()
-            .flatten()
-            .map(str::to_string)
-    });
+    let (model_info, file_template, capabilities) = match spec.kind {
+        ModelKind::Generate => {
+            let file = GgufFile::open(&spec.path)
+                .map_err(|e| ApiError::internal(format!("reading {}: {e}", spec.path.display())))?;
+            let template = file
+                .metadata()
+                .opt_str("tokenizer.chat_template")
+                .ok()
+                .flatten()
+                .map(str::to_string);
+            (
+                model_info(&file, body.verbose),
+                template,
+                json!(["completion"]),
+            )
+        }
+        ModelKind::Embed => (folder_info(&spec), None, json!(["embedding"])),
+    };
+    let template = spec.template.clone().or(file_template);
     let parameters: String = spec
         .parameters
         .iter()
@@ -125,8 +135,8 @@ pub async fn show(State(state): State<AppState>, body: Bytes) -> Result<Json<Val
         "license": spec.license,
         "messages": spec.messages.iter().map(|(role, content)| json!({"role": role, "content": content})).collect::<Vec<_>>(),
         "details": details(&spec),
-        "model_info": model_info(&file, body.verbose),
-        "capabilities": ["completion"],
+        "model_info": model_info,
+        "capabilities": capabilities,
         "modified_at": rfc3339(spec.modified_at),
     })))
 }
@@ -136,6 +146,22 @@ fn plain(v: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
+}
+
+/// An embedding model's `config.json`, keyed like GGUF metadata
+/// (`general.architecture`, `bert.hidden_size`, ...).
+fn folder_info(spec: &ModelSpec) -> Value {
+    let family = &spec.details.family;
+    let mut out = Map::new();
+    out.insert("general.architecture".into(), json!(family));
+    let config = std::fs::read_to_string(spec.path.join("config.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Map<String, Value>>(&t).ok())
+        .unwrap_or_default();
+    for (k, v) in config {
+        out.insert(format!("{family}.{k}"), v);
+    }
+    Value::Object(out)
 }
 
 /// GGUF metadata as JSON; long arrays (the vocabulary) only when verbose.
@@ -185,11 +211,4 @@ fn array_json(a: &MetadataArray) -> Value {
         MetadataArray::String(x) => json!(x),
         MetadataArray::Array(x) => Value::Array(x.iter().map(array_json).collect()),
     }
-}
-
-pub async fn embeddings_missing() -> OllamaError {
-    OllamaError(ApiError::new(
-        axum::http::StatusCode::NOT_IMPLEMENTED,
-        "embeddings are not available yet: no embedding model support in this build",
-    ))
 }

@@ -1,5 +1,6 @@
 //! Ollama-compatible routes under `/api`.
 
+mod embed;
 mod generate;
 mod info;
 mod manage;
@@ -30,6 +31,6 @@ pub fn routes() -> Router<AppState> {
                 // Model files are large; the digest check guards what is kept.
                 .layer(DefaultBodyLimit::disable()),
         )
-        .route("/api/embed", post(info::embeddings_missing))
-        .route("/api/embeddings", post(info::embeddings_missing))
+        .route("/api/embed", post(embed::embed))
+        .route("/api/embeddings", post(embed::embeddings))
 }

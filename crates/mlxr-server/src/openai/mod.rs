@@ -2,6 +2,7 @@
 
 mod chat;
 mod completions;
+mod embeddings;
 mod models;
 pub mod request;
 mod response;
@@ -17,5 +18,5 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/models/{*id}", get(models::get))
         .route("/v1/chat/completions", post(chat::handle))
         .route("/v1/completions", post(completions::handle))
-        .route("/v1/embeddings", post(models::embeddings))
+        .route("/v1/embeddings", post(embeddings::handle))
 }

@@ -31,10 +31,3 @@ pub async fn get(
     let spec = state.models.resolve(&id)?;
     Ok(Json(model_json(&spec)))
 }
-
-pub async fn embeddings() -> OpenAiError {
-    OpenAiError(ApiError::new(
-        axum::http::StatusCode::NOT_IMPLEMENTED,
-        "embeddings are not available yet: no embedding model support in this build",
-    ))
-}
