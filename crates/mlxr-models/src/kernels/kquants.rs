@@ -193,7 +193,15 @@ pub mod x86 {
 
     use std::arch::x86_64::*;
 
-    use super::{q4k_block_acc, BlockQ8K, Q4_K_BYTES, Q6_K_BYTES};
+    use super::{BlockQ8K, Q4_K_BYTES, Q6_K_BYTES};
+
+    /// f16 at byte `at` of `b`, via F16C (exact, like `half`'s conversion).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn f16_at(b: &[u8], at: usize) -> f32 {
+        let bits = u16::from_le_bytes([b[at], b[at + 1]]);
+        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+    }
 
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -204,20 +212,28 @@ pub mod x86 {
         _mm_cvtss_f32(r)
     }
 
-    /// 8 vectors of 8 i32 → their 8 horizontal sums (exact).
+    /// Exact sum of 8 i32 lanes.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    fn hsum8x8(v: [__m256i; 8]) -> __m256i {
-        let h01 = _mm256_hadd_epi32(v[0], v[1]);
-        let h23 = _mm256_hadd_epi32(v[2], v[3]);
-        let h45 = _mm256_hadd_epi32(v[4], v[5]);
-        let h67 = _mm256_hadd_epi32(v[6], v[7]);
-        let a = _mm256_hadd_epi32(h01, h23);
-        let b = _mm256_hadd_epi32(h45, h67);
-        _mm256_add_epi32(
-            _mm256_permute2x128_si256(a, b, 0x20),
-            _mm256_permute2x128_si256(a, b, 0x31),
-        )
+    fn hsum_i32(v: __m256i) -> i32 {
+        let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+        let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01));
+        _mm_cvtsi128_si32(s)
+    }
+
+    /// 4 vectors of 8 i32 → their 4 horizontal sums (exact).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn hsum4(v: [__m256i; 4]) -> [i32; 4] {
+        let a = _mm256_hadd_epi32(v[0], v[1]);
+        let b = _mm256_hadd_epi32(v[2], v[3]);
+        let c = _mm256_hadd_epi32(a, b);
+        let s = _mm_add_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+        let mut out = [0i32; 4];
+        // SAFETY: 16 writable bytes.
+        unsafe { _mm_storeu_si128(out.as_mut_ptr() as *mut __m128i, s) };
+        out
     }
 
     /// One Q4_K weight row against `R` Q8_K activation rows (the weight
@@ -236,42 +252,86 @@ pub mod x86 {
         let nb = ys[0].len();
         debug_assert!(w.len() >= nb * Q4_K_BYTES);
         let m4 = _mm256_set1_epi8(0x0F);
-        let ones = _mm256_set1_epi16(1);
         let mut acc = [0.0f32; R];
         let mut accm = [0.0f32; R];
         for b in 0..nb {
             let wb = &w[b * Q4_K_BYTES..(b + 1) * Q4_K_BYTES];
-            // SAFETY: `wb` is one whole block (144 bytes; qs at 16..144).
-            let (lo, hi) = unsafe {
-                let mut lo = [_mm256_setzero_si256(); 4];
-                let mut hi = [_mm256_setzero_si256(); 4];
-                for j in 0..4 {
-                    let q = _mm256_loadu_si256(wb.as_ptr().add(16 + 32 * j) as *const __m256i);
-                    lo[j] = _mm256_and_si256(q, m4);
-                    hi[j] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                }
-                (lo, hi)
+            let dw = f16_at(wb, 0);
+            let dmin = f16_at(wb, 2);
+            // ggml's unpacking of the 6-bit scales (bytes 0..8) and mins (8..16).
+            // SAFETY: bytes 4..16 of the block.
+            let u = |i: usize| unsafe {
+                std::ptr::read_unaligned(wb.as_ptr().add(4 + 4 * i) as *const u32).to_le()
             };
+            let (u0, u1, u2) = (u(0), u(1), u(2));
+            const KM1: u32 = 0x3f3f_3f3f;
+            const KM2: u32 = 0x0f0f_0f0f;
+            const KM3: u32 = 0x0303_0303;
+            let t3 = ((u2 >> 4) & KM2) | (((u1 >> 6) & KM3) << 4);
+            let t2 = u1 & KM1;
+            let t1 = (u2 & KM2) | (((u0 >> 6) & KM3) << 4);
+            let t0 = u0 & KM1;
+            let ms =
+                _mm256_cvtepu8_epi16(_mm_set_epi32(t3 as i32, t2 as i32, t1 as i32, t0 as i32));
+            let sc128 = _mm256_castsi256_si128(ms);
+            let mins = _mm256_extracti128_si256(ms, 1);
+            let scales = _mm256_set_m128i(sc128, sc128);
             for r in 0..R {
                 // SAFETY: every `ys[r]` has `nb` blocks.
                 let yb = unsafe { ys[r].get_unchecked(b) };
                 let p = yb.qs.as_ptr();
-                let mut v = [_mm256_setzero_si256(); 8];
-                for j in 0..4 {
-                    // SAFETY: `qs` has 256 bytes.
+                // Per pair of sub-blocks (64 elements): exact i32 lanes.
+                let mut v = [_mm256_setzero_si256(); 4];
+                for (j, vj) in v.iter_mut().enumerate() {
+                    let sl = (4 * j as i16) | ((4 * j as i16 + 1) << 8);
+                    let sh = (4 * j as i16 + 2) | ((4 * j as i16 + 3) << 8);
+                    // SAFETY: `wb` is one whole block (qs at 16..144); `qs` has 256 bytes.
                     unsafe {
+                        let raw =
+                            _mm256_loadu_si256(wb.as_ptr().add(16 + 32 * j) as *const __m256i);
+                        let lo = _mm256_and_si256(raw, m4);
+                        let hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
                         let yl = _mm256_loadu_si256(p.add(64 * j) as *const __m256i);
                         let yh = _mm256_loadu_si256(p.add(64 * j + 32) as *const __m256i);
-                        v[2 * j] = _mm256_madd_epi16(ones, _mm256_maddubs_epi16(lo[j], yl));
-                        v[2 * j + 1] = _mm256_madd_epi16(ones, _mm256_maddubs_epi16(hi[j], yh));
+                        let pl = _mm256_madd_epi16(
+                            _mm256_maddubs_epi16(lo, yl),
+                            _mm256_shuffle_epi8(scales, _mm256_set1_epi16(sl)),
+                        );
+                        let ph = _mm256_madd_epi16(
+                            _mm256_maddubs_epi16(hi, yh),
+                            _mm256_shuffle_epi8(scales, _mm256_set1_epi16(sh)),
+                        );
+                        *vj = _mm256_add_epi32(pl, ph);
                     }
                 }
-                let mut sub = [0i32; 8];
-                // SAFETY: 32 writable bytes.
-                unsafe {
-                    _mm256_storeu_si256(sub.as_mut_ptr() as *mut __m256i, hsum8x8(v));
+                // SAFETY: `bsums` has 16 i16.
+                let bs = unsafe { _mm256_loadu_si256(yb.bsums.as_ptr() as *const __m256i) };
+                let q8s =
+                    _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+                // Lane p: mins[2p]·bsum32[2p] + mins[2p+1]·bsum32[2p+1].
+                let pmin = _mm_madd_epi16(mins, q8s);
+                let dd = dw * yb.d;
+                let dm = dmin * yb.d;
+                if pairs[r] {
+                    let isum = hsum4(v);
+                    let mut imin = [0i32; 4];
+                    // SAFETY: 16 writable bytes.
+                    unsafe { _mm_storeu_si128(imin.as_mut_ptr() as *mut __m128i, pmin) };
+                    for pi in 0..4 {
+                        acc[r] = (isum[pi] as f32).mul_add(dd, acc[r]);
+                        accm[r] = (imin[pi] as f32).mul_add(dm, accm[r]);
+                    }
+                } else {
+                    let t = _mm256_add_epi32(
+                        _mm256_add_epi32(v[0], v[1]),
+                        _mm256_add_epi32(v[2], v[3]),
+                    );
+                    let isum = hsum_i32(t);
+                    let m2 = _mm_add_epi32(pmin, _mm_unpackhi_epi64(pmin, pmin));
+                    let imin = _mm_cvtsi128_si32(_mm_add_epi32(m2, _mm_shuffle_epi32(m2, 0b01)));
+                    acc[r] = (isum as f32).mul_add(dd, acc[r]);
+                    accm[r] = (imin as f32).mul_add(dm, accm[r]);
                 }
-                q4k_block_acc(wb, yb, &sub, pairs[r], &mut acc[r], &mut accm[r]);
             }
         }
         let mut out = [0.0f32; R];
@@ -281,87 +341,209 @@ pub mod x86 {
         out
     }
 
-    /// `ggml_vec_dot_q6_K_q8_K` (AVX2 branch) or, with `tiled`, the tiled
-    /// kernel; same result as [`super::dot_q6_k_scalar`].
+    /// Q4_K scales/mins of one block, unpacked as ggml does: 16 u16 (8 scales, 8 mins).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn q4k_mins_scales(wb: &[u8]) -> __m256i {
+        // SAFETY: bytes 4..16 of the block.
+        let u = |i: usize| unsafe {
+            std::ptr::read_unaligned(wb.as_ptr().add(4 + 4 * i) as *const u32).to_le()
+        };
+        let (u0, u1, u2) = (u(0), u(1), u(2));
+        const KM1: u32 = 0x3f3f_3f3f;
+        const KM2: u32 = 0x0f0f_0f0f;
+        const KM3: u32 = 0x0303_0303;
+        let t3 = ((u2 >> 4) & KM2) | (((u1 >> 6) & KM3) << 4);
+        let t2 = u1 & KM1;
+        let t1 = (u2 & KM2) | (((u0 >> 6) & KM3) << 4);
+        let t0 = u0 & KM1;
+        _mm256_cvtepu8_epi16(_mm_set_epi32(t3 as i32, t2 as i32, t1 as i32, t0 as i32))
+    }
+
+    /// 8 consecutive Q4_K weight rows (`row_bytes` apart) against one Q8_K
+    /// activation row in the gemv order; lane `i` of the result equals
+    /// [`super::dot_q4_k_scalar`]`(row i, y, false)` (the same FMAs, one
+    /// lane per row).
     ///
     /// # Safety
-    /// The CPU must support AVX2, FMA and F16C; `w` holds `y.len()` Q6_K blocks.
+    /// The CPU must support AVX2, FMA and F16C; `w` holds 8 rows of
+    /// `y.len()` Q4_K blocks each, `row_bytes` apart.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn dot_q6_k(w: &[u8], y: &[BlockQ8K], tiled: bool) -> f32 {
-        debug_assert!(w.len() >= y.len() * Q6_K_BYTES);
-        let mut tacc = 0.0f32;
+    pub unsafe fn dot_q4_k_gemv8(w: &[u8], row_bytes: usize, y: &[BlockQ8K]) -> [f32; 8] {
+        debug_assert!(w.len() >= 7 * row_bytes + y.len() * Q4_K_BYTES);
+        let m4 = _mm256_set1_epi8(0x0F);
+        let mut acc = _mm256_setzero_ps();
+        let mut accm = _mm256_setzero_ps();
+        for (b, yb) in y.iter().enumerate() {
+            let p = yb.qs.as_ptr();
+            // SAFETY: `bsums` has 16 i16.
+            let bs = unsafe { _mm256_loadu_si256(yb.bsums.as_ptr() as *const __m256i) };
+            let q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+            let yd = _mm256_set1_ps(yb.d);
+            let mut t = [_mm256_setzero_si256(); 8];
+            let mut pm = [_mm_setzero_si128(); 8];
+            let mut dbits = [0u16; 8];
+            let mut mbits = [0u16; 8];
+            for i in 0..8 {
+                let at = i * row_bytes + b * Q4_K_BYTES;
+                let wb = &w[at..at + Q4_K_BYTES];
+                dbits[i] = u16::from_le_bytes([wb[0], wb[1]]);
+                mbits[i] = u16::from_le_bytes([wb[2], wb[3]]);
+                let ms = q4k_mins_scales(wb);
+                let sc128 = _mm256_castsi256_si128(ms);
+                let scales = _mm256_set_m128i(sc128, sc128);
+                pm[i] = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), q8s);
+                let mut v = _mm256_setzero_si256();
+                for j in 0..4 {
+                    let sl = (4 * j as i16) | ((4 * j as i16 + 1) << 8);
+                    let sh = (4 * j as i16 + 2) | ((4 * j as i16 + 3) << 8);
+                    // SAFETY: `wb` is one whole block; `qs` has 256 bytes.
+                    unsafe {
+                        let raw =
+                            _mm256_loadu_si256(wb.as_ptr().add(16 + 32 * j) as *const __m256i);
+                        let lo = _mm256_and_si256(raw, m4);
+                        let hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                        let yl = _mm256_loadu_si256(p.add(64 * j) as *const __m256i);
+                        let yh = _mm256_loadu_si256(p.add(64 * j + 32) as *const __m256i);
+                        let pl = _mm256_madd_epi16(
+                            _mm256_maddubs_epi16(lo, yl),
+                            _mm256_shuffle_epi8(scales, _mm256_set1_epi16(sl)),
+                        );
+                        let ph = _mm256_madd_epi16(
+                            _mm256_maddubs_epi16(hi, yh),
+                            _mm256_shuffle_epi8(scales, _mm256_set1_epi16(sh)),
+                        );
+                        v = _mm256_add_epi32(v, _mm256_add_epi32(pl, ph));
+                    }
+                }
+                t[i] = v;
+            }
+            let isum = hsum8x8(t);
+            let lo4 = _mm_hadd_epi32(_mm_hadd_epi32(pm[0], pm[1]), _mm_hadd_epi32(pm[2], pm[3]));
+            let hi4 = _mm_hadd_epi32(_mm_hadd_epi32(pm[4], pm[5]), _mm_hadd_epi32(pm[6], pm[7]));
+            let imin = _mm256_set_m128i(hi4, lo4);
+            // SAFETY: 16 readable bytes each.
+            let (dw, dm) = unsafe {
+                (
+                    _mm256_cvtph_ps(_mm_loadu_si128(dbits.as_ptr() as *const __m128i)),
+                    _mm256_cvtph_ps(_mm_loadu_si128(mbits.as_ptr() as *const __m128i)),
+                )
+            };
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, yd), acc);
+            accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin), _mm256_mul_ps(dm, yd), accm);
+        }
+        let mut out = [0.0f32; 8];
+        // SAFETY: 32 writable bytes.
+        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), _mm256_sub_ps(acc, accm)) };
+        out
+    }
+
+    /// 8 vectors of 8 i32 → their 8 horizontal sums (exact).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn hsum8x8(v: [__m256i; 8]) -> __m256i {
+        let h01 = _mm256_hadd_epi32(v[0], v[1]);
+        let h23 = _mm256_hadd_epi32(v[2], v[3]);
+        let h45 = _mm256_hadd_epi32(v[4], v[5]);
+        let h67 = _mm256_hadd_epi32(v[6], v[7]);
+        let a = _mm256_hadd_epi32(h01, h23);
+        let b = _mm256_hadd_epi32(h45, h67);
+        _mm256_add_epi32(
+            _mm256_permute2x128_si256(a, b, 0x20),
+            _mm256_permute2x128_si256(a, b, 0x31),
+        )
+    }
+
+    /// One Q6_K weight row against `R` Q8_K activation rows: with `tiled`
+    /// the tiled kernel's order, else `ggml_vec_dot_q6_K_q8_K`'s (AVX2
+    /// branch); same results as [`super::dot_q6_k_scalar`].
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, FMA and F16C; `w` holds `ys[r].len()` Q6_K
+    /// blocks and all `ys` have the same length.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_q6_k_rows<const R: usize>(
+        w: &[u8],
+        ys: [&[BlockQ8K]; R],
+        tiled: bool,
+    ) -> [f32; R] {
+        let nb = ys[0].len();
+        debug_assert!(w.len() >= nb * Q6_K_BYTES);
         let m3 = _mm256_set1_epi8(3);
         let m15 = _mm256_set1_epi8(15);
-        let mut acc = _mm256_setzero_ps();
-        for (b, yb) in y.iter().enumerate() {
-            // SAFETY: block `b` of `w` is 210 readable bytes; `yb` is a whole block.
-            unsafe {
-                let x = w.as_ptr().add(b * Q6_K_BYTES);
-                let dw = super::f16_at(std::slice::from_raw_parts(x, Q6_K_BYTES), 208);
-                let d = yb.d * dw;
-                let mut q4 = x;
-                let mut qh = x.add(128);
-                let mut q8 = yb.qs.as_ptr();
-                let q8sums = _mm256_loadu_si256(yb.bsums.as_ptr() as *const __m256i);
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut tacc = [0.0f32; R];
+        for b in 0..nb {
+            let wb = &w[b * Q6_K_BYTES..(b + 1) * Q6_K_BYTES];
+            let dw = f16_at(wb, 208);
+            let x = wb.as_ptr();
+            let mut q = [_mm256_setzero_si256(); 8];
+            let mut scv = [_mm256_setzero_si256(); 8];
+            // SAFETY: `wb` is one whole block (210 bytes).
+            let scales_16 = unsafe {
                 let scales = _mm_loadu_si128(x.add(192) as *const __m128i);
-                let scales_16 = _mm256_cvtepi8_epi16(scales);
-                let q8sclsub = _mm256_slli_epi32(_mm256_madd_epi16(q8sums, scales_16), 5);
-                let mut sumi = _mm256_setzero_si256();
-                let mut is = 0;
-                for _ in 0..2 {
-                    let b1 = _mm256_loadu_si256(q4 as *const __m256i);
-                    let b2 = _mm256_loadu_si256(q4.add(32) as *const __m256i);
-                    q4 = q4.add(64);
-                    let bh = _mm256_loadu_si256(qh as *const __m256i);
-                    qh = qh.add(32);
+                for j in 0..2 {
+                    let b1 = _mm256_loadu_si256(x.add(64 * j) as *const __m256i);
+                    let b2 = _mm256_loadu_si256(x.add(64 * j + 32) as *const __m256i);
+                    let bh = _mm256_loadu_si256(x.add(128 + 32 * j) as *const __m256i);
                     let h0 = _mm256_slli_epi16(_mm256_and_si256(bh, m3), 4);
                     let h1 = _mm256_slli_epi16(_mm256_and_si256(bh, _mm256_set1_epi8(12)), 2);
                     let h2 = _mm256_and_si256(bh, _mm256_set1_epi8(48));
                     let h3 = _mm256_srli_epi16(_mm256_and_si256(bh, _mm256_set1_epi8(-64)), 2);
-                    let v0 = _mm256_or_si256(_mm256_and_si256(b1, m15), h0);
-                    let v1 = _mm256_or_si256(_mm256_and_si256(b2, m15), h1);
-                    let v2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15), h2);
-                    let v3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15), h3);
-                    let y0 = _mm256_loadu_si256(q8 as *const __m256i);
-                    let y1 = _mm256_loadu_si256(q8.add(32) as *const __m256i);
-                    let y2 = _mm256_loadu_si256(q8.add(64) as *const __m256i);
-                    let y3 = _mm256_loadu_si256(q8.add(96) as *const __m256i);
-                    q8 = q8.add(128);
-                    let sc = |i: i32| {
-                        let lo = (2 * i) as i8;
-                        let hi = (2 * i + 1) as i8;
-                        let mask = _mm_set_epi8(
-                            hi, hi, hi, hi, hi, hi, hi, hi, lo, lo, lo, lo, lo, lo, lo, lo,
-                        );
-                        _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, mask))
-                    };
-                    let p0 = _mm256_madd_epi16(sc(is), _mm256_maddubs_epi16(v0, y0));
-                    let p1 = _mm256_madd_epi16(sc(is + 1), _mm256_maddubs_epi16(v1, y1));
-                    let p2 = _mm256_madd_epi16(sc(is + 2), _mm256_maddubs_epi16(v2, y2));
-                    let p3 = _mm256_madd_epi16(sc(is + 3), _mm256_maddubs_epi16(v3, y3));
-                    is += 4;
-                    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
-                    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p2, p3));
+                    q[4 * j] = _mm256_or_si256(_mm256_and_si256(b1, m15), h0);
+                    q[4 * j + 1] = _mm256_or_si256(_mm256_and_si256(b2, m15), h1);
+                    q[4 * j + 2] =
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15), h2);
+                    q[4 * j + 3] =
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15), h3);
                 }
-                sumi = _mm256_sub_epi32(sumi, q8sclsub);
-                if tiled {
-                    let s = _mm_add_epi32(
-                        _mm256_castsi256_si128(sumi),
-                        _mm256_extracti128_si256(sumi, 1),
+                for (c, s) in scv.iter_mut().enumerate() {
+                    let lo = (2 * c) as i8;
+                    let hi = (2 * c + 1) as i8;
+                    let mask = _mm_set_epi8(
+                        hi, hi, hi, hi, hi, hi, hi, hi, lo, lo, lo, lo, lo, lo, lo, lo,
                     );
-                    let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-                    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01));
-                    let s1 = _mm_cvtsi128_si32(s);
-                    tacc = (s1 as f32 * dw).mul_add(yb.d, tacc);
-                } else {
-                    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+                    *s = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, mask));
+                }
+                _mm256_cvtepi8_epi16(scales)
+            };
+            for r in 0..R {
+                // SAFETY: every `ys[r]` has `nb` blocks; `qs` has 256 bytes.
+                unsafe {
+                    let yb = ys[r].get_unchecked(b);
+                    let p = yb.qs.as_ptr();
+                    let q8sums = _mm256_loadu_si256(yb.bsums.as_ptr() as *const __m256i);
+                    let q8sclsub = _mm256_slli_epi32(_mm256_madd_epi16(q8sums, scales_16), 5);
+                    let mut v = [_mm256_setzero_si256(); 8];
+                    for c in 0..8 {
+                        let y = _mm256_loadu_si256(p.add(32 * c) as *const __m256i);
+                        v[c] = _mm256_madd_epi16(scv[c], _mm256_maddubs_epi16(q[c], y));
+                    }
+                    let mut sumi = _mm256_add_epi32(
+                        _mm256_add_epi32(
+                            _mm256_add_epi32(v[0], v[1]),
+                            _mm256_add_epi32(v[2], v[3]),
+                        ),
+                        _mm256_add_epi32(
+                            _mm256_add_epi32(v[4], v[5]),
+                            _mm256_add_epi32(v[6], v[7]),
+                        ),
+                    );
+                    sumi = _mm256_sub_epi32(sumi, q8sclsub);
+                    if tiled {
+                        tacc[r] = (hsum_i32(sumi) as f32 * dw).mul_add(yb.d, tacc[r]);
+                    } else {
+                        let d = yb.d * dw;
+                        acc[r] =
+                            _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[r]);
+                    }
                 }
             }
         }
-        if tiled {
-            tacc
-        } else {
-            hsum8(acc)
+        let mut out = [0.0f32; R];
+        for r in 0..R {
+            out[r] = if tiled { tacc[r] } else { hsum8(acc[r]) };
         }
+        out
     }
 }

@@ -1,0 +1,168 @@
+//! Q4_K weights regrouped for AVX-512 VNNI: 16 weight rows side by side, so
+//! one `vpdpbusd` computes 4-element dot products for 16 rows at once.
+//!
+//! Only the integer partial sums are computed differently; per row (one
+//! vector lane each) the float operations are exactly those of
+//! [`super::kquants::dot_q4_k_scalar`] (ggml's repacked gemv/gemm order).
+
+use half::f16;
+
+use super::kquants::{q4k_scales_mins, Q4_K_BYTES};
+use super::q8k::BlockQ8K;
+
+/// Rows per tile.
+pub const TILE_ROWS: usize = 16;
+
+/// One tile: 16 rows × one 256-element block.
+#[derive(Clone)]
+#[repr(C, align(64))]
+pub struct Tile {
+    /// `[pair p][group g][row c][4 bytes]`: bytes `32p + 4g .. 32p + 4g + 4`
+    /// of row `c`'s packed nibbles (low nibble: sub-block `2p`, high: `2p + 1`).
+    pub qs: [[u8; TILE_ROWS * 4]; 32],
+    pub scales: [[i32; TILE_ROWS]; 8],
+    pub mins: [[i32; TILE_ROWS]; 8],
+    pub d: [f32; TILE_ROWS],
+    pub dmin: [f32; TILE_ROWS],
+}
+
+/// All tiles of a `[n, k]` Q4_K matrix (`n` a multiple of 16), row group
+/// major: tile `(group, block)` at `group * blocks + block`.
+pub struct Q4KTiles {
+    pub tiles: Vec<Tile>,
+    pub blocks: usize,
+}
+
+/// Whether this CPU runs [`x86::gemv_tile`].
+pub fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vnni")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+impl Q4KTiles {
+    pub fn new(w: &[u8], n: usize, k: usize) -> Self {
+        assert_eq!(n % TILE_ROWS, 0);
+        let blocks = k / 256;
+        let row_bytes = blocks * Q4_K_BYTES;
+        let mut tiles = Vec::with_capacity(n / TILE_ROWS * blocks);
+        for g in 0..n / TILE_ROWS {
+            for b in 0..blocks {
+                let mut t = Tile {
+                    qs: [[0; TILE_ROWS * 4]; 32],
+                    scales: [[0; TILE_ROWS]; 8],
+                    mins: [[0; TILE_ROWS]; 8],
+                    d: [0.0; TILE_ROWS],
+                    dmin: [0.0; TILE_ROWS],
+                };
+                for c in 0..TILE_ROWS {
+                    let at = (g * TILE_ROWS + c) * row_bytes + b * Q4_K_BYTES;
+                    let wb = &w[at..at + Q4_K_BYTES];
+                    t.d[c] = f16::from_bits(u16::from_le_bytes([wb[0], wb[1]])).to_f32();
+                    t.dmin[c] = f16::from_bits(u16::from_le_bytes([wb[2], wb[3]])).to_f32();
+                    let (sc, mn) = q4k_scales_mins(&wb[4..16]);
+                    for s in 0..8 {
+                        t.scales[s][c] = sc[s] as i32;
+                        t.mins[s][c] = mn[s] as i32;
+                    }
+                    for pg in 0..32 {
+                        t.qs[pg][4 * c..4 * c + 4].copy_from_slice(&wb[16 + 4 * pg..20 + 4 * pg]);
+                    }
+                }
+                tiles.push(t);
+            }
+        }
+        Self { tiles, blocks }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+// The AVX-512 intrinsics are stable since Rust 1.89; candle-core 0.11.1 (its
+// own x86 repack kernels) already needs them, so no supported build is older.
+#[allow(clippy::incompatible_msrv)]
+pub mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::{BlockQ8K, Tile};
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    fn bcast4(qs: &[i8; 256], at: usize) -> __m512i {
+        // SAFETY: `at + 4 <= 256` for every caller.
+        let v = unsafe { std::ptr::read_unaligned(qs.as_ptr().add(at) as *const i32) };
+        _mm512_set1_epi32(v)
+    }
+
+    /// 16 rows (one row group's `tiles`, one per block) against one Q8_K
+    /// row; `pairs`: ggml's gemm order (an FMA per pair of sub-blocks),
+    /// else its gemv order (an FMA per block).
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F/BW/VNNI; `tiles.len() == y.len()`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub unsafe fn gemv_tile(tiles: &[Tile], y: &[BlockQ8K], pairs: bool) -> [f32; 16] {
+        let mask = _mm512_set1_epi8(0x0F);
+        let mut acc = _mm512_setzero_ps();
+        let mut accm = _mm512_setzero_ps();
+        for (t, yb) in tiles.iter().zip(y) {
+            let yd = _mm512_set1_ps(yb.d);
+            // SAFETY: 64-byte aligned tile fields.
+            let (dd, dm) = unsafe {
+                (
+                    _mm512_mul_ps(_mm512_load_ps(t.d.as_ptr()), yd),
+                    _mm512_mul_ps(_mm512_load_ps(t.dmin.as_ptr()), yd),
+                )
+            };
+            let mut isum_blk = _mm512_setzero_si512();
+            let mut imin_blk = _mm512_setzero_si512();
+            for p in 0..4 {
+                let mut ia = _mm512_setzero_si512();
+                let mut ib = _mm512_setzero_si512();
+                for g in 0..8 {
+                    // SAFETY: `qs[8p + g]` is 64 readable bytes.
+                    let w = unsafe { _mm512_loadu_si512(t.qs[8 * p + g].as_ptr() as *const _) };
+                    let lo = _mm512_and_si512(w, mask);
+                    let hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), mask);
+                    ia = _mm512_dpbusd_epi32(ia, lo, bcast4(&yb.qs, 64 * p + 4 * g));
+                    ib = _mm512_dpbusd_epi32(ib, hi, bcast4(&yb.qs, 64 * p + 32 + 4 * g));
+                }
+                let (a, b) = (2 * p, 2 * p + 1);
+                // SAFETY: 64-byte aligned rows of 16 i32.
+                let (sa, sb, ma, mb) = unsafe {
+                    (
+                        _mm512_load_si512(t.scales[a].as_ptr() as *const _),
+                        _mm512_load_si512(t.scales[b].as_ptr() as *const _),
+                        _mm512_load_si512(t.mins[a].as_ptr() as *const _),
+                        _mm512_load_si512(t.mins[b].as_ptr() as *const _),
+                    )
+                };
+                let b32 = |j: usize| yb.bsums[2 * j] as i32 + yb.bsums[2 * j + 1] as i32;
+                let isum = _mm512_add_epi32(_mm512_mullo_epi32(sa, ia), _mm512_mullo_epi32(sb, ib));
+                let imin = _mm512_add_epi32(
+                    _mm512_mullo_epi32(ma, _mm512_set1_epi32(b32(a))),
+                    _mm512_mullo_epi32(mb, _mm512_set1_epi32(b32(b))),
+                );
+                if pairs {
+                    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dd, acc);
+                    accm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), dm, accm);
+                } else {
+                    isum_blk = _mm512_add_epi32(isum_blk, isum);
+                    imin_blk = _mm512_add_epi32(imin_blk, imin);
+                }
+            }
+            if !pairs {
+                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum_blk), dd, acc);
+                accm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin_blk), dm, accm);
+            }
+        }
+        let mut out = [0.0f32; 16];
+        // SAFETY: 64 writable bytes.
+        unsafe { _mm512_storeu_ps(out.as_mut_ptr(), _mm512_sub_ps(acc, accm)) };
+        out
+    }
+}
