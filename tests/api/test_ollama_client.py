@@ -84,3 +84,15 @@ def test_errors_raise_response_error(client):
     with pytest.raises(ollama.ResponseError) as e:
         client.generate(model=MODEL, prompt="word " * 9000)
     assert e.value.status_code == 400
+
+
+def test_per_request_template_is_a_jinja_chat_template(client):
+    template = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}<|im_start|>assistant\nThe answer is:"
+    opts = {"num_predict": 6, "temperature": 0}
+    r = client.generate(model=MODEL, prompt="What is 2+2?", template=template, options=opts)
+    rendered = "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\nThe answer is:"
+    raw = client.generate(model=MODEL, prompt=rendered, raw=True, options=opts)
+    assert r.response == raw.response
+    with pytest.raises(ollama.ResponseError) as e:
+        client.generate(model=MODEL, prompt="hi", template="{% if %}")
+    assert e.value.status_code == 400

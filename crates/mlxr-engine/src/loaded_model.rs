@@ -59,6 +59,16 @@ impl LoadedModel {
         Ok(())
     }
 
+    /// The prompt `messages` become with another chat template (Jinja),
+    /// e.g. one given with a single request.
+    pub fn render_chat_with(
+        &self,
+        source: &str,
+        messages: &[ChatMessage],
+    ) -> Result<String, EngineError> {
+        Ok(template_for(&self.tokenizer, source)?.render(messages, true)?)
+    }
+
     /// The prompt a chat request becomes, as text.
     pub fn render_chat(&self, messages: &[ChatMessage]) -> Result<String, EngineError> {
         Ok(self.template.render(messages, true)?)

@@ -64,7 +64,7 @@ impl ModelSpec {
             kind,
             path: path.to_path_buf(),
             digest: String::new(),
-            size: meta.len(),
+            size: disk_size(path),
             modified_at,
             template: None,
             system: None,
@@ -97,6 +97,14 @@ impl ModelSpec {
             license: r.license,
             details: r.details,
         })
+    }
+}
+
+/// Bytes of a file, or of every file under a folder.
+fn disk_size(path: &Path) -> u64 {
+    match std::fs::read_dir(path) {
+        Ok(entries) => entries.flatten().map(|e| disk_size(&e.path())).sum(),
+        Err(_) => std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
     }
 }
 

@@ -109,6 +109,8 @@ pub struct ModelManager {
     context_size: Option<usize>,
     default_keep_alive: KeepAlive,
     max_loaded: usize,
+    /// Bytes all loaded models may take (weights plus KV cache), if capped.
+    max_memory: Option<u64>,
     loaded: Mutex<HashMap<String, Loaded>>,
     /// Loads in progress (`/health` answers 503 meanwhile).
     loading: std::sync::atomic::AtomicUsize,
@@ -142,8 +144,24 @@ impl ModelManager {
             context_size,
             default_keep_alive,
             max_loaded: max_loaded.max(1),
+            max_memory: None,
             loaded: Mutex::new(HashMap::new()),
             loading: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// Caps the memory of loaded models: least recently used ones unload
+    /// to make room, and a model larger than the cap is refused.
+    pub fn with_max_memory(mut self, bytes: Option<u64>) -> Self {
+        self.max_memory = bytes;
+        self
+    }
+
+    /// Weights plus the KV cache a generation engine allocates.
+    fn memory_estimate(&self, spec: &ModelSpec) -> u64 {
+        match spec.kind {
+            ModelKind::Generate => spec.size + self.engine_config.kv_budget.bytes(),
+            ModelKind::Embed => spec.size,
         }
     }
 
@@ -220,13 +238,29 @@ impl ModelManager {
         let mut loaded = self.loaded.lock().await;
         let started = Instant::now();
         if !loaded.contains_key(&key) {
-            while loaded.len() >= self.max_loaded {
+            let needed = self.memory_estimate(&spec);
+            if let Some(cap) = self.max_memory {
+                if needed > cap {
+                    return Err(ApiError::bad_request(format!(
+                        "model '{name}' needs about {} MiB (weights and KV cache) but the server \
+                         may hold {} MiB of models (--max-loaded-memory)",
+                        needed >> 20,
+                        cap >> 20
+                    )));
+                }
+            }
+            let over = |loaded: &HashMap<String, Loaded>| {
+                let held: u64 = loaded.values().map(|l| self.memory_estimate(&l.spec)).sum();
+                loaded.len() >= self.max_loaded
+                    || self.max_memory.is_some_and(|cap| held + needed > cap)
+            };
+            while !loaded.is_empty() && over(&loaded) {
                 let oldest = loaded
                     .iter()
                     .min_by_key(|(_, l)| l.last_used)
                     .map(|(k, _)| k.clone())
                     .expect("non-empty");
-                tracing::info!(model = %oldest, "unloading (too many models loaded)");
+                tracing::info!(model = %oldest, "unloading (model count or memory cap reached)");
                 loaded.remove(&oldest);
             }
             let backend = self.load(&spec).await?;

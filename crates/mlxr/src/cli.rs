@@ -143,6 +143,10 @@ pub struct ServeArgs {
     /// Models loaded at once; the least recently used one is unloaded first.
     #[arg(long, default_value_t = 2)]
     pub max_loaded_models: usize,
+    /// Memory all loaded models may take, weights plus KV cache (e.g. 8GiB,
+    /// or 0.5 of RAM); least recently used models unload to make room.
+    #[arg(long, value_name = "SIZE")]
+    pub max_loaded_memory: Option<KvBudget>,
     /// Requests decoded together per model.
     #[arg(long, default_value_t = 16)]
     pub max_num_seqs: usize,

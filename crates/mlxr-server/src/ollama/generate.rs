@@ -148,13 +148,12 @@ pub async fn generate(State(state): State<AppState>, body: Bytes) -> Result<Resp
             ApiError::bad_request("suffix (fill-in-the-middle) is not supported yet").into(),
         );
     }
-    if body.template.as_deref().is_some_and(|s| !s.is_empty()) {
-        return Err(ApiError::bad_request("a per-request template is not supported yet").into());
-    }
-    if body.raw && (body.system.is_some() || body.context.is_some()) {
-        return Err(
-            ApiError::bad_request("raw mode cannot be combined with system or context").into(),
-        );
+    let template = body.template.clone().filter(|t| !t.is_empty());
+    if body.raw && (body.system.is_some() || body.context.is_some() || template.is_some()) {
+        return Err(ApiError::bad_request(
+            "raw mode cannot be combined with system, template or context",
+        )
+        .into());
     }
     let keep_alive = body.common.keep_alive()?;
     let prompt = body.prompt.clone().unwrap_or_default();
@@ -174,14 +173,20 @@ pub async fn generate(State(state): State<AppState>, body: Bytes) -> Result<Resp
         }
         messages.extend(acquired.spec.messages.iter().map(|(r, c)| message(r, c)));
         messages.push(message("user", &prompt));
+        // A per-request template is a Jinja chat template, like a Modelfile's.
+        let render = |messages: &[ChatMessage]| match &template {
+            Some(source) => lm.render_chat_with(source, messages),
+            None => lm.render_chat(messages),
+        };
         match &body.context {
             // Continue an earlier reply: its tokens, then this turn's.
             Some(context) => {
-                let text = lm.render_chat(&messages).map_err(ApiError::from)?;
+                let text = render(&messages).map_err(ApiError::from)?;
                 let mut ids = context.clone();
                 ids.extend(lm.tokenizer.encode(&text, context.is_empty(), true));
                 Prompt::Tokens(ids)
             }
+            None if template.is_some() => Prompt::Raw(render(&messages).map_err(ApiError::from)?),
             None => Prompt::Chat(messages),
         }
     };

@@ -63,13 +63,16 @@ pub fn serve(mut args: ServeArgs) -> Result<()> {
         long_prefill_token_threshold: (args.max_batched_tokens / 2).max(1),
         ..EngineConfig::default()
     };
-    let models = Arc::new(ModelManager::new(
-        Arc::new(catalog),
-        engine,
-        args.ctx_size,
-        keep_alive,
-        args.max_loaded_models,
-    ));
+    let models = Arc::new(
+        ModelManager::new(
+            Arc::new(catalog),
+            engine,
+            args.ctx_size,
+            keep_alive,
+            args.max_loaded_models,
+        )
+        .with_max_memory(args.max_loaded_memory.map(|b| b.bytes())),
+    );
     let config = ServerConfig {
         host: args.host,
         socket: args.socket,

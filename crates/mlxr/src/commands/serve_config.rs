@@ -21,6 +21,7 @@ pub struct ServeFile {
     origins: Option<Vec<String>>,
     keep_alive: Option<String>,
     max_loaded_models: Option<usize>,
+    max_loaded_memory: Option<String>,
     max_num_seqs: Option<usize>,
     max_batched_tokens: Option<usize>,
     threads: Option<usize>,
@@ -96,6 +97,14 @@ pub fn apply(args: &mut ServeArgs, file: ServeFile, given: Option<&ArgMatches>) 
             args.kv_cache_mem = v
                 .parse()
                 .map_err(|e: String| anyhow::anyhow!("kv_cache_mem: {e}"))?;
+        }
+    }
+    if let Some(v) = file.max_loaded_memory {
+        if from_default("max_loaded_memory") {
+            args.max_loaded_memory = Some(
+                v.parse()
+                    .map_err(|e: String| anyhow::anyhow!("max_loaded_memory: {e}"))?,
+            );
         }
     }
     if let Some(v) = file.kv_dtype {
