@@ -240,7 +240,10 @@ impl PagedAttentionOp<'_> {
         #[cfg(target_arch = "x86_64")]
         let wide = super::vector::avx2_fma_available();
         Ok(self.run_items(dims, |scratch, item| {
-            if item.len > 1 && dims.head_dim % 16 == 0 {
+            // Every item that fits the tiled kernel takes it, decode steps
+            // included: a row's result then depends only on its position and
+            // keys, never on how its sequence was chunked or batched.
+            if dims.head_dim % 16 == 0 {
                 return tiled::attend_tile(&self.tile(dims, item, q, k, v), &mut scratch.tile);
             }
             #[cfg(target_arch = "x86_64")]

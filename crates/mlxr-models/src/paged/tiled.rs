@@ -134,7 +134,9 @@ fn attend_tile_portable<T: CacheElement>(tile: &Tile<T>, s: &mut TileScratch) ->
     s.sum.clear();
     s.sum.resize(rp, 0.0);
 
-    let mut from = lo;
+    // Key chunks start at multiples of KC (not at this tile's first visible
+    // key) so each row folds the same chunks whatever tile it is in.
+    let mut from = lo - lo % KC;
     while from <= last_pos {
         let n = KC.min(last_pos + 1 - from);
         tile.keys.convert(from, n, d, &mut s.keys);
