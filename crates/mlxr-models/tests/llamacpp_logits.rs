@@ -168,3 +168,56 @@ fn gemma3_matches_llamacpp() {
         GEMMA3_RELATIVE_LOGIT_TOLERANCE,
     );
 }
+
+/// Prefill (the longest fixture prompt) and decode (64 greedy steps after it)
+/// speed on Gemma 3, for
+/// comparing kernels: run it with and without `MLXR_CANDLE_KQUANTS=1`
+/// (K-quant matmuls through candle's QMatMul instead of src/kernels):
+/// `cargo test --release -p mlxr-models --test llamacpp_logits gemma3_decode_speed -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn gemma3_decode_speed() {
+    let fx = fixture("gemma3");
+    let Some(path) = model_path(&fx.model_file) else {
+        return;
+    };
+    let file = GgufFile::open(&path).unwrap();
+    let model = DecoderModel::load(&file, &Device::Cpu).unwrap();
+    let prompt = &fx
+        .generate
+        .iter()
+        .max_by_key(|c| c.prompt_ids.len())
+        .unwrap()
+        .prompt_ids;
+    let mut best = f64::MAX;
+    let mut best_prefill = f64::MAX;
+    for _round in 0..3 {
+        let mut cache = ContiguousKvCache::new(model.config().n_layers);
+        let t = std::time::Instant::now();
+        let logits = model
+            .forward(prompt, &[SeqChunk::new(0, prompt.len())], &mut cache)
+            .unwrap();
+        best_prefill = best_prefill.min(t.elapsed().as_secs_f64());
+        let mut tok = argmax(&logits.squeeze(0).unwrap().to_vec1::<f32>().unwrap());
+        let t = std::time::Instant::now();
+        for step in 0..64 {
+            let logits = model
+                .forward(&[tok], &[SeqChunk::new(prompt.len() + step, 1)], &mut cache)
+                .unwrap();
+            tok = argmax(&logits.squeeze(0).unwrap().to_vec1::<f32>().unwrap());
+        }
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    eprintln!(
+        "gemma3: prefill {} tokens {:.1} ms; decode {:.2} ms/token ({:.1} tok/s){}",
+        prompt.len(),
+        best_prefill * 1e3,
+        best * 1e3 / 64.0,
+        64.0 / best,
+        if std::env::var_os("MLXR_CANDLE_KQUANTS").is_some() {
+            " [candle K-quants]"
+        } else {
+            ""
+        }
+    );
+}

@@ -131,7 +131,7 @@ pub fn dot_q4_k_scalar(w: &[u8], y: &[BlockQ8K], pairs: bool) -> f32 {
 
 /// The 256 six-bit values of a Q6_K block in element order (unsigned, 0..64).
 #[inline(always)]
-fn q6k_values(wb: &[u8]) -> [u8; QK_K] {
+pub fn q6k_values(wb: &[u8]) -> [u8; QK_K] {
     let ql = &wb[0..128];
     let qh = &wb[128..192];
     let mut v = [0u8; QK_K];

@@ -181,7 +181,7 @@ pub fn matmul(
 fn matmul_with(
     kind: WeightKind,
     w: &[u8],
-    tiles: Option<&q4k_tiles::Q4KTiles>,
+    tiles: Option<&q4k_tiles::Tiles>,
     x: &[f32],
     (m, n, k): (usize, usize, usize),
     out: &mut [f32],
@@ -261,7 +261,7 @@ fn matmul_with(
 fn kquant_matmul(
     kind: WeightKind,
     w: &[u8],
-    tiles: Option<&q4k_tiles::Q4KTiles>,
+    tiles: Option<&q4k_tiles::Tiles>,
     x: &[f32],
     (m, n, k): (usize, usize, usize),
     out: &mut [f32],
@@ -315,8 +315,8 @@ fn kquant_matmul(
     if simd && kind == WeightKind::Q4K && n % q4k_tiles::TILE_ROWS == 0 && q4k_tiles::available() {
         let local;
         let tiles = match tiles {
-            Some(t) => t,
-            None => {
+            Some(q4k_tiles::Tiles::Q4K(t)) => t,
+            _ => {
                 local = q4k_tiles::Q4KTiles::new(w, n, k);
                 &local
             }
@@ -339,6 +339,37 @@ fn kquant_matmul(
                     // SAFETY: `available()` checked the CPU features; `gt`
                     // has one tile per activation block.
                     let v = unsafe { q4k_tiles::x86::gemv_tile(gt, xrow(tok), tok < m4) };
+                    for (i, v) in v.into_iter().enumerate() {
+                        // SAFETY: in bounds; only this thread owns rows of group g.
+                        unsafe { out_ptr.write(tok * n + g * q4k_tiles::TILE_ROWS + i, v) };
+                    }
+                }
+            }
+        });
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if simd && tiled && n % q4k_tiles::TILE_ROWS == 0 && q4k_tiles::available() {
+        let local;
+        let tiles = match tiles {
+            Some(q4k_tiles::Tiles::Q6K(t)) => t,
+            _ => {
+                local = q4k_tiles::Q6KTiles::new(w, n, k);
+                &local
+            }
+        };
+        let groups = n / q4k_tiles::TILE_ROWS;
+        let n_threads = n_threads.min(groups);
+        let per_thread = groups.div_ceil(n_threads);
+        candle_core::cpu::kernels::par_for_each(n_threads, |t| {
+            let lo = (t * per_thread).min(groups);
+            let hi = ((t + 1) * per_thread).min(groups);
+            for g in lo..hi {
+                let gt = &tiles.tiles[g * kb..(g + 1) * kb];
+                for tok in 0..m {
+                    // SAFETY: `available()` checked the CPU features; `gt`
+                    // has one tile per activation block.
+                    let v = unsafe { q4k_tiles::x86::q6k_tiled_tile(gt, xrow(tok)) };
                     for (i, v) in v.into_iter().enumerate() {
                         // SAFETY: in bounds; only this thread owns rows of group g.
                         unsafe { out_ptr.write(tok * n + g * q4k_tiles::TILE_ROWS + i, v) };
@@ -433,7 +464,7 @@ fn kquant_matmul(
 /// `x · Wᵀ` as a candle op for `W` in Q4_1/Q5_0/Q8_0 on the CPU.
 pub struct QuantMatMul {
     w: Arc<QTensor>,
-    tiles: Option<q4k_tiles::Q4KTiles>,
+    tiles: Option<q4k_tiles::Tiles>,
     kind: WeightKind,
     n: usize,
     k: usize,
@@ -445,6 +476,10 @@ impl QuantMatMul {
     /// Q4_K, `n` a multiple of 8: otherwise ggml does not repack it).
     pub fn new(w: Arc<QTensor>) -> Option<Self> {
         let kind = WeightKind::from_dtype(w.dtype())?;
+        // Debug/benchmark switch: K-quants through candle's QMatMul instead.
+        if kind.is_k_quant() && std::env::var_os("MLXR_CANDLE_KQUANTS").is_some() {
+            return None;
+        }
         if !w.device().is_cpu() {
             return None;
         }
@@ -454,10 +489,17 @@ impl QuantMatMul {
         if k % kind.block_elems() != 0 || (kind == WeightKind::Q4K && n % 8 != 0) {
             return None;
         }
-        let tiles =
-            (kind == WeightKind::Q4K && n % q4k_tiles::TILE_ROWS == 0 && q4k_tiles::available())
-                .then(|| Some(q4k_tiles::Q4KTiles::new(&w.data().ok()?, n, k)))
-                .flatten();
+        let tiles = if kind.is_k_quant() && n % q4k_tiles::TILE_ROWS == 0 && q4k_tiles::available()
+        {
+            let data = w.data().ok()?;
+            Some(if kind == WeightKind::Q4K {
+                q4k_tiles::Tiles::Q4K(q4k_tiles::Q4KTiles::new(&data, n, k))
+            } else {
+                q4k_tiles::Tiles::Q6K(q4k_tiles::Q6KTiles::new(&data, n, k))
+            })
+        } else {
+            None
+        };
         Some(Self {
             w,
             tiles,
@@ -729,11 +771,12 @@ mod tests {
 
     #[test]
     fn k_quants_simd_equals_scalar_and_are_close_to_candle() {
-        for m in [1, 2, 5, 19] {
+        for m in [1, 2, 5, 8, 19] {
             check_k(WeightKind::Q4K, GgmlDType::Q4K, (m, 40, 512));
             // n a multiple of 16: the AVX-512 VNNI tile path where available.
             check_k(WeightKind::Q4K, GgmlDType::Q4K, (m, 48, 768));
             check_k(WeightKind::Q6K, GgmlDType::Q6K, (m, 36, 768));
+            check_k(WeightKind::Q6K, GgmlDType::Q6K, (m, 32, 512));
         }
     }
 

@@ -1,13 +1,15 @@
-//! Q4_K weights regrouped for AVX-512 VNNI: 16 weight rows side by side, so
-//! one `vpdpbusd` computes 4-element dot products for 16 rows at once.
+//! Q4_K and Q6_K weights regrouped for AVX-512 VNNI: 16 weight rows side by
+//! side, so one `vpdpbusd` computes 4-element dot products for 16 rows at once.
 //!
 //! Only the integer partial sums are computed differently; per row (one
 //! vector lane each) the float operations are exactly those of
-//! [`super::kquants::dot_q4_k_scalar`] (ggml's repacked gemv/gemm order).
+//! [`super::kquants::dot_q4_k_scalar`] (ggml's repacked gemv/gemm order) and
+//! of [`super::kquants::dot_q6_k_scalar`] with `tiled` (ggml's tiled kernel;
+//! the vec_dot order of short batches has per-row lanes and stays in AVX2).
 
 use half::f16;
 
-use super::kquants::{q4k_scales_mins, Q4_K_BYTES};
+use super::kquants::{q4k_scales_mins, q6k_values, Q4_K_BYTES, Q6_K_BYTES};
 use super::q8k::BlockQ8K;
 
 /// Rows per tile.
@@ -81,6 +83,61 @@ impl Q4KTiles {
     }
 }
 
+/// Regrouped weights of either type.
+pub enum Tiles {
+    Q4K(Q4KTiles),
+    Q6K(Q6KTiles),
+}
+
+/// One Q6_K tile: 16 rows × one 256-element block.
+#[derive(Clone)]
+#[repr(C, align(64))]
+pub struct Tile6 {
+    /// `[sub-block s][group g][row c][4 bytes]`: the six-bit values (0..64) of
+    /// elements `16s + 4g .. 16s + 4g + 4` of row `c`.
+    pub qs: [[u8; TILE_ROWS * 4]; 64],
+    pub scales: [[i32; TILE_ROWS]; 16],
+    pub d: [f32; TILE_ROWS],
+}
+
+/// All tiles of a `[n, k]` Q6_K matrix, laid out like [`Q4KTiles`].
+pub struct Q6KTiles {
+    pub tiles: Vec<Tile6>,
+    pub blocks: usize,
+}
+
+impl Q6KTiles {
+    pub fn new(w: &[u8], n: usize, k: usize) -> Self {
+        assert_eq!(n % TILE_ROWS, 0);
+        let blocks = k / 256;
+        let row_bytes = blocks * Q6_K_BYTES;
+        let mut tiles = Vec::with_capacity(n / TILE_ROWS * blocks);
+        for g in 0..n / TILE_ROWS {
+            for b in 0..blocks {
+                let mut t = Tile6 {
+                    qs: [[0; TILE_ROWS * 4]; 64],
+                    scales: [[0; TILE_ROWS]; 16],
+                    d: [0.0; TILE_ROWS],
+                };
+                for c in 0..TILE_ROWS {
+                    let at = (g * TILE_ROWS + c) * row_bytes + b * Q6_K_BYTES;
+                    let wb = &w[at..at + Q6_K_BYTES];
+                    t.d[c] = f16::from_bits(u16::from_le_bytes([wb[208], wb[209]])).to_f32();
+                    for s in 0..16 {
+                        t.scales[s][c] = wb[192 + s] as i8 as i32;
+                    }
+                    let v = q6k_values(wb);
+                    for sg in 0..64 {
+                        t.qs[sg][4 * c..4 * c + 4].copy_from_slice(&v[4 * sg..4 * sg + 4]);
+                    }
+                }
+                tiles.push(t);
+            }
+        }
+        Self { tiles, blocks }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 // The AVX-512 intrinsics are stable since Rust 1.89; candle-core 0.11.1 (its
 // own x86 repack kernels) already needs them, so no supported build is older.
@@ -88,7 +145,7 @@ impl Q4KTiles {
 pub mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{BlockQ8K, Tile};
+    use super::{BlockQ8K, Tile, Tile6};
 
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
@@ -163,6 +220,39 @@ pub mod x86 {
         let mut out = [0.0f32; 16];
         // SAFETY: 64 writable bytes.
         unsafe { _mm512_storeu_ps(out.as_mut_ptr(), _mm512_sub_ps(acc, accm)) };
+        out
+    }
+
+    /// 16 Q6_K rows against one Q8_K row in the order of ggml's tiled
+    /// kernel: per block `acc = fma(f32(s1) · d_w, d_x, acc)`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F/BW/VNNI; `tiles.len() == y.len()`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub unsafe fn q6k_tiled_tile(tiles: &[Tile6], y: &[BlockQ8K]) -> [f32; 16] {
+        let mut acc = _mm512_setzero_ps();
+        for (t, yb) in tiles.iter().zip(y) {
+            let mut s1 = _mm512_setzero_si512();
+            for s in 0..16 {
+                let mut is = _mm512_setzero_si512();
+                for g in 0..4 {
+                    // SAFETY: `qs[4s + g]` is 64 readable bytes.
+                    let w = unsafe { _mm512_loadu_si512(t.qs[4 * s + g].as_ptr() as *const _) };
+                    is = _mm512_dpbusd_epi32(is, w, bcast4(&yb.qs, 16 * s + 4 * g));
+                }
+                let corr = _mm512_set1_epi32(32 * yb.bsums[s] as i32);
+                // SAFETY: 64-byte aligned row of 16 i32.
+                let sc = unsafe { _mm512_load_si512(t.scales[s].as_ptr() as *const _) };
+                s1 = _mm512_add_epi32(s1, _mm512_mullo_epi32(sc, _mm512_sub_epi32(is, corr)));
+            }
+            // SAFETY: 64-byte aligned.
+            let dw = unsafe { _mm512_load_ps(t.d.as_ptr()) };
+            let f = _mm512_mul_ps(_mm512_cvtepi32_ps(s1), dw);
+            acc = _mm512_fmadd_ps(f, _mm512_set1_ps(yb.d), acc);
+        }
+        let mut out = [0.0f32; 16];
+        // SAFETY: 64 writable bytes.
+        unsafe { _mm512_storeu_ps(out.as_mut_ptr(), acc) };
         out
     }
 }
