@@ -322,9 +322,9 @@ fn kquant_matmul(
             }
         };
         let groups = n / q4k_tiles::TILE_ROWS;
-        // A single decode row is a few microseconds here: waking a second
-        // thread costs about as much.
-        let n_threads = if m * n * k < (2 << 20) {
+        // Only tiny products stay on one thread (measured: single-threaded
+        // decode rows of Gemma's 640x1024 made the whole step slower).
+        let n_threads = if m * n * k < (1 << 16) {
             1
         } else {
             n_threads.min(groups)
