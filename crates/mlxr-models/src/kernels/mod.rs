@@ -801,7 +801,9 @@ mod tests {
     /// Compares against dumps of ggml's own CPU `mul_mat`, committed in
     /// tests/fixtures/ggml-matmul (written by scripts/llamacpp-reference/ggml-matmul-dump.c
     /// against the llama.cpp reference build: `<type>_m<m>.bin` holds u32 type, m, n, k,
-    /// weight blocks, x as f32, y as f32).
+    /// weight blocks, x as f32, y as f32). Q4_K comes from ggml's CPU_REPACK buffer
+    /// (gemm for the first m - m % 4 rows, gemv for the rest, as in llama.cpp); Q6_K
+    /// from a plain buffer (vec_dot below 8 rows, the tiled kernel from 8 on).
     #[test]
     fn bit_identical_to_ggml_dumps() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -815,6 +817,7 @@ mod tests {
                 3 => WeightKind::Q4_1,
                 6 => WeightKind::Q5_0,
                 8 => WeightKind::Q8_0,
+                12 => WeightKind::Q4K,
                 14 => WeightKind::Q6K,
                 t => panic!("{}: ggml type {t}", path.display()),
             };
@@ -843,7 +846,7 @@ mod tests {
             }
             files += 1;
         }
-        assert_eq!(files, 16, "expected 4 weight types x 4 token counts");
+        assert_eq!(files, 20, "expected 5 weight types x 4 token counts");
         eprintln!("{files} ggml dumps matched bit for bit");
     }
 
