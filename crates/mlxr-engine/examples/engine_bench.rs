@@ -149,6 +149,9 @@ fn engine_config(args: &Args, max_num_batched_tokens: usize, prefix_caching: boo
     EngineConfig {
         kv_budget: args.kv_cache_mem,
         max_num_batched_tokens,
+        // As `mlxr serve` sets it: half the step for a running prompt while
+        // others wait (4096 still reads the ~2000-token prompt in one pass).
+        long_prefill_token_threshold: (max_num_batched_tokens / 2).max(1),
         max_num_seqs: max_concurrency.max(64),
         prefix_caching,
         ..EngineConfig::default()

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use candle_core::Device;
 use mlxr_formats::gguf::GgufFile;
-use mlxr_models::DecoderModel;
+use mlxr_models::{DecoderModel, RowOrder};
 use mlxr_template::{ChatMessage, ChatTemplate};
 use mlxr_tokenizer::{TokenId, Tokenizer};
 
@@ -42,7 +42,10 @@ impl LoadedModel {
             Ok(Some(source)) => template_for(&tokenizer, source)?,
             _ => ChatTemplate::fallback(),
         };
-        let model = DecoderModel::load(&file, &Device::Cpu).map_err(model_err)?;
+        // The engine batches requests: each row's arithmetic must not depend on
+        // what else is in the batch (batched equals alone).
+        let model = DecoderModel::load_with_order(&file, &Device::Cpu, RowOrder::Independent)
+            .map_err(model_err)?;
         let trained = model.config().context_length;
         Ok(Self {
             path,

@@ -136,10 +136,13 @@ fn main() {
     let lm_head = if w.contains("output.weight") {
         QLinear::load(&w, "output.weight", cfg.vocab_size, h).unwrap()
     } else {
-        QLinear::from_qtensor(std::sync::Arc::new(
-            w.qtensor("token_embd.weight", &[cfg.vocab_size, h])
-                .unwrap(),
-        ))
+        QLinear::from_qtensor(
+            std::sync::Arc::new(
+                w.qtensor("token_embd.weight", &[cfg.vocab_size, h])
+                    .unwrap(),
+            ),
+            w.row_order(),
+        )
         .unwrap()
     };
     let norm_w = |name: &str, n: usize| vecf(&w.tensor(name, &[n]).unwrap());

@@ -8,6 +8,7 @@ use mlxr_formats::gguf::GgufFile;
 
 use crate::batch::SeqChunk;
 use crate::config::ModelConfig;
+use crate::kernels::RowOrder;
 use crate::kv_cache::KvCache;
 use crate::layers::{Attention, Mlp, QLinear, RmsNorm, Rope};
 use crate::weights::GgufWeights;
@@ -35,9 +36,16 @@ pub struct DecoderModel {
 }
 
 impl DecoderModel {
+    /// Loads with ggml's matmul order: bit-identical to llama.cpp.
     pub fn load(file: &GgufFile, device: &Device) -> Result<Self> {
+        Self::load_with_order(file, device, RowOrder::Ggml)
+    }
+
+    /// Loads with the given matmul order ([`RowOrder::Independent`] for a
+    /// batching engine).
+    pub fn load_with_order(file: &GgufFile, device: &Device, order: RowOrder) -> Result<Self> {
         let config = ModelConfig::from_gguf(file.metadata())?;
-        let w = GgufWeights::new(file, device);
+        let w = GgufWeights::new(file, device).with_row_order(order);
         let (h, eps) = (config.hidden_size, config.rms_norm_eps);
 
         let token_embd = Arc::new(w.qtensor("token_embd.weight", &[config.vocab_size, h])?);
@@ -45,7 +53,7 @@ impl DecoderModel {
         let lm_head = if w.contains("output.weight") {
             QLinear::load(&w, "output.weight", config.vocab_size, h)?
         } else {
-            QLinear::from_qtensor(token_embd.clone())?
+            QLinear::from_qtensor(token_embd.clone(), order)?
         };
 
         let mut ropes: Vec<Rope> = Vec::new();

@@ -17,6 +17,7 @@ pub mod weights;
 pub use batch::SeqChunk;
 pub use config::{Activation, LayerAttention, ModelConfig, RopeStyle};
 pub use decoder::DecoderModel;
+pub use kernels::RowOrder;
 pub use kv_cache::{AttentionSpec, ContiguousKvCache, KvCache};
 pub use paged::{PagedKvStore, PagedKvView};
 

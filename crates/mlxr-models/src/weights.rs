@@ -4,11 +4,13 @@ use candle_core::quantized::{ggml_file::qtensor_from_ggml, GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use mlxr_formats::gguf::{GgmlType, GgufFile};
 
+use crate::kernels::RowOrder;
 use crate::ModelError;
 
 pub struct GgufWeights<'a> {
     file: &'a GgufFile,
     device: Device,
+    row_order: RowOrder,
 }
 
 impl<'a> GgufWeights<'a> {
@@ -16,7 +18,18 @@ impl<'a> GgufWeights<'a> {
         Self {
             file,
             device: device.clone(),
+            row_order: RowOrder::Ggml,
         }
+    }
+
+    /// The arithmetic order the quantized matmuls of these weights use.
+    pub fn with_row_order(mut self, order: RowOrder) -> Self {
+        self.row_order = order;
+        self
+    }
+
+    pub fn row_order(&self) -> RowOrder {
+        self.row_order
     }
 
     pub fn contains(&self, name: &str) -> bool {

@@ -34,8 +34,8 @@ pub use name::ModelName;
 pub use pull::{PullProgress, PullSource};
 pub use pypi::PYTHON_ENV;
 pub use record::{ModelFile, ModelRecord, NewModel};
-pub use safetensors::details as safetensors_details;
 pub use registry::{Registry, BLOBS_DIR, DB_FILE};
+pub use safetensors::details as safetensors_details;
 
 #[cfg(test)]
 mod send_sync {

@@ -161,6 +161,19 @@ impl OutPtr {
     }
 }
 
+/// How a quantized matmul orders each row's float arithmetic.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RowOrder {
+    /// As ggml computes it: for K-quants a row's order depends on how many
+    /// rows share the call (gemm for groups of 4, tiled kernels from 8), so
+    /// results are bit-identical to llama.cpp on the same batch.
+    #[default]
+    Ggml,
+    /// Every row as ggml computes a single token. Results never depend on
+    /// the batch, which a batching engine needs (batched equals alone).
+    Independent,
+}
+
 /// Tokens per tile: their quantized rows stay in L1 while weight rows stream.
 const TOKEN_TILE: usize = 16;
 
@@ -174,10 +187,11 @@ pub fn matmul(
     out: &mut [f32],
     simd: bool,
 ) {
-    matmul_with(kind, w, None, x, (m, n, k), out, simd)
+    matmul_with(kind, w, None, x, (m, n, k), out, simd, RowOrder::Ggml)
 }
 
 /// [`matmul`], with Q4_K weights optionally already in [`q4k_tiles`] form.
+#[allow(clippy::too_many_arguments)]
 fn matmul_with(
     kind: WeightKind,
     w: &[u8],
@@ -186,9 +200,10 @@ fn matmul_with(
     (m, n, k): (usize, usize, usize),
     out: &mut [f32],
     simd: bool,
+    order: RowOrder,
 ) {
     if kind.is_k_quant() {
-        return kquant_matmul(kind, w, tiles, x, (m, n, k), out, simd);
+        return kquant_matmul(kind, w, tiles, x, (m, n, k), out, simd, order);
     }
     assert_eq!(k % QK, 0, "k must be a multiple of {QK}");
     let kb = k / QK;
@@ -257,7 +272,9 @@ fn matmul_with(
 
 /// [`matmul`] for Q4_K/Q6_K weights: activations in Q8_K; for Q4_K the
 /// first `m - m % 4` tokens take ggml's gemm order (and its 4-row quantizer),
-/// the rest its gemv order, as in ggml's repack `forward_mul_mat`.
+/// the rest its gemv order, as in ggml's repack `forward_mul_mat`
+/// ([`RowOrder::Independent`]: every token in the one-token order).
+#[allow(clippy::too_many_arguments)]
 fn kquant_matmul(
     kind: WeightKind,
     w: &[u8],
@@ -266,6 +283,7 @@ fn kquant_matmul(
     (m, n, k): (usize, usize, usize),
     out: &mut [f32],
     simd: bool,
+    order: RowOrder,
 ) {
     use q8k::{BlockQ8K, Q8KFlavor, QK_K};
     assert_eq!(k % QK_K, 0, "k must be a multiple of {QK_K}");
@@ -284,13 +302,14 @@ fn kquant_matmul(
     if m == 0 || n == 0 {
         return;
     }
-    let m4 = if kind == WeightKind::Q4K {
+    let batched = order == RowOrder::Ggml;
+    let m4 = if kind == WeightKind::Q4K && batched {
         m - m % 4
     } else {
         0
     };
     // ggml's tiled K-quant kernel takes non-repacked K-quant weights from 8 tokens on.
-    let tiled = kind == WeightKind::Q6K && m >= 8;
+    let tiled = kind == WeightKind::Q6K && m >= 8 && batched;
     let mut xq = vec![BlockQ8K::default(); m * kb];
     for (t, (row, xrow)) in xq.chunks_exact_mut(kb).zip(x.chunks_exact(k)).enumerate() {
         let flavor = if t < m4 {
@@ -465,6 +484,7 @@ fn kquant_matmul(
 pub struct QuantMatMul {
     w: Arc<QTensor>,
     tiles: Option<q4k_tiles::Tiles>,
+    order: RowOrder,
     kind: WeightKind,
     n: usize,
     k: usize,
@@ -474,7 +494,7 @@ impl QuantMatMul {
     /// `Some` when `w` is a 2-D `[n, k]` Q4_1/Q5_0/Q8_0 tensor on the CPU with `k`
     /// a multiple of 32, or Q4_K/Q6_K with `k` a multiple of 256 (and, for
     /// Q4_K, `n` a multiple of 8: otherwise ggml does not repack it).
-    pub fn new(w: Arc<QTensor>) -> Option<Self> {
+    pub fn new(w: Arc<QTensor>, order: RowOrder) -> Option<Self> {
         let kind = WeightKind::from_dtype(w.dtype())?;
         // Debug/benchmark switch: K-quants through candle's QMatMul instead.
         if kind.is_k_quant() && std::env::var_os("MLXR_CANDLE_KQUANTS").is_some() {
@@ -503,6 +523,7 @@ impl QuantMatMul {
         Some(Self {
             w,
             tiles,
+            order,
             kind,
             n,
             k,
@@ -557,6 +578,7 @@ impl CustomOp1 for QuantMatMul {
             (m, self.n, self.k),
             &mut out,
             true,
+            self.order,
         );
         let mut out_dims = dims.to_vec();
         *out_dims.last_mut().expect("non-empty dims") = self.n;
@@ -585,6 +607,32 @@ mod tests {
 
     fn f16_at(b: &[u8], at: usize) -> f64 {
         half::f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f64()
+    }
+
+    /// With `RowOrder::Independent` a row's result is the same whatever
+    /// batch it is computed in (what "batched equals alone" rests on).
+    #[test]
+    fn independent_rows_do_not_depend_on_the_batch() {
+        use candle_core::quantized::{GgmlDType, QTensor};
+        let (n, k) = (64, 512);
+        for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
+            let w = Tensor::from_vec(rand_vec(n * k, 7), (n, k), &Device::Cpu).unwrap();
+            let qt = Arc::new(QTensor::quantize(&w, dtype).unwrap());
+            let op = QuantMatMul::new(qt, RowOrder::Independent).unwrap();
+            let m = 11;
+            let x = Tensor::from_vec(rand_vec(m * k, 9), (m, k), &Device::Cpu).unwrap();
+            let all = op.forward(&x).unwrap().to_vec2::<f32>().unwrap();
+            for (r, row) in all.iter().enumerate() {
+                let alone = op.forward(&x.narrow(0, r, 1).unwrap()).unwrap();
+                let alone = alone.to_vec2::<f32>().unwrap().remove(0);
+                assert!(
+                    row.iter()
+                        .zip(&alone)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{dtype:?}: row {r} differs in a batch of {m}"
+                );
+            }
+        }
     }
 
     /// Plain f64 evaluation of the same quantized math.
@@ -669,7 +717,7 @@ mod tests {
 
         // vs candle's QMatMul (its own quantizer and order: close, not equal).
         let x = Tensor::from_vec(xv, (m, k), &dev).unwrap();
-        let op = QuantMatMul::new(qt.clone()).unwrap();
+        let op = QuantMatMul::new(qt.clone(), RowOrder::Ggml).unwrap();
         let ours = op.forward(&x).unwrap();
         assert_eq!(ours.dims(), &[m, n]);
         let ours: Vec<f32> = ours.flatten_all().unwrap().to_vec1().unwrap();
@@ -706,7 +754,7 @@ mod tests {
             assert_eq!(a.to_bits(), b.to_bits(), "simd {a} != scalar {b}");
         }
         let x = Tensor::from_vec(xv, (m, k), &dev).unwrap();
-        let ours: Vec<f32> = QuantMatMul::new(qt.clone())
+        let ours: Vec<f32> = QuantMatMul::new(qt.clone(), RowOrder::Ggml)
             .unwrap()
             .forward(&x)
             .unwrap()
@@ -742,7 +790,7 @@ mod tests {
         ] {
             let wf = Tensor::from_vec(rand_vec(n * k, 1), (n, k), &dev).unwrap();
             let qt = Arc::new(QTensor::quantize(&wf, dtype).unwrap());
-            let ours = QuantMatMul::new(qt.clone()).unwrap();
+            let ours = QuantMatMul::new(qt.clone(), RowOrder::Ggml).unwrap();
             let theirs = QMatMul::from_arc(qt).unwrap();
             for m in [1usize, 64] {
                 let x = Tensor::from_vec(rand_vec(m * k, 2), (m, k), &dev).unwrap();

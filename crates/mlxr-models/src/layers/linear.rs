@@ -3,7 +3,7 @@ use std::sync::Arc;
 use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::{DType, Module, Tensor};
 
-use crate::kernels::QuantMatMul;
+use crate::kernels::{QuantMatMul, RowOrder};
 use crate::weights::GgufWeights;
 use crate::Result;
 
@@ -25,14 +25,17 @@ impl QLinear {
         out_features: usize,
         in_features: usize,
     ) -> Result<Self> {
-        Self::from_qtensor(Arc::new(w.qtensor(name, &[out_features, in_features])?))
+        Self::from_qtensor(
+            Arc::new(w.qtensor(name, &[out_features, in_features])?),
+            w.row_order(),
+        )
     }
 
-    pub fn from_qtensor(t: Arc<QTensor>) -> Result<Self> {
+    pub fn from_qtensor(t: Arc<QTensor>, order: RowOrder) -> Result<Self> {
         let inner = QMatMul::from_arc(t.clone())?;
         // candle dequantizes when asked to (CANDLE_DEQUANTIZE_ALL); keep that.
         let fast = match inner {
-            QMatMul::QTensor(_) => QuantMatMul::new(t),
+            QMatMul::QTensor(_) => QuantMatMul::new(t, order),
             _ => None,
         };
         Ok(Self { inner, fast })
