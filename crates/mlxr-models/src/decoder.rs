@@ -141,7 +141,18 @@ impl DecoderModel {
         if let Some(scale) = self.config.embedding_scale {
             x = (x * scale as f64)?;
         }
-        for layer in &self.layers {
+        // Only each chunk's last token needs logits. Its rows are picked
+        // after the last layer's attention (which needs every row's keys and
+        // values), so that layer's MLP runs on them alone, as in llama.cpp.
+        let mut last = Vec::with_capacity(seqs.len());
+        let mut end = 0u32;
+        for seq in seqs.iter() {
+            end += seq.len as u32;
+            last.push(end - 1);
+        }
+        let last = Tensor::new(last.as_slice(), &self.device)?;
+        let n_layers = self.layers.len();
+        for (i, layer) in self.layers.iter().enumerate() {
             let rope = &self.ropes[layer.rope];
             let h = layer.attn_norm.forward(&x)?;
             let mut h = layer
@@ -151,6 +162,9 @@ impl DecoderModel {
                 h = norm.forward(&h)?;
             }
             x = (x + h)?;
+            if i + 1 == n_layers {
+                x = x.index_select(&last, 0)?;
+            }
             let h = layer.ffn_norm.forward(&x)?;
             let mut h = layer.mlp.forward(&h)?;
             if let Some(norm) = &layer.post_ffn_norm {
@@ -158,15 +172,6 @@ impl DecoderModel {
             }
             x = (x + h)?;
         }
-
-        let mut last = Vec::with_capacity(seqs.len());
-        let mut end = 0u32;
-        for seq in seqs.iter() {
-            end += seq.len as u32;
-            last.push(end - 1);
-        }
-        let last = Tensor::new(last.as_slice(), &self.device)?;
-        let x = x.index_select(&last, 0)?;
         let x = self.output_norm.forward(&x)?;
         self.lm_head.forward(&x)
     }

@@ -17,11 +17,8 @@
 //!   q8k.rs, kquants.rs: Q8_K activations; Q4_K in the order of ggml's
 //!   repacked gemm/gemv, Q6_K in that of its vec_dot or, from 8 tokens on,
 //!   its tiled kernel). Hence the gap and tolerance 0 here too.
-//!   One known difference remains: llama.cpp runs the last layer's FFN on
-//!   the output row only, DecoderModel on every prompt row, so after a
-//!   prefill of 8+ tokens its Q6_K ffn_down takes the tiled order instead of
-//!   vec_dot's; the last hidden state then differs by an ulp or so, which the
-//!   lm_head's Q8_0 activation quantization has absorbed in every fixture step.
+//!   Like llama.cpp, DecoderModel runs the last layer's FFN on the output
+//!   rows only, so that layer's Q6_K ffn_down takes the same order too.
 //!
 //! The tight, architecture-level check (dequantized f32 weights) is hf_f32.rs.
 
