@@ -10,8 +10,9 @@ use serde_json::{json, Value};
 
 use crate::embedding::embed as run;
 use crate::error::{parse_json, ApiError, OllamaError};
-use crate::models::KeepAlive;
 use crate::state::AppState;
+
+use super::keep_alive;
 
 #[derive(Deserialize)]
 pub struct EmbedBody {
@@ -32,14 +33,6 @@ pub struct EmbeddingsBody {
     prompt: String,
     #[serde(default)]
     keep_alive: Option<Value>,
-}
-
-fn keep_alive(v: &Option<Value>) -> Result<Option<KeepAlive>, ApiError> {
-    v.as_ref()
-        .filter(|v| !v.is_null())
-        .map(KeepAlive::parse)
-        .transpose()
-        .map_err(ApiError::bad_request)
 }
 
 pub async fn embed(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>, OllamaError> {

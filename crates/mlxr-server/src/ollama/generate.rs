@@ -107,12 +107,7 @@ impl Common {
     }
 
     fn keep_alive(&self) -> Result<Option<KeepAlive>, ApiError> {
-        self.keep_alive
-            .as_ref()
-            .filter(|v| !v.is_null())
-            .map(KeepAlive::parse)
-            .transpose()
-            .map_err(ApiError::bad_request)
+        super::keep_alive(&self.keep_alive)
     }
 }
 

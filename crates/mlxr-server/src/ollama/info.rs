@@ -81,10 +81,7 @@ pub struct ShowBody {
 
 pub async fn show(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>, OllamaError> {
     let body: ShowBody = parse_json(&body)?;
-    let name = body
-        .model
-        .or(body.name)
-        .ok_or_else(|| ApiError::bad_request("missing model name"))?;
+    let name = super::requested_model(body.model, body.name)?;
     let spec = state.models.resolve(&name)?;
     let (model_info, file_template, capabilities) = match spec.kind {
         ModelKind::Generate => {

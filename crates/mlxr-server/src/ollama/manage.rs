@@ -46,10 +46,7 @@ pub struct PullBody {
 /// the server), streaming Ollama's progress lines.
 pub async fn pull(State(state): State<AppState>, body: Bytes) -> Result<Response, OllamaError> {
     let body: PullBody = parse_json(&body)?;
-    let spec = body
-        .model
-        .or(body.name)
-        .ok_or_else(|| ApiError::bad_request("missing model name"))?;
+    let spec = super::requested_model(body.model, body.name)?;
     let (source, name) = Registry::resolve_source(&spec).map_err(registry_error)?;
     let registry = state.registry.clone();
     let (tx, rx) = mpsc::unbounded_channel::<Value>();
@@ -208,12 +205,10 @@ struct CreateMessage {
 /// and license.
 pub async fn create(State(state): State<AppState>, body: Bytes) -> Result<Response, OllamaError> {
     let body: CreateBody = parse_json(&body)?;
-    let name = model_name(
-        body.model
-            .as_deref()
-            .or(body.name.as_deref())
-            .ok_or_else(|| ApiError::bad_request("missing model name"))?,
-    )?;
+    let name = model_name(&super::requested_model(
+        body.model.clone(),
+        body.name.clone(),
+    )?)?;
     if body.quantize.is_some() {
         return Err(ApiError::bad_request("quantize is not supported yet").into());
     }
@@ -348,12 +343,10 @@ pub struct DeleteBody {
 
 pub async fn delete(State(state): State<AppState>, body: Bytes) -> Result<StatusCode, OllamaError> {
     let body: DeleteBody = parse_json(&body)?;
-    let name = model_name(
-        body.model
-            .as_deref()
-            .or(body.name.as_deref())
-            .ok_or_else(|| ApiError::bad_request("missing model name"))?,
-    )?;
+    let name = model_name(&super::requested_model(
+        body.model.clone(),
+        body.name.clone(),
+    )?)?;
     state.models.unload(&name.to_string()).await;
     let registry = state.registry.clone();
     tokio::task::spawn_blocking(move || registry.delete(&name))

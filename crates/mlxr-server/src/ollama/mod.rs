@@ -10,7 +10,28 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{delete, get, post};
 use axum::Router;
 
+use serde_json::Value;
+
+use crate::error::ApiError;
+use crate::models::KeepAlive;
 use crate::state::AppState;
+
+/// Ollama accepts a model's name as `model` or, in older clients, `name`.
+fn requested_model(model: Option<String>, name: Option<String>) -> Result<String, ApiError> {
+    model
+        .or(name)
+        .ok_or_else(|| ApiError::bad_request("missing model name"))
+}
+
+/// A request's `keep_alive`, absent or null meaning the server's default.
+fn keep_alive(value: &Option<Value>) -> Result<Option<KeepAlive>, ApiError> {
+    value
+        .as_ref()
+        .filter(|v| !v.is_null())
+        .map(KeepAlive::parse)
+        .transpose()
+        .map_err(ApiError::bad_request)
+}
 
 pub fn routes() -> Router<AppState> {
     Router::new()

@@ -11,8 +11,10 @@ use mlxr_engine::Event;
 use serde_json::{json, Value};
 
 use super::request::ChatCompletionRequest;
-use super::response::{chat_logprob, completion_id, sse_json, unix_now, usage_json};
-use crate::error::{parse_json, ApiError, OpenAiError};
+use super::response::{
+    chat_logprob, completion_id, sse_done, sse_error, sse_json, unix_now, usage_chunk, usage_json,
+};
+use crate::error::{parse_json, OpenAiError};
 use crate::generation::{collect, finish_reason_str, submit};
 use crate::state::AppState;
 
@@ -81,21 +83,18 @@ pub async fn handle(State(state): State<AppState>, body: Bytes) -> Result<Respon
                     }
                     yield Ok(sse_json(&chunk(json!({}), Some(finish_reason_str(finish_reason)), None)));
                     if include_usage {
-                        let mut last = chunk(json!({}), None, None);
-                        last["choices"] = json!([]);
-                        last["usage"] = usage_json(&usage);
-                        yield Ok(sse_json(&last));
+                        yield Ok(usage_chunk(chunk(json!({}), None, None), &usage));
                     }
                     break;
                 }
                 Event::Error(message) => {
-                    yield Ok(sse_json(&ApiError::internal(message).openai_body()));
+                    yield Ok(sse_error(message));
                     break;
                 }
             }
         }
         state.models.release(&acquired.spec.name, None).await;
-        yield Ok(axum::response::sse::Event::default().data("[DONE]"));
+        yield Ok(sse_done());
     };
     Ok(Sse::new(events).into_response())
 }

@@ -11,8 +11,10 @@ use mlxr_engine::{Event, TokenLogprob};
 use serde_json::{json, Map, Value};
 
 use super::request::CompletionRequest;
-use super::response::{completion_id, sse_json, unix_now, usage_json};
-use crate::error::{parse_json, ApiError, OpenAiError};
+use super::response::{
+    completion_id, sse_done, sse_error, sse_json, unix_now, usage_chunk, usage_json,
+};
+use crate::error::{parse_json, OpenAiError};
 use crate::generation::{collect, finish_reason_str, submit};
 use crate::state::AppState;
 
@@ -95,21 +97,18 @@ pub async fn handle(State(state): State<AppState>, body: Bytes) -> Result<Respon
                 Event::Done { finish_reason, text, usage, .. } => {
                     yield Ok(sse_json(&chunk(&text, Some(finish_reason_str(finish_reason)), None)));
                     if include_usage {
-                        let mut last = chunk("", None, None);
-                        last["choices"] = json!([]);
-                        last["usage"] = usage_json(&usage);
-                        yield Ok(sse_json(&last));
+                        yield Ok(usage_chunk(chunk("", None, None), &usage));
                     }
                     break;
                 }
                 Event::Error(message) => {
-                    yield Ok(sse_json(&ApiError::internal(message).openai_body()));
+                    yield Ok(sse_error(message));
                     break;
                 }
             }
         }
         state.models.release(&acquired.spec.name, None).await;
-        yield Ok(axum::response::sse::Event::default().data("[DONE]"));
+        yield Ok(sse_done());
     };
     Ok(Sse::new(events).into_response())
 }

@@ -40,3 +40,19 @@ pub fn chat_logprob(chosen: &TokenLogprob, top: &[TokenLogprob]) -> Value {
 pub fn sse_json(v: &Value) -> SseEvent {
     SseEvent::default().data(v.to_string())
 }
+
+/// The `stream_options.include_usage` chunk: no choices, the usage.
+pub fn usage_chunk(mut chunk: Value, usage: &Usage) -> SseEvent {
+    chunk["choices"] = json!([]);
+    chunk["usage"] = usage_json(usage);
+    sse_json(&chunk)
+}
+
+/// An error after the stream started: an `error` payload the SDKs raise.
+pub fn sse_error(message: String) -> SseEvent {
+    sse_json(&crate::error::ApiError::internal(message).openai_body())
+}
+
+pub fn sse_done() -> SseEvent {
+    SseEvent::default().data("[DONE]")
+}
