@@ -9,12 +9,13 @@ use mlxr_engine::{KvBudget, KvDtype};
 #[command(
     name = "mlxr",
     version,
-    about = "Run large language models locally (GGUF on the CPU).",
+    about = "Run large language models locally: in a terminal, or as an OpenAI- and Ollama-compatible server.",
     after_help = "Examples:
-  mlxr run -m ~/.cache/mlxr/models/SmolLM2-135M-Instruct.Q4_1.gguf
-  mlxr run -m model.gguf \"Why is the sky blue?\" --verbose
+  mlxr run -m ~/.cache/mlxr/models/SmolLM2-135M-Instruct.Q4_1.gguf     chat with a model file, no server
   mlxr generate -m model.gguf --raw -n 32 --temperature 0 \"The capital of France is\"
-  mlxr tokenize -m model.gguf --pieces \"Hello, world!\""
+  mlxr tokenize -m model.gguf --pieces \"Hello, world!\"
+  mlxr serve                                     start the daemon (http://127.0.0.1:11435, web UI there too)
+  mlxr pull smollm2:135m && mlxr run smollm2:135m \"Why is the sky blue?\"   through the daemon"
 )]
 pub struct Cli {
     #[command(subcommand)]
