@@ -1,12 +1,10 @@
 //! all-MiniLM-L6-v2 against transformers' reference embeddings
 //! (tests/fixtures/embeddings/all-minilm.json, scripts/embed-reference/).
 
-use std::path::{Path, PathBuf};
-
 use mlxr_embed::{EmbedError, EmbeddingModel, Pooling};
 use serde::Deserialize;
 
-const MODEL: &str = "all-MiniLM-L6-v2";
+use mlxr_testkit::MINILM as MODEL;
 const MIN_COSINE: f64 = 0.9999;
 const MAX_ABS_DIFF: f32 = 1e-4;
 /// Padding is masked to exact zeros, so a text's vector may change only by
@@ -29,27 +27,14 @@ struct Case {
 }
 
 fn fixture() -> Fixture {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/embeddings/all-minilm.json");
+    let path = mlxr_testkit::fixture_path("embeddings/all-minilm.json");
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
 }
 
 /// The model, or `None` (test skipped) when it was not fetched — unless
 /// `MLXR_REQUIRE_MODELS=1`, as in CI.
 fn load_model() -> Option<EmbeddingModel> {
-    let dir = std::env::var_os("MLXR_MODELS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/mlxr/models"))
-        .join(MODEL);
-    if !dir.exists() {
-        assert!(
-            std::env::var("MLXR_REQUIRE_MODELS").as_deref() != Ok("1"),
-            "{} missing: run scripts/fetch-models.sh minilm",
-            dir.display()
-        );
-        eprintln!("skipping: {} not found", dir.display());
-        return None;
-    }
+    let dir = mlxr_testkit::model_path(mlxr_testkit::MINILM)?;
     Some(EmbeddingModel::load(&dir).unwrap())
 }
 

@@ -3,15 +3,13 @@
 //! budget that forces preemption), the prefix cache reports its hits without
 //! changing outputs, and aborted or abandoned requests free their blocks.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::{model_path, GEMMA3, SMOLLM2};
 use mlxr_engine::{
     EngineConfig, EngineHandle, Event, FinishReason, GenerateRequest, KvBudget, KvDtype,
     LoadedModel, Prompt, SamplingParams,
 };
+use mlxr_testkit::{model_path, GEMMA3, SMOLLM2};
 
 const MAX_TOKENS: usize = 10;
 

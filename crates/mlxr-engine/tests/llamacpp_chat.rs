@@ -10,8 +10,6 @@
 //! legacy output; without one we compare with the Jinja rendering recorded
 //! next to it (`jinja_rendered`, Python Jinja2 with HF's settings).
 
-use std::path::PathBuf;
-
 use std::sync::Arc;
 
 use mlxr_engine::{
@@ -26,28 +24,12 @@ use serde_json::Value;
 const AMBIGUOUS_GAP: f64 = 0.0;
 
 fn fixture(name: &str) -> Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/llamacpp")
-        .join(format!("{name}.json"));
+    let path = mlxr_testkit::fixture_path(&format!("llamacpp/{name}.json"));
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
 }
 
 fn load(fx: &Value) -> Option<LoadedModel> {
-    let dir = std::env::var_os("MLXR_MODELS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/mlxr/models")
-        });
-    let path = dir.join(fx["model_file"].as_str().unwrap());
-    if !path.exists() {
-        assert!(
-            std::env::var("MLXR_REQUIRE_MODELS").as_deref() != Ok("1"),
-            "{} missing: run scripts/fetch-models.sh",
-            path.display()
-        );
-        eprintln!("skipping: {} not found", path.display());
-        return None;
-    }
+    let path = mlxr_testkit::model_path(fx["model_file"].as_str().unwrap())?;
     Some(LoadedModel::load(&path, Some(4096)).unwrap())
 }
 

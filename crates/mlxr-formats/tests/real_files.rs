@@ -9,19 +9,7 @@ use std::time::Instant;
 
 use mlxr_formats::gguf::{GgmlType, GgufFile};
 
-fn model(name: &str) -> Option<PathBuf> {
-    let dir = match std::env::var_os("MLXR_MODELS_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(std::env::var_os("HOME")?).join(".cache/mlxr/models"),
-    };
-    let path = dir.join(name);
-    if path.is_file() {
-        Some(path)
-    } else {
-        eprintln!("note: skipping, {} not found", path.display());
-        None
-    }
-}
+use mlxr_testkit::model_path as model;
 
 fn open_timed(path: &PathBuf) -> GgufFile {
     let start = Instant::now();

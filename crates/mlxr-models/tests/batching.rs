@@ -9,28 +9,12 @@
 //! differ by a few tenths although positions, masks and caches are right. In
 //! f32 the same comparison holds to ~1e-4, relative (5e-2 absolute on Gemma logits of magnitude ~30; a wrong position, mask or cache entry moves them by whole units).
 
-use std::path::PathBuf;
-
 use candle_core::{DType, Device};
 use mlxr_formats::gguf::GgufFile;
 use mlxr_models::{ContiguousKvCache, DecoderModel, PagedKvStore, PagedKvView, SeqChunk};
 
 fn model(file: &str) -> Option<DecoderModel> {
-    let dir = std::env::var_os("MLXR_MODELS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/mlxr/models")
-        });
-    let path = dir.join(file);
-    if !path.exists() {
-        assert!(
-            std::env::var("MLXR_REQUIRE_MODELS").as_deref() != Ok("1"),
-            "{} missing",
-            path.display()
-        );
-        eprintln!("skipping: {} not found", path.display());
-        return None;
-    }
+    let path = mlxr_testkit::model_path(file)?;
     // Read by candle when the weights become QMatMuls; every test in this
     // binary sets the same value.
     std::env::set_var("CANDLE_DEQUANTIZE_ALL", "1");
@@ -160,8 +144,7 @@ fn check(file: &str, long: usize, kv: Kv) {
     }
 }
 
-const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
-const GEMMA3: &str = "gemma-3-270m-q4_k_m.gguf";
+use mlxr_testkit::{GEMMA3, SMOLLM2};
 
 #[test]
 fn smollm2_batched_equals_alone() {

@@ -7,7 +7,6 @@
 //! tied LM head, independently of llama.cpp's quantized numerics.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use candle_core::Device;
 use mlxr_formats::gguf::GgufFile;
@@ -32,25 +31,11 @@ struct Case {
 }
 
 fn check(name: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/hf-f32")
-        .join(format!("{name}.json"));
+    let path = mlxr_testkit::fixture_path(&format!("hf-f32/{name}.json"));
     let fx: Fixture = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let dir = std::env::var_os("MLXR_MODELS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/mlxr/models")
-        });
-    let model_path = dir.join(&fx.model_file);
-    if !model_path.exists() {
-        assert!(
-            std::env::var("MLXR_REQUIRE_MODELS").as_deref() != Ok("1"),
-            "{} missing: run scripts/fetch-models.sh",
-            model_path.display()
-        );
-        eprintln!("skipping: {} not found", model_path.display());
+    let Some(model_path) = mlxr_testkit::model_path(&fx.model_file) else {
         return;
-    }
+    };
     // Read by candle when the weights become QMatMuls: f32 weights, f32 activations.
     std::env::set_var("CANDLE_DEQUANTIZE_ALL", "1");
     let model = DecoderModel::load(&GgufFile::open(&model_path).unwrap(), &Device::Cpu).unwrap();

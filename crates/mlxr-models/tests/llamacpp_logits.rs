@@ -22,8 +22,6 @@
 //!
 //! The tight, architecture-level check (dequantized f32 weights) is hf_f32.rs.
 
-use std::path::PathBuf;
-
 use candle_core::Device;
 use mlxr_formats::gguf::GgufFile;
 use mlxr_models::{ContiguousKvCache, DecoderModel, SeqChunk};
@@ -53,34 +51,12 @@ struct Case {
 }
 
 fn fixture(name: &str) -> Fixture {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/llamacpp")
-        .join(format!("{name}.json"));
+    let path = mlxr_testkit::fixture_path(&format!("llamacpp/{name}.json"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-fn model_path(file: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("MLXR_MODELS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/mlxr/models")
-        });
-    let path = dir.join(file);
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var("MLXR_REQUIRE_MODELS").as_deref() != Ok("1"),
-        "{} is missing: run scripts/fetch-models.sh",
-        path.display()
-    );
-    eprintln!(
-        "skipping: {} not found (run scripts/fetch-models.sh)",
-        path.display()
-    );
-    None
-}
+use mlxr_testkit::model_path;
 
 fn argmax(v: &[f32]) -> u32 {
     let mut best = 0;

@@ -7,37 +7,22 @@
 //! `generate[].prompt`. A model that is absent is skipped; a model that is
 //! present without its fixture, or any differing id, fails.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use mlxr_formats::gguf::GgufFile;
 use mlxr_tokenizer::{StreamDecoder, Tokenizer};
 use serde_json::Value;
 
-const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
-const GEMMA3: &str = "gemma-3-270m-q4_k_m.gguf";
-
-fn models_dir() -> PathBuf {
-    match std::env::var_os("MLXR_MODELS_DIR") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/mlxr/models"),
-    }
-}
+use mlxr_testkit::{GEMMA3, SMOLLM2};
 
 fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/llamacpp")
+    mlxr_testkit::fixture_path("llamacpp")
 }
 
 /// The tokenizer of a model, or `None` (with a message) when the model file is absent.
 fn load(model: &str) -> Option<Tokenizer> {
-    let path = models_dir().join(model);
-    if !path.exists() {
-        eprintln!(
-            "skipping: model {} not found (run scripts/fetch-models.sh)",
-            path.display()
-        );
-        return None;
-    }
+    let path = mlxr_testkit::model_path(model)?;
     let file = GgufFile::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let t = Instant::now();
     let tok =

@@ -13,22 +13,7 @@ fn mlxr() -> Command {
 }
 
 fn smollm2() -> Option<PathBuf> {
-    let dir = std::env::var_os("MLXR_MODELS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/mlxr/models")
-        });
-    let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var("MLXR_REQUIRE_MODELS").as_deref() != Ok("1"),
-        "{} is missing: run scripts/fetch-models.sh",
-        path.display()
-    );
-    eprintln!("skipping: {} not found", path.display());
-    None
+    mlxr_testkit::model_path(mlxr_testkit::SMOLLM2)
 }
 
 fn fixture() -> Value {
