@@ -496,10 +496,6 @@ impl QuantMatMul {
     /// Q4_K, `n` a multiple of 8: otherwise ggml does not repack it).
     pub fn new(w: Arc<QTensor>, order: RowOrder) -> Option<Self> {
         let kind = WeightKind::from_dtype(w.dtype())?;
-        // Debug/benchmark switch: K-quants through candle's QMatMul instead.
-        if kind.is_k_quant() && std::env::var_os("MLXR_CANDLE_KQUANTS").is_some() {
-            return None;
-        }
         if !w.device().is_cpu() {
             return None;
         }
@@ -774,46 +770,6 @@ mod tests {
         let scale = theirs.iter().fold(0.0f32, |a, v| a.max(v.abs()));
         for (a, b) in ours.iter().zip(&theirs) {
             assert!((a - b).abs() <= 1e-2 * scale, "{a} vs candle {b}");
-        }
-    }
-
-    /// `cargo test --release -p mlxr-models --lib kquant_speed -- --ignored --nocapture`:
-    /// ours vs candle's QMatMul on Gemma 3 270M's K-quant shapes.
-    #[test]
-    #[ignore]
-    fn kquant_speed_vs_candle() {
-        let dev = Device::Cpu;
-        for (dtype, n, k) in [
-            (GgmlDType::Q4K, 640, 1024),
-            (GgmlDType::Q6K, 640, 2048),
-            (GgmlDType::Q4K, 640, 2048),
-        ] {
-            let wf = Tensor::from_vec(rand_vec(n * k, 1), (n, k), &dev).unwrap();
-            let qt = Arc::new(QTensor::quantize(&wf, dtype).unwrap());
-            let ours = QuantMatMul::new(qt.clone(), RowOrder::Ggml).unwrap();
-            let theirs = QMatMul::from_arc(qt).unwrap();
-            for m in [1usize, 64] {
-                let x = Tensor::from_vec(rand_vec(m * k, 2), (m, k), &dev).unwrap();
-                let reps = if m == 1 { 2000 } else { 100 };
-                let mut best = [f64::MAX; 2];
-                for _round in 0..5 {
-                    let t = std::time::Instant::now();
-                    for _ in 0..reps {
-                        std::hint::black_box(ours.forward(&x).unwrap());
-                    }
-                    best[0] = best[0].min(t.elapsed().as_secs_f64() / reps as f64);
-                    let t = std::time::Instant::now();
-                    for _ in 0..reps {
-                        std::hint::black_box(theirs.forward(&x).unwrap());
-                    }
-                    best[1] = best[1].min(t.elapsed().as_secs_f64() / reps as f64);
-                }
-                eprintln!(
-                    "{dtype:?} {n}x{k} m={m}: ours {:.1} us, candle {:.1} us",
-                    best[0] * 1e6,
-                    best[1] * 1e6
-                );
-            }
         }
     }
 

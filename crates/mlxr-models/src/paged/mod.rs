@@ -18,8 +18,6 @@ mod write_op;
 mod exact_tests;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod timing;
 
 pub use attention_op::{PagedAttentionOp, PagedSeq};
 pub use store::PagedKvStore;
