@@ -19,6 +19,10 @@ struct Server {
 
 impl Server {
     fn start(model: &Path) -> Server {
+        Self::start_with(model, &[])
+    }
+
+    fn start_with(model: &Path, extra: &[&str]) -> Server {
         let home = tempfile::tempdir().unwrap();
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -33,6 +37,7 @@ impl Server {
             .args(["--name", "smollm2", "--home"])
             .arg(home.path())
             .args(["--host", &host, "--kv-cache-mem", "256MiB"])
+            .args(extra)
             .env("RAYON_NUM_THREADS", "2")
             .env("MLXR_LOG", "warn")
             .stdout(Stdio::null())
@@ -62,23 +67,30 @@ impl Server {
 
     /// The CLI, pointed at this server through MLXR_HOST.
     fn mlxr(&self, args: &[&str]) -> Output {
+        self.mlxr_at(&self.host, args)
+    }
+
+    fn mlxr_at(&self, host: &str, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_mlxr"))
             .args(args)
-            .env("MLXR_HOST", &self.host)
+            .env("MLXR_HOST", host)
             .output()
             .unwrap()
     }
 
     fn ok(&self, args: &[&str]) -> String {
-        let out = self.mlxr(args);
-        assert!(
-            out.status.success(),
-            "mlxr {args:?} failed: {}\nstderr: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        ok(self.mlxr(args), args)
     }
+}
+
+fn ok(out: Output, args: &[&str]) -> String {
+    assert!(
+        out.status.success(),
+        "mlxr {args:?} failed: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }
 
 impl Drop for Server {
@@ -240,4 +252,35 @@ fn run_ps_and_stop() {
     let out = server.mlxr(&["run", "no-such-model-xyz", "hi"]);
     assert!(!out.status.success());
     assert!(stderr(&out).starts_with("error: "), "{}", stderr(&out));
+}
+
+#[cfg(unix)]
+#[test]
+fn client_commands_over_the_unix_socket() {
+    let Some(model) = smollm2() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("mlxr.sock");
+    let server = Server::start_with(&model, &["--socket", socket.to_str().unwrap()]);
+    let host = format!("unix:{}", socket.display());
+
+    let list = ok(server.mlxr_at(&host, &["list"]), &["list"]);
+    assert!(list.contains("smollm2"), "{list}");
+    // A streamed reply (NDJSON over the socket), then the model shows in ps.
+    let args = ["run", "smollm2", "--temperature", "0", "-n", "8", "Say hi."];
+    let reply = ok(server.mlxr_at(&host, &args), &args);
+    assert!(!reply.trim().is_empty(), "reply: {reply:?}");
+    let ps = ok(server.mlxr_at(&host, &["ps"]), &["ps"]);
+    assert!(ps.contains("smollm2"), "{ps}");
+    // The same reply as over TCP: one daemon, two transports.
+    assert_eq!(reply, server.ok(&args));
+
+    // No daemon at the path: the one-line connection error names the socket.
+    let missing = format!("unix:{}", dir.path().join("absent.sock").display());
+    let out = server.mlxr_at(&missing, &["list"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(&format!("could not connect to mlxr serve at {missing}")),
+        "{}",
+        stderr(&out)
+    );
 }

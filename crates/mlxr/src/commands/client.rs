@@ -1,12 +1,18 @@
 //! A small blocking HTTP client for the `mlxr serve` API under `/api`.
 
 use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use serde_json::Value;
 use ureq::http::Response;
+#[cfg(unix)]
+use ureq::unversioned::resolver::DefaultResolver;
 use ureq::{Agent, Body, SendBody};
+
+#[cfg(unix)]
+use super::unix_socket::UnixConnector;
 
 pub const DEFAULT_HOST: &str = "127.0.0.1:11435";
 
@@ -34,13 +40,31 @@ impl std::fmt::Display for ApiError {
 impl std::error::Error for ApiError {}
 
 impl Client {
-    /// `--host`, else `MLXR_HOST`, else the default; `host:port` or a URL.
+    /// `--host`, else `MLXR_HOST`, else the default: `host:port`, a URL, or
+    /// `unix:PATH` (also `unix://PATH`) for `mlxr serve --socket PATH`.
     pub fn new(host: Option<&str>) -> Client {
         let env = std::env::var("MLXR_HOST").ok().filter(|h| !h.is_empty());
         let host = host
             .map(str::to_string)
             .or(env)
             .unwrap_or_else(|| DEFAULT_HOST.to_string());
+        let config = Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(Duration::from_secs(5)))
+            .build();
+        #[cfg(unix)]
+        if let Some(path) = host.strip_prefix("unix:") {
+            let path = path.strip_prefix("//").unwrap_or(path);
+            return Client {
+                agent: Agent::with_parts(
+                    config,
+                    UnixConnector::new(PathBuf::from(path)),
+                    DefaultResolver::default(),
+                ),
+                base: "http://localhost".to_string(),
+                display: format!("unix:{path}"),
+            };
+        }
         let host = host.trim_end_matches('/');
         let base = if host.starts_with("http://") || host.starts_with("https://") {
             host.to_string()
@@ -51,13 +75,8 @@ impl Client {
             .trim_start_matches("http://")
             .trim_start_matches("https://")
             .to_string();
-        let agent: Agent = Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_connect(Some(Duration::from_secs(5)))
-            .build()
-            .into();
         Client {
-            agent,
+            agent: config.into(),
             base,
             display,
         }

@@ -10,6 +10,8 @@ mod run;
 mod serve;
 mod serve_config;
 mod tokenize;
+#[cfg(unix)]
+mod unix_socket;
 
 use anyhow::Result;
 use std::sync::Arc;
