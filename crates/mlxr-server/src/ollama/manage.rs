@@ -59,8 +59,10 @@ pub async fn pull(State(state): State<AppState>, body: Bytes) -> Result<Response
         registry.pull_with_cancel(&source, &name, &mut progress, &cancelled)
     });
     if body.stream == Some(false) {
-        drop(rx);
-        // A dropped receiver reads as a cancelled pull; keep it open instead.
+        // A dropped receiver reads as a cancelled pull: drain it until the
+        // pull ends, so only a client that goes away cancels it.
+        let mut rx = rx;
+        while rx.recv().await.is_some() {}
         return match task.await {
             Ok(Ok(_)) => Ok(Json(json!({"status": "success"})).into_response()),
             Ok(Err(RegistryError::Cancelled)) => Err(ApiError::internal("pull cancelled").into()),
