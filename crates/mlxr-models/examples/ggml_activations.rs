@@ -15,7 +15,7 @@ use mlxr_formats::gguf::GgufFile;
 use mlxr_models::config::{Activation, RopeStyle};
 use mlxr_models::kernels::attention::{attention, AttnShape};
 use mlxr_models::kernels::ggml_f32;
-use mlxr_models::layers::{QLinear, Rope};
+use mlxr_models::layers::{Linear, Rope};
 use mlxr_models::weights::GgufWeights;
 use mlxr_models::ModelConfig;
 
@@ -134,9 +134,9 @@ fn main() {
             .unwrap(),
     );
     let lm_head = if w.contains("output.weight") {
-        QLinear::load(&w, "output.weight", cfg.vocab_size, h).unwrap()
+        Linear::load(&w, "output", cfg.vocab_size, h).unwrap()
     } else {
-        QLinear::from_qtensor(
+        Linear::ggml(
             std::sync::Arc::new(
                 w.qtensor("token_embd.weight", &[cfg.vocab_size, h])
                     .unwrap(),
@@ -146,13 +146,15 @@ fn main() {
         .unwrap()
     };
     let norm_w = |name: &str, n: usize| vecf(&w.tensor(name, &[n]).unwrap());
-    let lin = |name: &str, o: usize, i: usize| QLinear::load(&w, name, o, i).unwrap();
+    let lin = |name: &str, o: usize, i: usize| {
+        Linear::load(&w, name.strip_suffix(".weight").unwrap(), o, i).unwrap()
+    };
     let norm = |x: &[f32], g: &[f32]| {
         let mut y = vec![0f32; x.len()];
         ggml_f32::rms_norm(x, g, eps, &mut y);
         y
     };
-    let apply = |l: &QLinear, x: &[f32], n_in: usize| {
+    let apply = |l: &Linear, x: &[f32], n_in: usize| {
         let t = Tensor::from_slice(x, (x.len() / n_in, n_in), &dev).unwrap();
         vecf(&l.forward(&t).unwrap())
     };

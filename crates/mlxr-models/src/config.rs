@@ -56,6 +56,9 @@ pub struct ModelConfig {
     pub qk_norm: bool,
     /// Extra norms after attention and after the MLP (Gemma 2/3 "sandwich" norms).
     pub post_norms: bool,
+    /// Added to every RMSNorm weight at load (Gemma's `(1 + w)` norms as
+    /// Hugging Face stores them; GGUF files have the 1 added already).
+    pub norm_offset: f32,
     /// Scale applied to `q·k`.
     pub attention_scale: f32,
     pub layers: Vec<LayerAttention>,
@@ -67,6 +70,13 @@ impl ModelConfig {
         match arch.as_str() {
             "llama" | "mistral" => Self::llama(meta, &arch),
             "gemma3" => Self::gemma3(meta),
+            // llama.cpp's NEOX RoPE (rotate-half), as in the HF models.
+            "qwen2" | "qwen3" | "phi3" => {
+                let mut cfg = Self::llama(meta, &arch)?;
+                cfg.rope_style = RopeStyle::Halves;
+                cfg.qk_norm = arch == "qwen3";
+                Ok(cfg)
+            }
             _ => Err(ModelError::UnsupportedArchitecture(arch)),
         }
     }
@@ -126,6 +136,7 @@ impl ModelConfig {
             embedding_scale: None,
             qk_norm: false,
             post_norms: false,
+            norm_offset: 0.0,
             attention_scale: 1.0 / (head_dim as f32).sqrt(),
             layers: vec![
                 LayerAttention {
@@ -139,7 +150,9 @@ impl ModelConfig {
 
     fn llama(meta: &Metadata, arch: &str) -> Result<Self, ModelError> {
         let mut cfg = Self::common(meta, arch)?;
-        if let Some(window) = meta.opt_u32(&format!("{arch}.attention.sliding_window"))? {
+        // Converters write 0 for "no window" (Phi-3).
+        let window = meta.opt_u32(&format!("{arch}.attention.sliding_window"))?;
+        if let Some(window) = window.filter(|&w| w > 0) {
             for layer in &mut cfg.layers {
                 layer.sliding_window = Some(window as usize);
             }

@@ -1,8 +1,7 @@
 //! The decoder-only transformer shared by every supported architecture.
 
-use std::sync::Arc;
+use std::path::Path;
 
-use candle_core::quantized::QTensor;
 use candle_core::{Device, Tensor};
 use mlxr_formats::gguf::GgufFile;
 
@@ -10,8 +9,8 @@ use crate::batch::SeqChunk;
 use crate::config::ModelConfig;
 use crate::kernels::RowOrder;
 use crate::kv_cache::KvCache;
-use crate::layers::{Attention, Mlp, QLinear, RmsNorm, Rope};
-use crate::weights::GgufWeights;
+use crate::layers::{Attention, Embedding, Linear, Mlp, RmsNorm, Rope};
+use crate::weights::{GgufWeights, SafetensorsWeights, Weights};
 use crate::{ModelError, Result};
 
 struct DecoderLayer {
@@ -28,11 +27,11 @@ struct DecoderLayer {
 pub struct DecoderModel {
     config: ModelConfig,
     device: Device,
-    token_embd: Arc<QTensor>,
+    token_embd: Embedding,
     layers: Vec<DecoderLayer>,
     ropes: Vec<Rope>,
     output_norm: RmsNorm,
-    lm_head: QLinear,
+    lm_head: Linear,
 }
 
 impl DecoderModel {
@@ -45,15 +44,28 @@ impl DecoderModel {
     /// batching engine).
     pub fn load_with_order(file: &GgufFile, device: &Device, order: RowOrder) -> Result<Self> {
         let config = ModelConfig::from_gguf(file.metadata())?;
-        let w = GgufWeights::new(file, device).with_row_order(order);
-        let (h, eps) = (config.hidden_size, config.rms_norm_eps);
+        let weights = GgufWeights::new(file, device).with_row_order(order);
+        Self::from_weights(config, &weights, device)
+    }
 
-        let token_embd = Arc::new(w.qtensor("token_embd.weight", &[config.vocab_size, h])?);
+    /// Loads a Hugging Face or MLX model folder (`config.json` and
+    /// safetensors weights).
+    pub fn load_dir(dir: &Path, device: &Device) -> Result<Self> {
+        let config = ModelConfig::from_hf_dir(dir)?;
+        let weights = SafetensorsWeights::open(dir, config.post_norms, device)?;
+        Self::from_weights(config, &weights, device)
+    }
+
+    pub fn from_weights(config: ModelConfig, w: &dyn Weights, device: &Device) -> Result<Self> {
+        let (h, eps, offset) = (config.hidden_size, config.rms_norm_eps, config.norm_offset);
+        let norm = |name: &str| RmsNorm::load(w, name, h, eps, offset);
+
+        let token_embd = w.embedding("token_embd.weight", config.vocab_size, h)?;
         // Files without `output.weight` tie the LM head to the embeddings.
         let lm_head = if w.contains("output.weight") {
-            QLinear::load(&w, "output.weight", config.vocab_size, h)?
+            Linear::load(w, "output", config.vocab_size, h)?
         } else {
-            QLinear::from_qtensor(token_embd.clone(), order)?
+            token_embd.as_linear(w.row_order())?
         };
 
         let mut ropes: Vec<Rope> = Vec::new();
@@ -71,21 +83,21 @@ impl DecoderModel {
             let post = |name: &str| -> Result<Option<RmsNorm>> {
                 config
                     .post_norms
-                    .then(|| RmsNorm::load(&w, &format!("{p}.{name}.weight"), h, eps))
+                    .then(|| norm(&format!("{p}.{name}.weight")))
                     .transpose()
             };
             layers.push(DecoderLayer {
-                attn_norm: RmsNorm::load(&w, &format!("{p}.attn_norm.weight"), h, eps)?,
-                attention: Attention::load(&w, i, &config)?,
+                attn_norm: norm(&format!("{p}.attn_norm.weight"))?,
+                attention: Attention::load(w, i, &config)?,
                 post_attn_norm: post("post_attention_norm")?,
-                ffn_norm: RmsNorm::load(&w, &format!("{p}.ffn_norm.weight"), h, eps)?,
-                mlp: Mlp::load(&w, &p, &config)?,
+                ffn_norm: norm(&format!("{p}.ffn_norm.weight"))?,
+                mlp: Mlp::load(w, &p, &config)?,
                 post_ffn_norm: post("post_ffw_norm")?,
                 rope,
             });
         }
         Ok(Self {
-            output_norm: RmsNorm::load(&w, "output_norm.weight", h, eps)?,
+            output_norm: norm("output_norm.weight")?,
             config,
             device: device.clone(),
             token_embd,
@@ -136,8 +148,7 @@ impl DecoderModel {
             .map(|r| r.tables(&positions, &self.device))
             .collect::<Result<Vec<_>>>()?;
 
-        let ids = Tensor::new(tokens, &self.device)?;
-        let mut x = self.token_embd.embedding(&ids)?;
+        let mut x = self.token_embd.forward(tokens, &self.device)?;
         if let Some(scale) = self.config.embedding_scale {
             x = (x * scale as f64)?;
         }

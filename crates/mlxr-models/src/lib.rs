@@ -7,6 +7,7 @@
 
 pub mod batch;
 pub mod config;
+mod config_hf;
 pub mod decoder;
 pub mod kernels;
 pub mod kv_cache;
@@ -27,7 +28,9 @@ use mlxr_formats::gguf::GgufError;
 pub enum ModelError {
     #[error(transparent)]
     Gguf(#[from] GgufError),
-    #[error("architecture '{0}' is not supported (supported: llama, mistral, gemma3)")]
+    #[error(
+        "architecture '{0}' is not supported (supported: llama, mistral, qwen2, qwen3, phi3, gemma3)"
+    )]
     UnsupportedArchitecture(String),
     #[error("invalid model configuration: {0}")]
     InvalidConfig(String),
@@ -39,6 +42,8 @@ pub enum ModelError {
         expected: Vec<usize>,
         found: Vec<usize>,
     },
+    #[error("{0}")]
+    Files(String),
     #[error("invalid batch: {0}")]
     InvalidBatch(String),
     #[error("{context}: {source}")]

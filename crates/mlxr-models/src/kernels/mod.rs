@@ -12,6 +12,7 @@
 //! Q4_K and Q6_K weights pair with Q8_K activations ([`q8k`]); the float order
 //! depends on the token count as in ggml (see [`kquants`]).
 
+pub mod affine;
 pub mod attention;
 pub mod dot;
 pub mod ggml_f32;

@@ -4,38 +4,62 @@ use crate::batch::SeqChunk;
 use crate::config::ModelConfig;
 use crate::kv_cache::{AttentionSpec, KvCache};
 use crate::layers::rope::RopeTables;
-use crate::layers::{QLinear, RmsNorm, Rope};
-use crate::weights::GgufWeights;
+use crate::layers::{Linear, RmsNorm, Rope};
+use crate::weights::Weights;
 use crate::Result;
 
 /// Multi-head attention with grouped KV heads, optional QK-norm and an
 /// optional sliding window, over a batch of sequence chunks.
 pub struct Attention {
     layer: usize,
-    wq: QLinear,
-    wk: QLinear,
-    wv: QLinear,
-    wo: QLinear,
+    qkv: Projections,
+    wo: Linear,
     q_norm: Option<RmsNorm>,
     k_norm: Option<RmsNorm>,
     spec: AttentionSpec,
 }
 
+enum Projections {
+    Split {
+        q: Linear,
+        k: Linear,
+        v: Linear,
+    },
+    /// One matrix with the Q rows, then K, then V (Phi-3).
+    Fused(Linear),
+}
+
 impl Attention {
-    pub fn load(w: &GgufWeights, layer: usize, cfg: &ModelConfig) -> Result<Self> {
+    pub fn load(w: &dyn Weights, layer: usize, cfg: &ModelConfig) -> Result<Self> {
         let p = format!("blk.{layer}");
         let (h, d) = (cfg.hidden_size, cfg.head_dim);
+        let (q_dim, kv_dim) = (cfg.n_heads * d, cfg.n_kv_heads * d);
         let qk_norm = |name: &str| -> Result<Option<RmsNorm>> {
             cfg.qk_norm
-                .then(|| RmsNorm::load(w, &format!("{p}.{name}.weight"), d, cfg.rms_norm_eps))
+                .then(|| {
+                    let name = format!("{p}.{name}.weight");
+                    RmsNorm::load(w, &name, d, cfg.rms_norm_eps, cfg.norm_offset)
+                })
                 .transpose()
+        };
+        let qkv = if w.contains(&format!("{p}.attn_qkv.weight")) {
+            Projections::Fused(Linear::load(
+                w,
+                &format!("{p}.attn_qkv"),
+                q_dim + 2 * kv_dim,
+                h,
+            )?)
+        } else {
+            Projections::Split {
+                q: Linear::load(w, &format!("{p}.attn_q"), q_dim, h)?,
+                k: Linear::load(w, &format!("{p}.attn_k"), kv_dim, h)?,
+                v: Linear::load(w, &format!("{p}.attn_v"), kv_dim, h)?,
+            }
         };
         Ok(Self {
             layer,
-            wq: QLinear::load(w, &format!("{p}.attn_q.weight"), cfg.n_heads * d, h)?,
-            wk: QLinear::load(w, &format!("{p}.attn_k.weight"), cfg.n_kv_heads * d, h)?,
-            wv: QLinear::load(w, &format!("{p}.attn_v.weight"), cfg.n_kv_heads * d, h)?,
-            wo: QLinear::load(w, &format!("{p}.attn_output.weight"), h, cfg.n_heads * d)?,
+            qkv,
+            wo: Linear::load(w, &format!("{p}.attn_output"), h, q_dim)?,
             q_norm: qk_norm("attn_q_norm")?,
             k_norm: qk_norm("attn_k_norm")?,
             spec: AttentionSpec {
@@ -58,18 +82,21 @@ impl Attention {
         kv: &mut dyn KvCache,
     ) -> Result<Tensor> {
         let tokens = x.dim(0)?;
-        let mut q = self
-            .wq
-            .forward(x)?
-            .reshape((tokens, self.spec.n_heads, self.spec.head_dim))?;
-        let mut k =
-            self.wk
-                .forward(x)?
-                .reshape((tokens, self.spec.n_kv_heads, self.spec.head_dim))?;
-        let v = self
-            .wv
-            .forward(x)?
-            .reshape((tokens, self.spec.n_kv_heads, self.spec.head_dim))?;
+        let (n_heads, n_kv, d) = (self.spec.n_heads, self.spec.n_kv_heads, self.spec.head_dim);
+        let (q, k, v) = match &self.qkv {
+            Projections::Split { q, k, v } => (q.forward(x)?, k.forward(x)?, v.forward(x)?),
+            Projections::Fused(qkv) => {
+                let y = qkv.forward(x)?;
+                (
+                    y.narrow(1, 0, n_heads * d)?,
+                    y.narrow(1, n_heads * d, n_kv * d)?.contiguous()?,
+                    y.narrow(1, (n_heads + n_kv) * d, n_kv * d)?.contiguous()?,
+                )
+            }
+        };
+        let mut q = q.contiguous()?.reshape((tokens, n_heads, d))?;
+        let mut k = k.reshape((tokens, n_kv, d))?;
+        let v = v.reshape((tokens, n_kv, d))?;
         if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
             q = qn.forward(&q)?;
             k = kn.forward(&k)?;

@@ -3,57 +3,99 @@ use std::sync::Arc;
 use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::{DType, Module, Tensor};
 
+use crate::kernels::affine::{AffineMatMul, AffineWeight};
 use crate::kernels::{QuantMatMul, RowOrder};
-use crate::weights::GgufWeights;
+use crate::weights::Weights;
 use crate::Result;
 
-/// `y = x Wᵀ` with `W` kept in its stored (usually quantized) type.
-///
-/// Q4_1, Q5_0, Q8_0, Q6_K and Q4_K (row count a multiple of 8) weights on the
-/// CPU go through [`QuantMatMul`] (ggml's exact x86 arithmetic, SIMD) for f32
-/// activations; everything else through candle's `QMatMul`.
-pub struct QLinear {
-    inner: QMatMul,
-    fast: Option<QuantMatMul>,
+/// `y = x Wᵀ (+ b)` with `W` kept in the form the file stores it.
+pub struct Linear {
+    weight: LinearWeight,
+    bias: Option<Tensor>,
 }
 
-impl QLinear {
-    /// `W` has shape `[out_features, in_features]`.
+enum LinearWeight {
+    /// A GGML tensor. Q4_1, Q5_0, Q8_0, Q6_K and Q4_K (row count a multiple
+    /// of 8) weights on the CPU go through [`QuantMatMul`] (ggml's exact x86
+    /// arithmetic, SIMD) for f32 activations; everything else through
+    /// candle's `QMatMul`.
+    Ggml {
+        inner: QMatMul,
+        fast: Option<QuantMatMul>,
+    },
+    /// A float matrix `[out, in]` (safetensors F32/F16/BF16, read as f32).
+    Dense(Tensor),
+    /// MLX affine-quantized integers with per-group scales and biases.
+    Affine(Arc<AffineWeight>),
+}
+
+impl Linear {
+    /// Loads `{prefix}.weight` (`[out_features, in_features]`) and, when the
+    /// file has it, `{prefix}.bias`.
     pub fn load(
-        w: &GgufWeights,
-        name: &str,
+        w: &dyn Weights,
+        prefix: &str,
         out_features: usize,
         in_features: usize,
     ) -> Result<Self> {
-        Self::from_qtensor(
-            Arc::new(w.qtensor(name, &[out_features, in_features])?),
-            w.row_order(),
-        )
+        let mut linear = w.linear(&format!("{prefix}.weight"), out_features, in_features)?;
+        let bias = format!("{prefix}.bias");
+        if w.contains(&bias) {
+            linear.bias = Some(w.vector(&bias, out_features)?);
+        }
+        Ok(linear)
     }
 
-    pub fn from_qtensor(t: Arc<QTensor>, order: RowOrder) -> Result<Self> {
+    pub fn ggml(t: Arc<QTensor>, order: RowOrder) -> Result<Self> {
         let inner = QMatMul::from_arc(t.clone())?;
         // candle dequantizes when asked to (CANDLE_DEQUANTIZE_ALL); keep that.
         let fast = match inner {
             QMatMul::QTensor(_) => QuantMatMul::new(t, order),
             _ => None,
         };
-        Ok(Self { inner, fast })
+        Ok(Self::new(LinearWeight::Ggml { inner, fast }))
     }
 
-    /// Whether `W` stays quantized (false when candle dequantizes it, e.g.
-    /// with `CANDLE_DEQUANTIZE_ALL`).
-    pub fn is_quantized(&self) -> bool {
-        matches!(self.inner, QMatMul::QTensor(_))
+    /// `w`: `[out, in]`, f32.
+    pub fn dense(w: Tensor) -> Self {
+        Self::new(LinearWeight::Dense(w))
+    }
+
+    pub fn affine(w: Arc<AffineWeight>) -> Self {
+        Self::new(LinearWeight::Affine(w))
+    }
+
+    fn new(weight: LinearWeight) -> Self {
+        Self { weight, bias: None }
+    }
+
+    /// Whether `W` is a GGML-quantized tensor computed with ggml's arithmetic
+    /// (false for float weights, MLX weights, or when candle dequantizes,
+    /// e.g. with `CANDLE_DEQUANTIZE_ALL`).
+    pub fn is_ggml_quantized(&self) -> bool {
+        matches!(
+            self.weight,
+            LinearWeight::Ggml {
+                inner: QMatMul::QTensor(_),
+                ..
+            }
+        )
     }
 
     /// `x`: `[tokens, in_features]` → `[tokens, out_features]`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        if let Some(fast) = &self.fast {
-            if x.device().is_cpu() && x.dtype() == DType::F32 {
-                return Ok(fast.forward(x)?);
-            }
+        let cpu_f32 = x.device().is_cpu() && x.dtype() == DType::F32;
+        let y = match &self.weight {
+            LinearWeight::Ggml {
+                fast: Some(fast), ..
+            } if cpu_f32 => fast.forward(x)?,
+            LinearWeight::Ggml { inner, .. } => inner.forward(&x.contiguous()?)?,
+            LinearWeight::Dense(w) => x.contiguous()?.matmul(&w.t()?)?,
+            LinearWeight::Affine(w) => AffineMatMul(w).forward(x)?,
+        };
+        match &self.bias {
+            Some(b) => Ok(y.broadcast_add(b)?),
+            None => Ok(y),
         }
-        Ok(self.inner.forward(&x.contiguous()?)?)
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod attention;
 pub mod dense_attention;
+pub mod embedding;
 pub mod linear;
 pub mod mlp;
 pub mod norm;
@@ -9,7 +10,8 @@ pub mod rope;
 
 pub use attention::Attention;
 pub use dense_attention::dense_attention;
-pub use linear::QLinear;
+pub use embedding::Embedding;
+pub use linear::Linear;
 pub use mlp::Mlp;
 pub use norm::RmsNorm;
 pub use rope::Rope;

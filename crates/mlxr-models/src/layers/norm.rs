@@ -2,7 +2,7 @@ use candle_core::{DType, Tensor};
 
 use crate::kernels::ops::RmsNormOp;
 
-use crate::weights::GgufWeights;
+use crate::weights::Weights;
 use crate::Result;
 
 /// RMSNorm over the last dimension. On the CPU (f32) it computes what ggml
@@ -13,11 +13,13 @@ pub struct RmsNorm {
 }
 
 impl RmsNorm {
-    pub fn load(w: &GgufWeights, name: &str, dim: usize, eps: f32) -> Result<Self> {
-        Ok(Self {
-            weight: w.tensor(name, &[dim])?,
-            eps,
-        })
+    /// `offset` is added to the stored weight (Gemma's `1 + w`).
+    pub fn load(w: &dyn Weights, name: &str, dim: usize, eps: f32, offset: f32) -> Result<Self> {
+        let mut weight = w.vector(name, dim)?;
+        if offset != 0.0 {
+            weight = (weight + offset as f64)?;
+        }
+        Ok(Self { weight, eps })
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {

@@ -1,10 +1,14 @@
 //! Named weights of a GGUF file as candle tensors.
 
+use std::sync::Arc;
+
 use candle_core::quantized::{ggml_file::qtensor_from_ggml, GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use mlxr_formats::gguf::{GgmlType, GgufFile};
 
+use super::Weights;
 use crate::kernels::RowOrder;
+use crate::layers::{Embedding, Linear};
 use crate::ModelError;
 
 pub struct GgufWeights<'a> {
@@ -67,6 +71,30 @@ impl<'a> GgufWeights<'a> {
         self.qtensor(name, shape)?
             .dequantize(&self.device)
             .map_err(|e| ModelError::candle(format!("dequantizing tensor '{name}'"), e))
+    }
+}
+
+impl Weights for GgufWeights<'_> {
+    fn contains(&self, name: &str) -> bool {
+        GgufWeights::contains(self, name)
+    }
+
+    fn linear(&self, name: &str, out: usize, inp: usize) -> Result<Linear, ModelError> {
+        Linear::ggml(Arc::new(self.qtensor(name, &[out, inp])?), self.row_order)
+    }
+
+    fn vector(&self, name: &str, len: usize) -> Result<Tensor, ModelError> {
+        self.tensor(name, &[len])
+    }
+
+    fn embedding(&self, name: &str, vocab: usize, hidden: usize) -> Result<Embedding, ModelError> {
+        Ok(Embedding::Ggml(Arc::new(
+            self.qtensor(name, &[vocab, hidden])?,
+        )))
+    }
+
+    fn row_order(&self) -> RowOrder {
+        self.row_order
     }
 }
 

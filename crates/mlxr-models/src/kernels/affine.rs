@@ -1,0 +1,341 @@
+//! MLX's affine-quantized weights and a matmul that runs on them directly.
+//!
+//! A row of `W` (`cols` values) is cut into groups of `group_size`; each value
+//! is a `bits`-bit unsigned integer `q`, packed little-endian into `u32` words
+//! (value `j` of a row sits at bit `j·bits`), and each group has a scale and a
+//! bias: `w = scale·q + bias`.
+//!
+//! `y = x·Wᵀ` is computed group by group as
+//! `scale·Σ x_j q_j + bias·Σ x_j`: the group's integers are unpacked to f32
+//! once per output row and reused for every token of the batch, and the
+//! per-group sums of `x` are computed once per token. The float order does
+//! not depend on the batch: each output is the same whether its token runs
+//! alone or with others.
+
+use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
+use rayon::prelude::*;
+
+/// Bit widths MLX uses that this kernel reads.
+pub const SUPPORTED_BITS: [u32; 3] = [2, 4, 8];
+
+/// A quantized `[rows, cols]` matrix in MLX's affine layout.
+#[derive(Debug)]
+pub struct AffineWeight {
+    rows: usize,
+    cols: usize,
+    bits: u32,
+    group_size: usize,
+    /// `rows × cols·bits/32` words.
+    packed: Vec<u32>,
+    /// `rows × cols/group_size`.
+    scales: Vec<f32>,
+    biases: Vec<f32>,
+}
+
+impl AffineWeight {
+    /// Checks the sizes; `bits` must be one of [`SUPPORTED_BITS`].
+    pub fn new(
+        rows: usize,
+        cols: usize,
+        bits: u32,
+        group_size: usize,
+        packed: Vec<u32>,
+        scales: Vec<f32>,
+        biases: Vec<f32>,
+    ) -> Result<Self, String> {
+        if !SUPPORTED_BITS.contains(&bits) {
+            return Err(format!(
+                "{bits}-bit affine quantization is not supported (supported: 2, 4, 8)"
+            ));
+        }
+        if group_size == 0 || cols % group_size != 0 || (group_size * bits as usize) % 32 != 0 {
+            return Err(format!(
+                "group size {group_size} does not divide {cols} columns into whole words"
+            ));
+        }
+        let words = rows * cols * bits as usize / 32;
+        let groups = rows * (cols / group_size);
+        if packed.len() != words || scales.len() != groups || biases.len() != groups {
+            return Err(format!(
+                "{rows}x{cols} at {bits} bits, group {group_size}: expected {words} words and \
+                 {groups} scales/biases, found {}, {} and {}",
+                packed.len(),
+                scales.len(),
+                biases.len()
+            ));
+        }
+        Ok(Self {
+            rows,
+            cols,
+            bits,
+            group_size,
+            packed,
+            scales,
+            biases,
+        })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    pub fn bits(&self) -> u32 {
+        self.bits
+    }
+
+    pub fn group_size(&self) -> usize {
+        self.group_size
+    }
+
+    fn words_per_row(&self) -> usize {
+        self.cols * self.bits as usize / 32
+    }
+
+    fn groups_per_row(&self) -> usize {
+        self.cols / self.group_size
+    }
+
+    /// The integers of group `g` of row `r`, as f32, into `out` (`group_size`).
+    fn unpack_group(&self, r: usize, g: usize, out: &mut [f32]) {
+        let per_word = 32 / self.bits as usize;
+        let mask = (1u32 << self.bits) - 1;
+        let first = r * self.words_per_row() + g * self.group_size / per_word;
+        let words = &self.packed[first..first + self.group_size / per_word];
+        for (chunk, &word) in out.chunks_exact_mut(per_word).zip(words) {
+            for (k, v) in chunk.iter_mut().enumerate() {
+                *v = ((word >> (k as u32 * self.bits)) & mask) as f32;
+            }
+        }
+    }
+
+    /// Row `r` as f32 values.
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        let groups = self.groups_per_row();
+        for (g, chunk) in out.chunks_exact_mut(self.group_size).enumerate() {
+            self.unpack_group(r, g, chunk);
+            let (scale, bias) = (self.scales[r * groups + g], self.biases[r * groups + g]);
+            for v in chunk.iter_mut() {
+                *v = scale * *v + bias;
+            }
+        }
+    }
+
+    /// The whole matrix as f32, `[rows, cols]` row-major.
+    pub fn dequantize(&self) -> Vec<f32> {
+        let mut out = vec![0.0; self.rows * self.cols];
+        for (r, row) in out.chunks_exact_mut(self.cols).enumerate() {
+            self.dequantize_row(r, row);
+        }
+        out
+    }
+
+    /// `y[m, rows] = x[m, cols] · Wᵀ`.
+    pub fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
+        assert_eq!(
+            x.len(),
+            m * self.cols,
+            "activations do not match the weight"
+        );
+        let (gs, groups) = (self.group_size, self.groups_per_row());
+        let group_sums: Vec<f32> = x.chunks_exact(gs).map(sum8).collect();
+        // Output rows in chunks, each computing every token; rows are then
+        // scattered into the token-major result.
+        const ROWS_PER_TASK: usize = 16;
+        let parts: Vec<Vec<f32>> = (0..self.rows.div_ceil(ROWS_PER_TASK))
+            .into_par_iter()
+            .map(|task| {
+                let rows = task * ROWS_PER_TASK..((task + 1) * ROWS_PER_TASK).min(self.rows);
+                let mut part = vec![0.0f32; rows.len() * m];
+                let mut q = vec![0.0f32; gs];
+                for (i, r) in rows.enumerate() {
+                    let acc = &mut part[i * m..(i + 1) * m];
+                    for g in 0..groups {
+                        self.unpack_group(r, g, &mut q);
+                        let (scale, bias) =
+                            (self.scales[r * groups + g], self.biases[r * groups + g]);
+                        for (t, a) in acc.iter_mut().enumerate() {
+                            let xs = &x[t * self.cols + g * gs..t * self.cols + (g + 1) * gs];
+                            *a += scale * dot8(&q, xs) + bias * group_sums[t * groups + g];
+                        }
+                    }
+                }
+                part
+            })
+            .collect();
+        let mut y = vec![0.0f32; m * self.rows];
+        for (task, part) in parts.iter().enumerate() {
+            let first = task * ROWS_PER_TASK;
+            for (i, row) in part.chunks_exact(m).enumerate() {
+                for (t, &v) in row.iter().enumerate() {
+                    y[t * self.rows + first + i] = v;
+                }
+            }
+        }
+        y
+    }
+}
+
+/// Σ a·b over slices of equal length, in eight lanes (vectorises).
+fn dot8(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+fn sum8(a: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let chunks = a.chunks_exact(8);
+    let tail: f32 = chunks.remainder().iter().sum();
+    for x in chunks {
+        for k in 0..8 {
+            acc[k] += x[k];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// [`AffineWeight::matmul`] as a candle op on `[.., cols]` f32 activations.
+pub struct AffineMatMul<'a>(pub &'a AffineWeight);
+
+impl AffineMatMul<'_> {
+    pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        x.contiguous()?.apply_op1_no_bwd(self)
+    }
+}
+
+impl CustomOp1 for AffineMatMul<'_> {
+    fn name(&self) -> &'static str {
+        "mlxr-affine-matmul"
+    }
+
+    fn cpu_fwd(
+        &self,
+        storage: &CpuStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let CpuStorage::F32(data) = storage else {
+            candle_core::bail!("{}: only f32 activations are supported", self.name());
+        };
+        let Some((start, end)) = layout.contiguous_offsets() else {
+            candle_core::bail!("{}: activations must be contiguous", self.name());
+        };
+        let mut dims = layout.shape().dims().to_vec();
+        if dims.last() != Some(&self.0.cols) {
+            candle_core::bail!(
+                "{}: activations {dims:?} do not end in {}",
+                self.name(),
+                self.0.cols
+            );
+        }
+        let x = &data[start..end];
+        let y = self.0.matmul(x, x.len() / self.0.cols);
+        *dims.last_mut().expect("checked") = self.0.rows;
+        Ok((CpuStorage::F32(y), Shape::from(dims)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn random(rows: usize, cols: usize, bits: u32, gs: usize, seed: u64) -> AffineWeight {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let words = rows * cols * bits as usize / 32;
+        let groups = rows * cols / gs;
+        AffineWeight::new(
+            rows,
+            cols,
+            bits,
+            gs,
+            (0..words).map(|_| rng.random()).collect(),
+            (0..groups).map(|_| rng.random_range(-0.1..0.1)).collect(),
+            (0..groups).map(|_| rng.random_range(-0.5..0.5)).collect(),
+        )
+        .unwrap()
+    }
+
+    /// Value `j` of row `r` read bit by bit from the little-endian stream.
+    fn reference_value(w: &AffineWeight, r: usize, j: usize) -> f32 {
+        let bit0 = j * w.bits as usize;
+        let mut q = 0u32;
+        for b in 0..w.bits as usize {
+            let bit = bit0 + b;
+            let word = w.packed[r * w.words_per_row() + bit / 32];
+            q |= ((word >> (bit % 32)) & 1) << b;
+        }
+        let g = r * w.groups_per_row() + j / w.group_size;
+        w.scales[g] * q as f32 + w.biases[g]
+    }
+
+    #[test]
+    fn matmul_matches_dequantized_f64_reference() {
+        for (bits, gs, rows, cols, m) in [
+            (4, 64, 37, 128, 1),
+            (4, 32, 16, 96, 5),
+            (8, 32, 40, 64, 3),
+            (8, 128, 9, 256, 17),
+            (2, 64, 23, 192, 2),
+        ] {
+            let w = random(rows, cols, bits, gs, bits as u64 * 1000 + m as u64);
+            let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+            let x: Vec<f32> = (0..m * cols).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let y = w.matmul(&x, m);
+            let dense = w.dequantize();
+            for t in 0..m {
+                for r in 0..rows {
+                    let want: f64 = (0..cols)
+                        .map(|j| x[t * cols + j] as f64 * reference_value(&w, r, j) as f64)
+                        .sum();
+                    assert!(
+                        (dense[r * cols + 3] - reference_value(&w, r, 3)).abs() < 1e-6,
+                        "dequantize"
+                    );
+                    let got = y[t * rows + r] as f64;
+                    assert!(
+                        (got - want).abs() < 1e-4 * (1.0 + want.abs()),
+                        "bits {bits} group {gs}: y[{t},{r}] = {got}, want {want}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_row_does_not_depend_on_the_batch() {
+        let w = random(33, 128, 4, 64, 1);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(2);
+        let x: Vec<f32> = (0..6 * 128).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let batched = w.matmul(&x, 6);
+        for t in 0..6 {
+            let alone = w.matmul(&x[t * 128..(t + 1) * 128], 1);
+            assert_eq!(alone, batched[t * 33..(t + 1) * 33]);
+        }
+    }
+
+    #[test]
+    fn bad_shapes_are_errors() {
+        assert!(
+            AffineWeight::new(2, 64, 3, 32, vec![0; 12], vec![0.0; 4], vec![0.0; 4])
+                .unwrap_err()
+                .contains("3-bit")
+        );
+        assert!(AffineWeight::new(2, 64, 4, 48, vec![0; 8], vec![0.0; 4], vec![0.0; 4]).is_err());
+        assert!(AffineWeight::new(2, 64, 4, 32, vec![0; 7], vec![0.0; 4], vec![0.0; 4]).is_err());
+    }
+}
