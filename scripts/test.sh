@@ -28,3 +28,6 @@ fi
 "$VENV/bin/pip" install --quiet --disable-pip-version-check -r tests/api/requirements.txt
 cargo build --release -p mlxr
 MLXR_BIN="$PWD/target/release/mlxr" "$VENV/bin/python" -m pytest -q tests/api
+
+echo "== web UI end to end: Playwright (Debian chromium) against a real mlxr serve; screenshots in target/ui-screenshots"
+MLXR_BIN="$PWD/target/release/mlxr" scripts/ui-e2e.sh

@@ -2,15 +2,17 @@ import type { ComponentType } from "react";
 import { Header } from "./components/Header";
 import { useRoute, type Route } from "./lib/router";
 import { ChatPage } from "./pages/chat/ChatPage";
-import { LogsPage } from "./pages/LogsPage";
+import { LogsPage } from "./pages/logs/LogsPage";
 import { MetricsPage } from "./pages/metrics/MetricsPage";
 import { ModelsPage } from "./pages/models/ModelsPage";
-import { SettingsPage } from "./pages/SettingsPage";
+import { PlaygroundPage } from "./pages/playground/PlaygroundPage";
+import { SettingsPage } from "./pages/settings/SettingsPage";
 
 const PAGES: Record<Route, ComponentType> = {
   chat: ChatPage,
   models: ModelsPage,
   metrics: MetricsPage,
+  playground: PlaygroundPage,
   settings: SettingsPage,
   logs: LogsPage,
 };

@@ -4,13 +4,17 @@
 //! - [`catalog`]: model names to files; [`models`]: load on first use,
 //!   keep-alive, least-recently-used unloading.
 //! - [`openai`], [`ollama`]: the two APIs; [`ops`]: health, version, metrics.
+//! - [`admin`]: the daemon's configuration and live log for the web UI
+//!   ([`logs`] keeps the lines).
 //! - [`server`]: the router, middleware (auth, CORS, limits, panics) and
 //!   listeners (TCP, Unix socket), graceful shutdown.
 
+pub mod admin;
 pub mod catalog;
 pub mod embedding;
 pub mod error;
 pub mod generation;
+pub mod logs;
 pub mod models;
 pub mod ollama;
 pub mod openai;
@@ -20,6 +24,7 @@ pub mod state;
 pub mod ui;
 
 pub use catalog::{FileCatalog, ModelCatalog, ModelSpec};
+pub use logs::LogBuffer;
 pub use models::{KeepAlive, ModelManager};
 pub use server::{router, serve, ServerConfig};
 

@@ -173,6 +173,24 @@ impl ModelManager {
         self.default_keep_alive
     }
 
+    pub fn engine_config(&self) -> &EngineConfig {
+        &self.engine_config
+    }
+
+    /// The context size every model gets (`None`: its trained one).
+    pub fn context_size(&self) -> Option<usize> {
+        self.context_size
+    }
+
+    pub fn max_loaded(&self) -> usize {
+        self.max_loaded
+    }
+
+    /// The memory cap of loaded models, in bytes.
+    pub fn max_memory(&self) -> Option<u64> {
+        self.max_memory
+    }
+
     pub fn resolve(&self, name: &str) -> Result<ModelSpec, ApiError> {
         self.catalog
             .resolve(name)

@@ -15,9 +15,10 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::error::ApiError;
+use crate::logs::LogBuffer;
 use crate::models::ModelManager;
 use crate::state::AppState;
-use crate::{ollama, openai, ops, ui};
+use crate::{admin, ollama, openai, ops, ui};
 
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -31,6 +32,13 @@ pub struct ServerConfig {
     pub cors_origins: Vec<String>,
     /// Largest request body accepted, in bytes.
     pub body_limit: usize,
+    /// Where the registry lives (reported by `/api/mlxr/config`).
+    pub home: Option<PathBuf>,
+    /// CPU threads of the engines (reported; `None` = all cores).
+    pub threads: Option<usize>,
+    /// The recent log lines `/api/mlxr/logs` serves; the caller feeds it
+    /// with [`LogBuffer::layer`]. Closed when the server shuts down.
+    pub logs: LogBuffer,
 }
 
 impl Default for ServerConfig {
@@ -41,6 +49,9 @@ impl Default for ServerConfig {
             api_key: None,
             cors_origins: Vec::new(),
             body_limit: 32 << 20,
+            home: None,
+            threads: None,
+            logs: LogBuffer::default(),
         }
     }
 }
@@ -52,7 +63,11 @@ pub const DEFAULT_HOST: &str = "127.0.0.1:11435";
 struct AuthKey(Option<Arc<str>>);
 
 pub fn router(models: Arc<ModelManager>, registry: Arc<Registry>, config: &ServerConfig) -> Router {
-    let state = AppState { models, registry };
+    let state = AppState {
+        models,
+        registry,
+        server: Arc::new(config.clone()),
+    };
     Router::new()
         // Browsers get the web UI at `/`; other clients Ollama's liveness text.
         .route("/", get(ui::root).head(ops::root))
@@ -62,6 +77,7 @@ pub fn router(models: Arc<ModelManager>, registry: Arc<Registry>, config: &Serve
         .route("/api/version", get(ops::version).head(ops::version))
         .merge(openai::routes())
         .merge(ollama::routes())
+        .merge(admin::routes())
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(
             AuthKey(config.api_key.as_deref().map(Arc::from)),
@@ -108,7 +124,7 @@ async fn log_request(req: Request, next: Next) -> Response {
         %method,
         path,
         status = response.status().as_u16(),
-        ms = started.elapsed().as_secs_f64() * 1000.0,
+        ms = %format_args!("{:.3}", started.elapsed().as_secs_f64() * 1000.0),
         "request"
     );
     response
@@ -198,7 +214,8 @@ pub async fn serve(
             std::io::Error::new(e.kind(), format!("cannot listen on {}: {e}", config.host))
         })?;
     tracing::info!("listening on http://{}", tcp.local_addr()?);
-    let tcp_server = axum::serve(tcp, app.clone()).with_graceful_shutdown(shutdown_signal());
+    let tcp_server =
+        axum::serve(tcp, app.clone()).with_graceful_shutdown(shutdown_signal(config.logs.clone()));
     let result = match &config.socket {
         Some(path) => {
             let _ = std::fs::remove_file(path);
@@ -209,7 +226,8 @@ pub async fn serve(
                 )
             })?;
             tracing::info!("listening on unix:{}", path.display());
-            let uds_server = axum::serve(uds, app).with_graceful_shutdown(shutdown_signal());
+            let uds_server =
+                axum::serve(uds, app).with_graceful_shutdown(shutdown_signal(config.logs.clone()));
             let (a, b) = tokio::join!(tcp_server, uds_server);
             let _ = std::fs::remove_file(path);
             a.and(b)
@@ -220,7 +238,9 @@ pub async fn serve(
     result
 }
 
-async fn shutdown_signal() {
+/// Ctrl-C or SIGTERM; then ends the log followers' streams, which would
+/// otherwise keep their connections (and the graceful shutdown) open.
+async fn shutdown_signal(logs: LogBuffer) {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -238,6 +258,7 @@ async fn shutdown_signal() {
         _ = terminate => {},
     }
     tracing::info!("shutting down");
+    logs.close();
 }
 
 #[cfg(test)]

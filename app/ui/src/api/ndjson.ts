@@ -3,12 +3,15 @@ export class LineSplitter {
   private decoder = new TextDecoder();
   private pending = "";
 
+  /** `keepEmpty`: also return blank lines (SSE ends events with one). */
+  constructor(private readonly options: { keepEmpty?: boolean } = {}) {}
+
   /** The complete lines in `chunk` (plus what earlier chunks left over). */
   push(chunk: Uint8Array): string[] {
     this.pending += this.decoder.decode(chunk, { stream: true });
     const lines = this.pending.split("\n");
     this.pending = lines.pop() ?? "";
-    return lines.filter((l) => l.trim() !== "");
+    return this.options.keepEmpty ? lines : lines.filter((l) => l.trim() !== "");
   }
 
   /** What is left once the stream ended (a last line without "\n"). */

@@ -4,6 +4,7 @@ import { ThemeToggle } from "./ThemeToggle";
 
 const LABELS: Record<Route, string> = {
   chat: "Chat",
+  playground: "Playground",
   models: "Models",
   metrics: "Metrics",
   settings: "Settings",

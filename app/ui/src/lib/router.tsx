@@ -3,8 +3,8 @@ import { useSyncExternalStore, type AnchorHTMLAttributes, type MouseEvent } from
 /** Client routes live under /ui/; the daemon also serves the app at /. */
 export const BASE = "/ui";
 
-export type Route = "chat" | "models" | "metrics" | "settings" | "logs";
-export const ROUTES: Route[] = ["chat", "models", "metrics", "settings", "logs"];
+export type Route = "chat" | "playground" | "models" | "metrics" | "settings" | "logs";
+export const ROUTES: Route[] = ["chat", "playground", "models", "metrics", "settings", "logs"];
 
 /** The page for a location path; unknown paths are null (the app shows "not found"). */
 export function routeOf(pathname: string): Route | null {

@@ -7,7 +7,9 @@ use anyhow::{Context, Result};
 use mlxr_engine::EngineConfig;
 use mlxr_registry::Registry;
 use mlxr_server::catalog::{FileCatalog, RegistryCatalog};
-use mlxr_server::{KeepAlive, ModelManager, ModelSpec, ServerConfig};
+use mlxr_server::{KeepAlive, LogBuffer, ModelManager, ModelSpec, ServerConfig};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 use super::serve_config;
 use crate::cli::ServeArgs;
@@ -18,12 +20,15 @@ pub fn serve(mut args: ServeArgs) -> Result<()> {
         serve_config::apply(&mut args, file, serve_config::serve_matches().as_ref())?;
     }
     super::set_threads(args.threads)?;
-    tracing_subscriber::fmt()
-        .with_env_filter(
+    // Log lines go to stderr and into the buffer the web UI's Logs page tails.
+    let logs = LogBuffer::default();
+    tracing_subscriber::registry()
+        .with(
             tracing_subscriber::EnvFilter::try_from_env("MLXR_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
-        .with_writer(std::io::stderr)
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(logs.layer())
         .init();
 
     anyhow::ensure!(
@@ -79,6 +84,9 @@ pub fn serve(mut args: ServeArgs) -> Result<()> {
         api_key: args.api_key.filter(|k| !k.is_empty()),
         cors_origins: args.origins,
         body_limit: args.body_limit,
+        home: Some(home),
+        threads: args.threads,
+        logs,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

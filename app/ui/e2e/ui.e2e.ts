@@ -1,0 +1,261 @@
+// The web UI in a real browser against a real `mlxr serve` with SmolLM2
+// (scripts/ui-e2e.sh). Tests run in order and share one page, so the
+// screenshots show the state earlier tests left (a chat, a pulled model,
+// metrics after traffic).
+import type { Browser, BrowserContext, Locator, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { EMBED_MODEL, MODEL, post, PULL_SOURCE, screenshot, sleep, URL, launch, newContext, watchErrors } from "./browser";
+
+let browser: Browser;
+let context: BrowserContext;
+let page: Page;
+let errors: string[];
+const shots: string[] = [];
+
+beforeAll(async () => {
+  browser = await launch();
+  context = await newContext(browser, "light");
+  page = await context.newPage();
+  errors = watchErrors(page);
+});
+
+afterAll(async () => {
+  await browser?.close();
+  if (shots.length) console.log(`screenshots:\n  ${shots.join("\n  ")}`);
+});
+
+/** Screenshots in the light theme, then dark (the header's toggle: light -> dark -> system -> light). */
+async function shootBothThemes(name: string) {
+  const toggle = page.getByRole("button", { name: /^Theme: / });
+  shots.push(await screenshot(page, `${name}-light`));
+  await toggle.click();
+  await page.waitForFunction(() => document.documentElement.dataset.theme === "dark");
+  shots.push(await screenshot(page, `${name}-dark`));
+  await toggle.click();
+  await toggle.click();
+  await page.waitForFunction(() => document.documentElement.dataset.theme === "light");
+}
+
+/** Picks the first option starting with `prefix` in the Model select inside `scope`. */
+async function pickModel(scope: Locator | Page, prefix: string) {
+  const select = scope.getByRole("combobox", { name: "Model" });
+  const option = select.locator(`option[value^="${prefix}"]`).first();
+  await option.waitFor({ state: "attached" });
+  await select.selectOption((await option.getAttribute("value")) ?? "");
+}
+
+/** Text lengths of the last assistant message, sampled until `done` resolves. */
+async function sampleReply(done: Promise<unknown>): Promise<number[]> {
+  const lengths: number[] = [];
+  let finished = false;
+  void done.finally(() => (finished = true));
+  while (!finished) {
+    const n = await page
+      .getByRole("article", { name: "Assistant" })
+      .last()
+      .evaluate((el) => el.querySelector(".markdown")?.textContent?.length ?? 0)
+      .catch(() => 0);
+    if (n && lengths[lengths.length - 1] !== n) lengths.push(n);
+    await sleep(20);
+  }
+  return lengths;
+}
+
+describe("chat", () => {
+  it("streams a reply to a message", async () => {
+    await page.goto("/ui/chat");
+    await pickModel(page, MODEL);
+    await page.getByRole("textbox", { name: "Message" }).fill("Write one sentence about the sea.");
+    const started = Date.now();
+    await page.getByRole("button", { name: "Send" }).click();
+    const stats = page.getByLabel("Reply statistics");
+    const lengths = await sampleReply(stats.waitFor({ timeout: 60_000 }));
+    const text = await page.getByRole("article", { name: "Assistant" }).last().innerText();
+    console.log(`chat reply in ${Date.now() - started} ms, ${lengths.length} visible updates: ${await stats.innerText()}`);
+    expect(lengths.length, "the reply grew in several steps (streamed)").toBeGreaterThan(2);
+    expect(text.length).toBeGreaterThan(10);
+    expect(await stats.innerText()).toMatch(/tokens\/s/);
+  });
+
+  it("Stop ends a long reply mid-way", async () => {
+    await page.getByText("System prompt and sampling").click();
+    await page.getByRole("spinbutton", { name: "Max tokens" }).fill("2000");
+    await page.getByRole("spinbutton", { name: "Temperature" }).fill("0.8");
+    await page.getByText("System prompt and sampling").click();
+    const stop = page.getByRole("button", { name: "Stop" });
+    // A small model may end a reply on its own within a second: try a few prompts.
+    for (const prompt of ["Write a long story about a dragon and a knight.", "List 100 fruits, one per line.", "Explain the history of Rome in detail."]) {
+      const replies = await page.getByRole("article", { name: "Assistant" }).count();
+      await page.getByRole("textbox", { name: "Message" }).fill(prompt);
+      await page.getByRole("button", { name: "Send" }).click();
+      const reply = page.getByRole("article", { name: "Assistant" }).nth(replies);
+      await page.waitForFunction(
+        (n) => (document.querySelectorAll('article[aria-label="Assistant"]')[n]?.querySelector(".markdown")?.textContent?.length ?? 0) > 10,
+        replies,
+      );
+      const stopped = await stop.click({ timeout: 2000 }).then(
+        () => true,
+        () => false,
+      );
+      if (!stopped) continue;
+      await reply.getByText("Stopped.").waitFor();
+      const length = (await reply.innerText()).length;
+      await sleep(1000);
+      expect((await reply.innerText()).length, "nothing arrives after Stop").toBe(length);
+      expect(await reply.getByLabel("Reply statistics").count(), "the reply did not finish").toBe(0);
+      expect(await page.getByRole("button", { name: "Send" }).isVisible()).toBe(true);
+      await shootBothThemes("chat");
+      return;
+    }
+    throw new Error("every reply ended before Stop could be clicked");
+  });
+});
+
+describe("models", () => {
+  it("pulls a local file with progress", async () => {
+    expect(PULL_SOURCE, "MLXR_E2E_PULL_SOURCE names a GGUF file").not.toBe("");
+    await page.goto("/ui/models");
+    await page.getByRole("rowheader", { name: new RegExp(`^${MODEL}`) }).waitFor();
+    // Record every progress value the bar shows (a local pull is quick).
+    await page.evaluate(() => {
+      const seen: string[] = [];
+      (window as unknown as { progressSeen: string[] }).progressSeen = seen;
+      new MutationObserver(() => {
+        const bar = document.querySelector('progress[aria-label="Pull progress"]') as HTMLProgressElement | null;
+        if (bar) seen.push(`${bar.value}/${bar.max}`);
+      }).observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true });
+    });
+    await page.getByRole("textbox", { name: "Model name" }).fill(PULL_SOURCE);
+    const started = Date.now();
+    await page.getByRole("button", { name: "Pull" }).click();
+    await page.getByRole("status").filter({ hasText: /^Pulled / }).waitFor({ timeout: 60_000 });
+    const seen = await page.evaluate(() => (window as unknown as { progressSeen: string[] }).progressSeen);
+    const determinate = [...new Set(seen)].filter((v) => /^[1-9]\d*\/\d+$/.test(v) && !v.endsWith("/1"));
+    console.log(`pull took ${Date.now() - started} ms; the bar showed ${determinate.length} byte counts, ${determinate[0]} .. ${determinate.at(-1)}`);
+    expect(determinate.length, `the bar showed bytes done (saw ${seen.join(" ")})`).toBeGreaterThan(0);
+    await page.getByRole("rowheader", { name: /^e2e-pull/ }).waitFor();
+    await shootBothThemes("models");
+  });
+});
+
+describe("metrics", () => {
+  it("charts change after traffic", async () => {
+    await page.goto("/ui/metrics");
+    const latest = page.getByLabel("Generated tokens/s: latest value");
+    await latest.waitFor();
+    const pathBefore = await page.locator(".chart path").count();
+    const traffic = (async () => {
+      const until = Date.now() + 9000;
+      while (Date.now() < until) {
+        await Promise.all(
+          [0, 1, 2].map((i) =>
+            post("/api/generate", { model: MODEL, prompt: `Tell a story number ${i}.`, stream: false, options: { num_predict: 40 } }),
+          ),
+        );
+      }
+    })();
+    await page.waitForFunction(
+      () => {
+        const v = document.querySelector('[aria-label="Generated tokens/s: latest value"]')?.textContent ?? "";
+        return Number.parseFloat(v) > 0;
+      },
+      undefined,
+      { timeout: 20_000 },
+    );
+    console.log(`tokens/s shown: ${await latest.innerText()}`);
+    expect(await page.locator(".chart path").count()).toBeGreaterThan(pathBefore);
+    // Two more samples while the traffic goes on, for the screenshots.
+    await sleep(4200);
+    await shootBothThemes("metrics");
+    await traffic;
+  });
+});
+
+describe("logs", () => {
+  it("shows new lines after a request", async () => {
+    await page.goto("/ui/logs");
+    const log = page.getByRole("log", { name: "Server log" });
+    await log.getByText(/listening on/).first().waitFor();
+    await page.getByRole("status").filter({ hasText: "Live" }).waitFor();
+    const showLines = () =>
+      page.evaluate(
+        () => [...document.querySelectorAll(".log-line .log-message")].filter((e) => e.textContent?.includes("path=/api/show")).length,
+      );
+    const before = await showLines();
+    await post("/api/show", { model: MODEL });
+    await page.waitForFunction(
+      (n) =>
+        [...document.querySelectorAll(".log-line .log-message")].filter((e) => e.textContent?.includes("path=/api/show")).length > n,
+      before,
+      { timeout: 10_000 },
+    );
+    // Paused: a new request's line waits until Resume.
+    await page.getByRole("button", { name: "Pause" }).click();
+    await post("/api/show", { model: MODEL });
+    await page.getByRole("status").filter({ hasText: /Paused — \d+ new/ }).waitFor();
+    expect(await showLines(), "no new line while paused").toBe(before + 1);
+    await page.getByRole("button", { name: "Resume" }).click();
+    await page.waitForFunction(
+      (n) =>
+        [...document.querySelectorAll(".log-line .log-message")].filter((e) => e.textContent?.includes("path=/api/show")).length > n,
+      before + 1,
+    );
+    const atBottom = await log.evaluate((el) => Math.abs(el.scrollHeight - el.clientHeight - el.scrollTop) < 4);
+    expect(atBottom, "auto-scroll keeps the newest line in view").toBe(true);
+    await shootBothThemes("logs");
+  });
+});
+
+describe("playground", () => {
+  it("shows a completion's tokens with logprobs and alternatives", async () => {
+    await page.goto("/ui/playground");
+    const panel = page.getByRole("region", { name: "Completion with logprobs" });
+    await pickModel(panel, MODEL);
+    await panel.getByRole("button", { name: "Complete" }).click();
+    const tokens = panel.getByRole("list", { name: "Generated tokens with logprobs" }).getByRole("button");
+    await tokens.first().waitFor();
+    expect(await tokens.count()).toBeGreaterThan(1);
+    expect(await tokens.first().getAttribute("aria-label")).toMatch(/^Token ".*", logprob -?\d+\.\d{3}$/);
+    await tokens.nth(1).focus();
+    const rows = panel.getByRole("region", { name: "Token alternatives" }).getByRole("row");
+    await rows.nth(2).waitFor();
+    expect(await rows.count()).toBeGreaterThan(2);
+  });
+
+  it("compares embeddings, and explains a model that cannot embed", async () => {
+    const panel = page.getByRole("region", { name: "Embeddings: cosine similarity" });
+    if (EMBED_MODEL) {
+      await pickModel(panel, EMBED_MODEL);
+      await panel.getByRole("button", { name: "Compare" }).click();
+      const matrix = panel.getByRole("table", { name: "Cosine similarity matrix" });
+      await matrix.waitFor();
+      const cells = await matrix.getByRole("cell").allInnerTexts();
+      const values = cells.filter(Boolean).map(Number);
+      expect(values).toHaveLength(9);
+      expect(values[0]).toBeCloseTo(1, 3);
+      // The two cat sentences are closer than a cat and the stock market.
+      expect(values[1]!).toBeGreaterThan(values[2]!);
+    }
+    await shootBothThemes("playground");
+    await pickModel(panel, MODEL);
+    await panel.getByRole("button", { name: "Compare" }).click();
+    const alert = panel.getByRole("alert");
+    await alert.waitFor();
+    expect(await alert.innerText()).toMatch(/does not support embeddings.*Models page/s);
+  });
+});
+
+describe("settings", () => {
+  it("shows the server configuration", async () => {
+    await page.goto("/ui/settings");
+    const listen = page.getByRole("region", { name: "Listening" });
+    await listen.waitFor();
+    expect(await listen.innerText()).toContain(new globalThis.URL(URL).host);
+    expect(await page.getByRole("region", { name: "Security" }).innerText()).toMatch(/API key set\s*no/);
+    await shootBothThemes("settings");
+  });
+
+  it("left no uncaught page errors", () => {
+    expect(errors).toEqual([]);
+  });
+});

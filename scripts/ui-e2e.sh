@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# End-to-end tests of the web UI in a real browser: Debian's chromium driven
+# headless by playwright-core (no browser download) against a real
+# `mlxr serve` on SmolLM2 (and all-MiniLM-L6-v2 for the embeddings, when
+# fetched). Screenshots of every page, light and dark, go to
+# target/ui-screenshots/ (or $MLXR_SCREENSHOTS).
+#
+# Needs target/release/mlxr built with the UI embedded (scripts/build-ui.sh,
+# then cargo build --release -p mlxr) and the models of scripts/fetch-models.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+
+MODELS_DIR="${MLXR_MODELS_DIR:-$HOME/.cache/mlxr/models}"
+MODEL_FILE="$MODELS_DIR/SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBED_DIR="$MODELS_DIR/all-MiniLM-L6-v2"
+BIN="${MLXR_BIN:-$ROOT/target/release/mlxr}"
+SHOTS="${MLXR_SCREENSHOTS:-$ROOT/target/ui-screenshots}"
+CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
+
+[ -x "$BIN" ] || { echo "ui-e2e: $BIN missing: cargo build --release -p mlxr" >&2; exit 1; }
+[ -f "$MODEL_FILE" ] || { echo "ui-e2e: $MODEL_FILE missing: run scripts/fetch-models.sh" >&2; exit 1; }
+
+if [ ! -x "$CHROMIUM" ]; then
+    echo "== installing chromium (apt-get)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq chromium >/dev/null 2>&1 \
+        || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+fi
+if [ ! -d app/ui/node_modules/playwright-core ]; then
+    (cd app/ui && npm ci --no-audit --no-fund)
+fi
+
+TMP="$(mktemp -d)"
+SERVER_PID=""
+cleanup() {
+    if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+        kill -TERM "$SERVER_PID" 2>/dev/null || true
+        for _ in $(seq 100); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$SERVER_PID" 2>/dev/null || true
+    fi
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+URL="http://127.0.0.1:$PORT"
+ARGS=(serve --home "$TMP/home" --host "127.0.0.1:$PORT" --kv-cache-mem 256MiB
+      -m "$MODEL_FILE" --name smollm2)
+EMBED_MODEL=""
+if [ -d "$EMBED_DIR" ]; then
+    ARGS+=(-m "$EMBED_DIR" --name all-minilm)
+    EMBED_MODEL=all-minilm
+fi
+# The pull test registers this copy from a local path.
+cp "$MODEL_FILE" "$TMP/e2e-pull.gguf"
+
+echo "== mlxr serve on $URL"
+"$BIN" "${ARGS[@]}" >"$TMP/server.log" 2>&1 &
+SERVER_PID=$!
+for _ in $(seq 300); do
+    if curl -sf "$URL/health" >/dev/null 2>&1; then break; fi
+    if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+        echo "ui-e2e: mlxr serve exited:" >&2; cat "$TMP/server.log" >&2; exit 1
+    fi
+    sleep 0.1
+done
+curl -sf "$URL/health" >/dev/null || { echo "ui-e2e: mlxr serve did not start" >&2; cat "$TMP/server.log" >&2; exit 1; }
+
+rm -rf "$SHOTS"
+echo "== Playwright (playwright-core + $CHROMIUM)"
+status=0
+(cd app/ui && MLXR_URL="$URL" MLXR_E2E_MODEL=smollm2 MLXR_E2E_EMBED_MODEL="$EMBED_MODEL" \
+    MLXR_E2E_PULL_SOURCE="$TMP/e2e-pull.gguf" MLXR_SCREENSHOTS="$SHOTS" CHROMIUM="$CHROMIUM" \
+    npx vitest run --config e2e/vitest.config.ts) || status=$?
+if [ "$status" -ne 0 ]; then
+    echo "ui-e2e: failed; the server log:" >&2
+    tail -n 50 "$TMP/server.log" >&2
+fi
+echo "ui-e2e: screenshots in $SHOTS"
+exit "$status"
