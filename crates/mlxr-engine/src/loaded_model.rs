@@ -20,8 +20,12 @@ pub struct LoadedModel {
 }
 
 impl LoadedModel {
-    /// Opens a GGUF file. `context_size`: `None` for the model's trained context.
+    /// Opens a GGUF file, or a Hugging Face / MLX model folder.
+    /// `context_size`: `None` for the model's trained context.
     pub fn load(path: &Path, context_size: Option<usize>) -> Result<Self, EngineError> {
+        if path.is_dir() {
+            return Self::load_dir(path, context_size);
+        }
         let path = path.to_path_buf();
         let file = GgufFile::open(&path).map_err(|source| EngineError::Open {
             path: path.clone(),
@@ -46,14 +50,44 @@ impl LoadedModel {
         // what else is in the batch (batched equals alone).
         let model = DecoderModel::load_with_order(&file, &Device::Cpu, RowOrder::Independent)
             .map_err(model_err)?;
+        Ok(Self::new(path, model, tokenizer, template, context_size))
+    }
+
+    /// A folder with `config.json`, safetensors weights and `tokenizer.json`.
+    fn load_dir(dir: &Path, context_size: Option<usize>) -> Result<Self, EngineError> {
+        let path = dir.to_path_buf();
+        let tokenizer_err = |source| EngineError::Tokenizer {
+            path: path.clone(),
+            source,
+        };
+        let tokenizer = Tokenizer::from_hf_dir(dir).map_err(tokenizer_err)?;
+        let template = match mlxr_tokenizer::hf_chat_template(dir).map_err(tokenizer_err)? {
+            Some(source) => template_for(&tokenizer, &source)?,
+            None => ChatTemplate::fallback(),
+        };
+        let model =
+            DecoderModel::load_dir(dir, &Device::Cpu).map_err(|source| EngineError::Model {
+                path: path.clone(),
+                source,
+            })?;
+        Ok(Self::new(path, model, tokenizer, template, context_size))
+    }
+
+    fn new(
+        path: PathBuf,
+        model: DecoderModel,
+        tokenizer: Tokenizer,
+        template: ChatTemplate,
+        context_size: Option<usize>,
+    ) -> Self {
         let trained = model.config().context_length;
-        Ok(Self {
+        Self {
             path,
             context_size: context_size.unwrap_or(trained).min(trained).max(1),
             model,
             tokenizer,
             template,
-        })
+        }
     }
 
     /// Replaces the file's chat template (a Jinja source, e.g. from a Modelfile).

@@ -593,5 +593,6 @@ pub(crate) fn build(src: Source<'_>) -> Result<Tokenizer, TokenizerError> {
         ranks,
         pre_tokenizer,
         warnings,
+        hf: None,
     })
 }

@@ -38,6 +38,7 @@
 mod bpe;
 mod build;
 mod hash;
+mod hf_json;
 mod pretokenize;
 mod special;
 mod spm;
@@ -59,6 +60,7 @@ use spm::SpmWork;
 use strtable::StrTable;
 use vocab::attr;
 
+pub use hf_json::chat_template as hf_chat_template;
 pub use stream::StreamDecoder;
 pub use vocab::{SpecialTokenIds, TokenAttrs, TokenType, TokenizerConfig};
 
@@ -138,6 +140,8 @@ pub struct Tokenizer {
     ranks: Option<BpeRanks>,
     pre_tokenizer: Option<PreTokenizer>,
     warnings: Vec<String>,
+    /// Set for `tokenizer.json` folders: encoding goes through it.
+    hf: Option<Box<tokenizers::Tokenizer>>,
 }
 
 impl fmt::Debug for Tokenizer {
@@ -180,7 +184,17 @@ impl Tokenizer {
     /// `add_special` adds BOS/EOS where the model wants them; `parse_special`
     /// turns control-token texts such as `<|im_start|>` into their ids
     /// (user-defined tokens are always matched).
+    ///
+    /// A tokenizer from `tokenizer.json` encodes with the `tokenizers` crate,
+    /// which always recognises added special tokens.
     pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<TokenId> {
+        if let Some(ids) = self
+            .hf
+            .as_deref()
+            .and_then(|hf| Self::encode_hf(hf, text, add_special))
+        {
+            return ids;
+        }
         let frags = self.special.partition(
             text,
             parse_special,

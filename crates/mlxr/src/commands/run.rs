@@ -30,7 +30,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             }
             (Some(file.clone()), name.clone())
         }
-        (None, Some(name)) if PathBuf::from(name).is_file() => {
+        (None, Some(name)) if is_model_path(&PathBuf::from(name)) => {
             (Some(PathBuf::from(name)), args.prompt.clone())
         }
         (None, Some(_)) => return super::remote_chat::run(&args),
@@ -185,4 +185,9 @@ pub fn duration(ms: f64) -> String {
     } else {
         format!("{ms:.3}ms")
     }
+}
+
+/// A GGUF file, or a folder with a `config.json` (Hugging Face or MLX).
+fn is_model_path(path: &std::path::Path) -> bool {
+    path.is_file() || path.join("config.json").is_file()
 }

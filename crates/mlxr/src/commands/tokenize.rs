@@ -7,9 +7,13 @@ use crate::cli::TokenizeArgs;
 
 pub fn tokenize(args: TokenizeArgs) -> Result<()> {
     let path = args.model.display();
-    let file = GgufFile::open(&args.model).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
-    let tokenizer =
-        Tokenizer::from_gguf(file.metadata()).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+    let tokenizer = if args.model.is_dir() {
+        Tokenizer::from_hf_dir(&args.model)
+    } else {
+        let file = GgufFile::open(&args.model).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+        Tokenizer::from_gguf(file.metadata())
+    }
+    .map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
     let ids = tokenizer.encode(&args.text, true, true);
     let out = if args.pieces {
         json!(ids
