@@ -246,12 +246,19 @@ describe("playground", () => {
 });
 
 describe("settings", () => {
-  it("shows the server configuration", async () => {
+  it("shows the server configuration and changes the keep-alive", async () => {
     await page.goto("/ui/settings");
     const listen = page.getByRole("region", { name: "Listening" });
     await listen.waitFor();
     expect(await listen.innerText()).toContain(new globalThis.URL(URL).host);
     expect(await page.getByRole("region", { name: "Security" }).innerText()).toMatch(/API key set\s*no/);
+    // The default keep-alive changes while the daemon runs.
+    const form = page.getByRole("region", { name: "Default keep-alive" });
+    await form.getByRole("textbox", { name: "Keep models loaded after a request for" }).fill("10m");
+    await form.getByRole("button", { name: "Save" }).click();
+    await form.getByRole("status").filter({ hasText: "Saved: 10m." }).waitFor();
+    const config = (await (await fetch(`${URL}/api/mlxr/config`)).json()) as { models: { keep_alive: string } };
+    expect(config.models.keep_alive).toBe("10m");
     await shootBothThemes("settings");
   });
 

@@ -3,6 +3,9 @@
 //!
 //! - `GET /api/mlxr/config`: the effective configuration as JSON (whether
 //!   an API key is set, never the key).
+//! - `PATCH /api/mlxr/config` with `{"keep_alive": "10m"}`: changes the
+//!   default keep-alive (the one safe setting to change at run time; any
+//!   other key is a 400) and answers the new configuration.
 //! - `GET /api/mlxr/logs[?tail=N]`: Server-Sent Events, one `log` event per
 //!   line (JSON [`LogLine`], `id` = its sequence number): the last `N`
 //!   lines (default 200), then new ones as they are logged. A follower that
@@ -12,6 +15,7 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
+use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::response::sse::{Event, KeepAlive as SseKeepAlive, Sse};
 use axum::routing::get;
@@ -22,6 +26,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::broadcast::error::RecvError;
 
+use crate::error::{parse_json, ApiError, OllamaError};
 use crate::logs::LogLine;
 use crate::models::KeepAlive;
 use crate::state::AppState;
@@ -31,13 +36,43 @@ pub const DEFAULT_TAIL: usize = 200;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/api/mlxr/config", get(config))
+        .route("/api/mlxr/config", get(config).patch(update_config))
         .route("/api/mlxr/logs", get(logs))
 }
 
 /// `GET /api/mlxr/config`.
 pub async fn config(State(state): State<AppState>) -> Json<Value> {
     Json(config_json(&state))
+}
+
+/// The settings `PATCH /api/mlxr/config` may change.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigUpdate {
+    keep_alive: Option<Value>,
+}
+
+/// `PATCH /api/mlxr/config`.
+pub async fn update_config(
+    State(state): State<AppState>,
+    body: Bytes,
+) -> Result<Json<Value>, OllamaError> {
+    let update: ConfigUpdate = parse_json(&body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "{}; only keep_alive can be changed while the server runs",
+            e.message
+        ))
+    })?;
+    if let Some(value) = update.keep_alive {
+        let keep_alive = KeepAlive::parse(&value)
+            .map_err(|e| ApiError::bad_request(format!("keep_alive: {e}")))?;
+        state.models.set_default_keep_alive(keep_alive);
+        tracing::info!(
+            keep_alive = %keep_alive_text(keep_alive),
+            "default keep_alive changed"
+        );
+    }
+    Ok(Json(config_json(&state)))
 }
 
 fn config_json(state: &AppState) -> Value {

@@ -107,7 +107,8 @@ pub struct ModelManager {
     catalog: Arc<dyn ModelCatalog>,
     engine_config: EngineConfig,
     context_size: Option<usize>,
-    default_keep_alive: KeepAlive,
+    /// Changeable at run time (`PATCH /api/mlxr/config`).
+    default_keep_alive: std::sync::Mutex<KeepAlive>,
     max_loaded: usize,
     /// Bytes all loaded models may take (weights plus KV cache), if capped.
     max_memory: Option<u64>,
@@ -142,7 +143,7 @@ impl ModelManager {
             catalog,
             engine_config,
             context_size,
-            default_keep_alive,
+            default_keep_alive: std::sync::Mutex::new(default_keep_alive),
             max_loaded: max_loaded.max(1),
             max_memory: None,
             loaded: Mutex::new(HashMap::new()),
@@ -169,8 +170,21 @@ impl ModelManager {
         &self.catalog
     }
 
+    /// How long a model stays loaded after a request that names no `keep_alive`.
     pub fn default_keep_alive(&self) -> KeepAlive {
-        self.default_keep_alive
+        *self
+            .default_keep_alive
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Changes the default for later requests; loaded models keep the
+    /// expiry their last request gave them.
+    pub fn set_default_keep_alive(&self, keep_alive: KeepAlive) {
+        *self
+            .default_keep_alive
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = keep_alive;
     }
 
     pub fn engine_config(&self) -> &EngineConfig {
@@ -252,7 +266,7 @@ impl ModelManager {
             }));
         }
         let key = with_tag(&spec.name);
-        let keep_alive = keep_alive.unwrap_or(self.default_keep_alive);
+        let keep_alive = keep_alive.unwrap_or_else(|| self.default_keep_alive());
         let mut loaded = self.loaded.lock().await;
         let started = Instant::now();
         if !loaded.contains_key(&key) {
@@ -341,7 +355,7 @@ impl ModelManager {
     /// Marks a request done: the keep-alive clock starts now, and
     /// `UnloadNow` unloads.
     pub async fn release(&self, name: &str, keep_alive: Option<KeepAlive>) {
-        let keep_alive = keep_alive.unwrap_or(self.default_keep_alive);
+        let keep_alive = keep_alive.unwrap_or_else(|| self.default_keep_alive());
         let mut loaded = self.loaded.lock().await;
         let key = with_tag(name);
         if keep_alive == KeepAlive::UnloadNow {

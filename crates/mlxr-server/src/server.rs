@@ -171,6 +171,7 @@ fn cors(extra: &[String]) -> CorsLayer {
         .allow_methods([
             Method::GET,
             Method::POST,
+            Method::PATCH,
             Method::DELETE,
             Method::HEAD,
             Method::OPTIONS,

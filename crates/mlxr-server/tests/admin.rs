@@ -156,3 +156,57 @@ async fn a_bad_tail_is_a_client_error() {
     let r = get(&app, "/api/mlxr/logs?tail=lots", None).await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
 }
+
+async fn patch(app: &Router, body: &str) -> Response {
+    let req = Request::patch("/api/mlxr/config")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    app.clone().oneshot(req).await.unwrap()
+}
+
+#[tokio::test]
+async fn keep_alive_is_the_one_setting_that_changes() {
+    let (app, _home) = app(&ServerConfig::default());
+    let r = patch(&app, r#"{"keep_alive": "1h"}"#).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(json(r).await["models"]["keep_alive"], "1h");
+    let body = json(get(&app, "/api/mlxr/config", None).await).await;
+    assert_eq!(body["models"]["keep_alive"], "1h");
+    let r = patch(&app, r#"{"keep_alive": -1}"#).await;
+    assert_eq!(json(r).await["models"]["keep_alive"], "-1");
+
+    for (bad, says) in [
+        (r#"{"keep_alive": "soon"}"#, "keep_alive: invalid duration"),
+        (
+            r#"{"max_loaded_models": 9}"#,
+            "only keep_alive can be changed",
+        ),
+        (r#"{"keep_alive": [1]}"#, "keep_alive"),
+        ("not json", "invalid JSON body"),
+        ("", "missing request body"),
+    ] {
+        let r = patch(&app, bad).await;
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{bad}");
+        let message = json(r).await["error"].as_str().unwrap().to_string();
+        assert!(message.contains(says), "{bad}: {message}");
+    }
+    let body = json(get(&app, "/api/mlxr/config", None).await).await;
+    assert_eq!(
+        body["models"]["keep_alive"], "-1",
+        "bad updates change nothing"
+    );
+}
+
+#[tokio::test]
+async fn changing_settings_needs_the_key() {
+    let config = ServerConfig {
+        api_key: Some("k".into()),
+        ..ServerConfig::default()
+    };
+    let (app, _home) = app(&config);
+    let r = patch(&app, r#"{"keep_alive": "1h"}"#).await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let body = json(get(&app, "/api/mlxr/config", Some("k")).await).await;
+    assert_eq!(body["models"]["keep_alive"], "10m");
+}

@@ -31,3 +31,9 @@ export async function* followLogs(tail: number, signal: AbortSignal): AsyncGener
     else if (event.event === "skipped") yield { kind: "skipped", count: Number(event.data) };
   }
 }
+
+/** `PATCH /api/mlxr/config`: only `keep_alive` (e.g. "10m", "1h", "0", "-1") may change; answers the new configuration. */
+export async function updateConfig(update: { keep_alive: string }): Promise<ServerConfig> {
+  const response = await apiFetch("/api/mlxr/config", { method: "PATCH", body: JSON.stringify(update) });
+  return (await response.json()) as ServerConfig;
+}

@@ -40,4 +40,34 @@ describe("SettingsPage", () => {
     expect(screen.getByText("127.0.0.1:11435")).toBeTruthy();
     expect(screen.queryByRole("alert")).toBeNull();
   });
+
+  it("changes the default keep-alive", async () => {
+    let keepAlive = "5m";
+    const fetch = vi.fn(async (_url: string, init: RequestInit = {}) => {
+      if (init.method === "PATCH") {
+        const body = JSON.parse(String(init.body)) as { keep_alive: string };
+        if (body.keep_alive === "soon") return jsonResponse({ error: "keep_alive: invalid duration 'soon'" }, 400);
+        keepAlive = body.keep_alive;
+      }
+      return jsonResponse({ ...CONFIG, models: { ...CONFIG.models, keep_alive: keepAlive } });
+    });
+    vi.stubGlobal("fetch", fetch);
+    render(<SettingsPage />);
+    const form = await screen.findByRole("region", { name: "Default keep-alive" });
+    const input = within(form).getByRole("textbox", { name: "Keep models loaded after a request for" });
+    expect((input as HTMLInputElement).value).toBe("5m");
+    const save = within(form).getByRole("button", { name: "Save" });
+    expect((save as HTMLButtonElement).disabled).toBe(true);
+
+    fireEvent.change(input, { target: { value: "soon" } });
+    fireEvent.click(save);
+    expect((await within(form).findByRole("alert")).textContent).toContain("invalid duration");
+
+    fireEvent.change(input, { target: { value: "1h" } });
+    fireEvent.click(save);
+    expect((await within(form).findByRole("status")).textContent).toBe("Saved: 1h.");
+    expect(fetch).toHaveBeenCalledWith("/api/mlxr/config", expect.objectContaining({ method: "PATCH", body: '{"keep_alive":"1h"}' }));
+    const models = screen.getByRole("region", { name: "Models" });
+    expect(within(models).getByText("Keep alive").nextElementSibling?.textContent).toBe("1h");
+  });
 });

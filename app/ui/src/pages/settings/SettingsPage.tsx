@@ -5,6 +5,7 @@ import { ApiKeyField } from "../../components/ApiKeyField";
 import { ErrorMessage } from "../../components/ErrorMessage";
 import { useApiKey } from "../../lib/apiKey";
 import { ConfigSection } from "./ConfigSection";
+import { KeepAliveForm } from "./KeepAliveForm";
 
 const TITLES: Record<string, string> = {
   listen: "Listening",
@@ -15,7 +16,7 @@ const TITLES: Record<string, string> = {
   logs: "Logs",
 };
 
-/** The API key entry and the daemon's effective configuration (`GET /api/mlxr/config`, read only). */
+/** The API key entry and the daemon's effective configuration (`GET /api/mlxr/config`); the default keep-alive can change. */
 export function SettingsPage() {
   const apiKey = useApiKey();
   const [config, setConfig] = useState<ServerConfig | null>(null);
@@ -56,10 +57,11 @@ export function SettingsPage() {
       <ErrorMessage message={error} />
       {config && (
         <>
+          <KeepAliveForm current={keepAlive(config)} onSaved={setConfig} />
           <h2>Server configuration</h2>
           <p className="note">
-            How this <code>mlxr serve</code> was started (flags, environment, <code>--config</code> file). Change it
-            by restarting the daemon with other flags; see <code>mlxr serve --help</code>.
+            How this <code>mlxr serve</code> runs (flags, environment, <code>--config</code> file). Besides the
+            keep-alive above, change it by restarting the daemon with other flags; see <code>mlxr serve --help</code>.
           </p>
           <div className="config-grid">
             {sections.map(([name, values]) => (
@@ -70,4 +72,9 @@ export function SettingsPage() {
       )}
     </div>
   );
+}
+
+function keepAlive(config: ServerConfig): string {
+  const models = config.models as { keep_alive?: unknown } | undefined;
+  return typeof models?.keep_alive === "string" ? models.keep_alive : "";
 }
