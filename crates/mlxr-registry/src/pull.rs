@@ -241,15 +241,17 @@ impl Registry {
 
     fn fetch_local(&self, path: &Path, r: &mut Reporter<'_>) -> Result<Fetched> {
         if path.is_dir() {
-            let weights = path.join("model.safetensors");
-            if !weights.is_file() {
-                return Err(RegistryError::InvalidModel {
-                    path: path.to_path_buf(),
-                    reason: "a model folder needs a model.safetensors file".to_string(),
-                });
-            }
-            let model = self.copy_local_file(&weights, r)?;
+            let shards = folder_weights(path)?;
+            // The first weights file is the model blob; sharded folders keep
+            // every shard (and the index) under its own name too.
+            let model = self.copy_local_file(&path.join(&shards[0]), r)?;
             let mut files = Vec::new();
+            if shards.len() > 1 || shards[0] != "model.safetensors" {
+                files.push((shards[0].clone(), model.clone()));
+                for shard in &shards[1..] {
+                    files.push((shard.clone(), self.copy_local_file(&path.join(shard), r)?));
+                }
+            }
             for rel in LOCAL_COMPANIONS {
                 let p = path.join(rel);
                 if p.is_file() {
@@ -291,8 +293,52 @@ impl Registry {
     }
 }
 
-/// Files copied next to `model.safetensors` from a local model folder.
+/// The safetensors files of a model folder: `model.safetensors`, or the
+/// shards its `model.safetensors.index.json` lists (each checked to exist).
+pub fn folder_weights(dir: &Path) -> Result<Vec<String>> {
+    let invalid = |reason: String| RegistryError::InvalidModel {
+        path: dir.to_path_buf(),
+        reason,
+    };
+    let index = dir.join("model.safetensors.index.json");
+    if index.is_file() {
+        let text = std::fs::read_to_string(&index)
+            .map_err(|e| RegistryError::io_at("reading", &index, e))?;
+        let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            invalid(format!(
+                "model.safetensors.index.json is not valid JSON: {e}"
+            ))
+        })?;
+        let mut shards: Vec<String> = json["weight_map"]
+            .as_object()
+            .ok_or_else(|| invalid("model.safetensors.index.json has no weight_map".to_string()))?
+            .values()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect();
+        shards.sort();
+        shards.dedup();
+        for shard in &shards {
+            if shard.contains('/') || shard.contains("..") || !dir.join(shard).is_file() {
+                return Err(invalid(format!("shard '{shard}' of the index is missing")));
+            }
+        }
+        if shards.is_empty() {
+            return Err(invalid("the index lists no shards".to_string()));
+        }
+        return Ok(shards);
+    }
+    if dir.join("model.safetensors").is_file() {
+        return Ok(vec!["model.safetensors".to_string()]);
+    }
+    Err(invalid(
+        "a model folder needs model.safetensors or model.safetensors.index.json".to_string(),
+    ))
+}
+
+/// Files copied next to the weights from a local model folder.
 const LOCAL_COMPANIONS: &[&str] = &[
+    "model.safetensors.index.json",
+    "chat_template.jinja",
     "config.json",
     "tokenizer.json",
     "tokenizer_config.json",

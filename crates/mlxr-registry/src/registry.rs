@@ -206,7 +206,16 @@ impl Registry {
                 .iter()
                 .find(|f| f.path == "config.json")
                 .map(|f| self.blobs.path(&f.digest));
-            crate::safetensors::details(model_path, config.as_deref())
+            let shards: Vec<PathBuf> = files
+                .iter()
+                .filter(|f| {
+                    f.path.ends_with(".safetensors") && self.blobs.path(&f.digest) != model_path
+                })
+                .map(|f| self.blobs.path(&f.digest))
+                .collect();
+            let mut weights = vec![model_path];
+            weights.extend(shards.iter().map(PathBuf::as_path));
+            crate::safetensors::details(&weights, config.as_deref())
         } else {
             details::gguf_details(model_path)
         }

@@ -42,37 +42,48 @@ pub(crate) fn is_safetensors(path: &Path) -> bool {
     (2..=MAX_HEADER).contains(&len)
 }
 
-/// Details from the header (parameter count, dominant dtype) and the
-/// model's `config.json` (`model_type` as the family).
-pub fn details(path: &Path, config: Option<&Path>) -> Result<ModelDetails> {
-    let header = read_header(path).ok_or_else(|| RegistryError::InvalidModel {
-        path: path.to_path_buf(),
-        reason: "not a readable safetensors file".to_string(),
-    })?;
+/// Details from the headers of the weights files (parameter count, dominant
+/// dtype) and the model's `config.json` (`model_type` as the family, MLX
+/// quantization width).
+pub fn details(weights: &[&Path], config: Option<&Path>) -> Result<ModelDetails> {
     let mut params = 0u64;
     let mut by_dtype: HashMap<String, u64> = HashMap::new();
-    for (name, info) in &header {
-        if name == "__metadata__" {
-            continue;
+    for &path in weights {
+        let header = read_header(path).ok_or_else(|| RegistryError::InvalidModel {
+            path: path.to_path_buf(),
+            reason: "not a readable safetensors file".to_string(),
+        })?;
+        for (name, info) in &header {
+            if name == "__metadata__" {
+                continue;
+            }
+            let n: u64 = info["shape"]
+                .as_array()
+                .map(|dims| dims.iter().filter_map(Value::as_u64).product())
+                .unwrap_or(0);
+            params += n;
+            let dtype = info["dtype"].as_str().unwrap_or("unknown").to_string();
+            *by_dtype.entry(dtype).or_default() += n;
         }
-        let n: u64 = info["shape"]
-            .as_array()
-            .map(|dims| dims.iter().filter_map(Value::as_u64).product())
-            .unwrap_or(0);
-        params += n;
-        let dtype = info["dtype"].as_str().unwrap_or("unknown").to_string();
-        *by_dtype.entry(dtype).or_default() += n;
     }
     let quantization_level = by_dtype
         .into_iter()
         .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
         .map(|(d, _)| d)
         .unwrap_or_else(|| "unknown".to_string());
-    let family = config
+    let config = config
         .and_then(|p| std::fs::read(p).ok())
         .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-        .and_then(|v| v["model_type"].as_str().map(str::to_string))
-        .unwrap_or_else(|| "unknown".to_string());
+        .unwrap_or(Value::Null);
+    let family = config["model_type"]
+        .as_str()
+        .unwrap_or("unknown")
+        .to_string();
+    // MLX conversions: the integer width, not the U32 words they are packed in.
+    let quantization_level = match config["quantization"]["bits"].as_u64() {
+        Some(bits) => format!("MLX_Q{bits}"),
+        None => quantization_level,
+    };
     Ok(ModelDetails {
         format: "safetensors".to_string(),
         families: vec![family.clone()],

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mlxr_registry::{
-    gguf_details, safetensors_details, ModelDetails, ModelName, ModelRecord, Registry,
+    folder_weights, gguf_details, safetensors_details, ModelDetails, ModelName, ModelRecord,
+    Registry,
 };
 use serde_json::{Map, Value};
 
@@ -46,10 +47,12 @@ impl ModelSpec {
     /// no overrides.
     pub fn from_file(name: &str, path: &Path) -> Result<ModelSpec, String> {
         let (kind, details) = if path.is_dir() {
-            let weights = path.join("model.safetensors");
+            let shards = folder_weights(path).map_err(|e| e.to_string())?;
+            let weights: Vec<PathBuf> = shards.iter().map(|s| path.join(s)).collect();
+            let weights: Vec<&Path> = weights.iter().map(PathBuf::as_path).collect();
             let details = safetensors_details(&weights, Some(&path.join("config.json")))
                 .map_err(|e| e.to_string())?;
-            (ModelKind::Embed, details)
+            (folder_kind(path), details)
         } else {
             let details = gguf_details(path).map_err(|e| e.to_string())?;
             (ModelKind::Generate, details)
@@ -81,7 +84,8 @@ impl ModelSpec {
         let (kind, path) = if r.files.is_empty() {
             (ModelKind::Generate, r.model_path)
         } else {
-            (ModelKind::Embed, model_folder(registry, &r)?)
+            let folder = model_folder(registry, &r)?;
+            (folder_kind(&folder), folder)
         };
         Ok(ModelSpec {
             name: r.name.to_string(),
@@ -97,6 +101,24 @@ impl ModelSpec {
             license: r.license,
             details: r.details,
         })
+    }
+}
+
+/// What a model folder serves: sentence-transformers folders (a
+/// `modules.json`, or a BERT-family `config.json`) embed; decoders generate.
+fn folder_kind(dir: &Path) -> ModelKind {
+    if dir.join("modules.json").is_file() {
+        return ModelKind::Embed;
+    }
+    let model_type = std::fs::read(dir.join("config.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v["model_type"].as_str().map(str::to_string));
+    match model_type.as_deref() {
+        Some("bert" | "roberta" | "xlm-roberta" | "distilbert" | "mpnet" | "nomic_bert") => {
+            ModelKind::Embed
+        }
+        _ => ModelKind::Generate,
     }
 }
 

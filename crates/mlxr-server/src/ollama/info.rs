@@ -84,6 +84,11 @@ pub async fn show(State(state): State<AppState>, body: Bytes) -> Result<Json<Val
     let name = super::requested_model(body.model, body.name)?;
     let spec = state.models.resolve(&name)?;
     let (model_info, file_template, capabilities) = match spec.kind {
+        ModelKind::Generate if spec.path.is_dir() => (
+            folder_info(&spec),
+            mlxr_tokenizer::hf_chat_template(&spec.path).ok().flatten(),
+            json!(["completion"]),
+        ),
         ModelKind::Generate => {
             let file = GgufFile::open(&spec.path)
                 .map_err(|e| ApiError::internal(format!("reading {}: {e}", spec.path.display())))?;
@@ -145,7 +150,7 @@ fn plain(v: &Value) -> String {
     }
 }
 
-/// An embedding model's `config.json`, keyed like GGUF metadata
+/// A model folder's `config.json`, keyed like GGUF metadata
 /// (`general.architecture`, `bert.hidden_size`, ...).
 fn folder_info(spec: &ModelSpec) -> Value {
     let family = &spec.details.family;
