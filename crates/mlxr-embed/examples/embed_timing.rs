@@ -1,4 +1,5 @@
-//! Times embedding 32 short sentences in one call.
+//! Milliseconds per sample embedding 32 short sentences one at a time
+//! (batch 1) and in one call (batch 32), mean ± sd over 10 runs.
 //!
 //! cargo run --release -p mlxr-embed --example embed_timing [-- MODEL_DIR]
 //! (default: $MLXR_MODELS_DIR/all-MiniLM-L6-v2; threads: RAYON_NUM_THREADS)
@@ -45,19 +46,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let texts: Vec<&str> = sentences.iter().map(String::as_str).collect();
 
     model.embed(&texts, true)?; // warm-up
-    let runs = 10;
-    let start = Instant::now();
-    let mut tokens = 0;
-    for _ in 0..runs {
-        tokens = model.embed(&texts, true)?.prompt_tokens;
+    for batch in [1, 32] {
+        let runs = 10;
+        let mut per_sample = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let start = Instant::now();
+            for chunk in texts.chunks(batch) {
+                model.embed(chunk, true)?;
+            }
+            per_sample.push(start.elapsed().as_secs_f64() * 1e3 / texts.len() as f64);
+        }
+        let mean = per_sample.iter().sum::<f64>() / runs as f64;
+        let sd = (per_sample.iter().map(|x| (x - mean).powi(2)).sum::<f64>()
+            / (runs - 1) as f64)
+            .sqrt();
+        println!("batch {batch:>2}: {mean:.2} ± {sd:.2} ms per sample ({} texts)", texts.len());
     }
-    let per_call = start.elapsed().as_secs_f64() / runs as f64;
-    println!(
-        "{} texts, {tokens} tokens: {:.1} ms per call ({:.0} texts/s, {:.0} tokens/s)",
-        texts.len(),
-        per_call * 1e3,
-        texts.len() as f64 / per_call,
-        tokens as f64 / per_call
-    );
     Ok(())
 }
