@@ -100,6 +100,7 @@ impl AffineWeight {
     }
 
     /// The integers of group `g` of row `r`, as f32, into `out` (`group_size`).
+    #[inline(always)]
     fn unpack_group(&self, r: usize, g: usize, out: &mut [f32]) {
         let per_word = 32 / self.bits as usize;
         let mask = (1u32 << self.bits) - 1;
@@ -133,6 +134,86 @@ impl AffineWeight {
         out
     }
 
+    /// [`Self::rows_product`] compiled for AVX2 + FMA (the same float
+    /// operations in the same order, so results equal the portable path's).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn rows_avx2(
+        &self,
+        rows: std::ops::Range<usize>,
+        xt: &[f32],
+        m: usize,
+        group_sums: &[f32],
+    ) -> Vec<f32> {
+        self.rows_product(rows, xt, m, group_sums)
+    }
+
+    /// Outputs of `rows` for every token, row-major `[rows.len(), m]`.
+    /// `xt` is `x` with each group's values in word-lane order
+    /// ([`lane_order`]).
+    #[inline(always)]
+    fn rows_product(
+        &self,
+        rows: std::ops::Range<usize>,
+        xt: &[f32],
+        m: usize,
+        group_sums: &[f32],
+    ) -> Vec<f32> {
+        match self.bits {
+            2 => self.rows_product_bits::<2>(rows, xt, m, group_sums),
+            4 => self.rows_product_bits::<4>(rows, xt, m, group_sums),
+            _ => self.rows_product_bits::<8>(rows, xt, m, group_sums),
+        }
+    }
+
+    #[inline(always)]
+    fn rows_product_bits<const BITS: u32>(
+        &self,
+        rows: std::ops::Range<usize>,
+        xt: &[f32],
+        m: usize,
+        group_sums: &[f32],
+    ) -> Vec<f32> {
+        let (gs, groups) = (self.group_size, self.groups_per_row());
+        let words_per_group = gs * BITS as usize / 32;
+        let words_per_row = self.words_per_row();
+        let mut part = vec![0.0f32; rows.len() * m];
+        // One token: multiply straight from the packed words. Several: unpack
+        // each group once and reuse it for every token. Both give the same
+        // per-lane products in the same order, so a row's result does not
+        // depend on the batch. Lanes are reduced once per row, not per group.
+        let mut q = vec![0.0f32; gs];
+        let mut lanes = vec![[0.0f32; 8]; m];
+        let mut scalar = vec![0.0f32; m];
+        for (i, r) in rows.enumerate() {
+            lanes.fill([0.0; 8]);
+            scalar.fill(0.0);
+            let row_words = &self.packed[r * words_per_row..(r + 1) * words_per_row];
+            for (g, words) in row_words.chunks_exact(words_per_group).enumerate() {
+                let (scale, bias) = (self.scales[r * groups + g], self.biases[r * groups + g]);
+                if m > 1 {
+                    unpack_lanes::<BITS>(words, &mut q);
+                }
+                for t in 0..m {
+                    let xs = &xt[t * self.cols + g * gs..t * self.cols + (g + 1) * gs];
+                    let (p, tail) = if m > 1 {
+                        lane_dot(&q, xs, words.len())
+                    } else {
+                        group_dot::<BITS>(words, xs)
+                    };
+                    for l in 0..8 {
+                        lanes[t][l] += scale * p[l];
+                    }
+                    scalar[t] += scale * tail + bias * group_sums[t * groups + g];
+                }
+            }
+            for t in 0..m {
+                part[i * m + t] = lanes[t].iter().sum::<f32>() + scalar[t];
+            }
+        }
+        part
+    }
+
     /// `y[m, rows] = x[m, cols] · Wᵀ`.
     pub fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
         assert_eq!(
@@ -140,8 +221,9 @@ impl AffineWeight {
             m * self.cols,
             "activations do not match the weight"
         );
-        let (gs, groups) = (self.group_size, self.groups_per_row());
+        let gs = self.group_size;
         let group_sums: Vec<f32> = x.chunks_exact(gs).map(sum8).collect();
+        let xt = lane_order(x, gs, self.bits);
         // Output rows in chunks, each computing every token; rows are then
         // scattered into the token-major result.
         const ROWS_PER_TASK: usize = 16;
@@ -149,21 +231,14 @@ impl AffineWeight {
             .into_par_iter()
             .map(|task| {
                 let rows = task * ROWS_PER_TASK..((task + 1) * ROWS_PER_TASK).min(self.rows);
-                let mut part = vec![0.0f32; rows.len() * m];
-                let mut q = vec![0.0f32; gs];
-                for (i, r) in rows.enumerate() {
-                    let acc = &mut part[i * m..(i + 1) * m];
-                    for g in 0..groups {
-                        self.unpack_group(r, g, &mut q);
-                        let (scale, bias) =
-                            (self.scales[r * groups + g], self.biases[r * groups + g]);
-                        for (t, a) in acc.iter_mut().enumerate() {
-                            let xs = &x[t * self.cols + g * gs..t * self.cols + (g + 1) * gs];
-                            *a += scale * dot8(&q, xs) + bias * group_sums[t * groups + g];
-                        }
-                    }
+                #[cfg(target_arch = "x86_64")]
+                if std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+                {
+                    // SAFETY: the CPU has AVX2 and FMA (checked just above).
+                    return unsafe { self.rows_avx2(rows, &xt, m, &group_sums) };
                 }
-                part
+                self.rows_product(rows, &xt, m, &group_sums)
             })
             .collect();
         let mut y = vec![0.0f32; m * self.rows];
@@ -179,24 +254,86 @@ impl AffineWeight {
     }
 }
 
-/// Σ a·b over slices of equal length, in eight lanes (vectorises).
-fn dot8(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for k in 0..8 {
-            acc[k] += x[k] * y[k];
+/// `x` with every group's values reordered to match the packed words:
+/// position `k·W + j` holds the value in bits `k·BITS..` of word `j` (of `W`
+/// words per group), so that one shift and mask of all the group's words
+/// lines up with a contiguous run of `x`.
+fn lane_order(x: &[f32], group_size: usize, bits: u32) -> Vec<f32> {
+    let per_word = 32 / bits as usize;
+    let words = group_size / per_word;
+    let mut out = vec![0.0f32; x.len()];
+    for (src, dst) in x
+        .chunks_exact(group_size)
+        .zip(out.chunks_exact_mut(group_size))
+    {
+        for j in 0..words {
+            for k in 0..per_word {
+                dst[k * words + j] = src[j * per_word + k];
+            }
         }
     }
-    acc.iter().sum::<f32>() + tail
+    out
 }
 
+/// The group's integers as f32 in lane order (see [`lane_order`]).
+#[inline(always)]
+fn unpack_lanes<const BITS: u32>(words: &[u32], q: &mut [f32]) {
+    let mask = (1u32 << BITS) - 1;
+    for (k, lane) in q.chunks_exact_mut(words.len()).enumerate() {
+        let shift = k as u32 * BITS;
+        for (v, &w) in lane.iter_mut().zip(words) {
+            *v = ((w >> shift) & mask) as f32;
+        }
+    }
+}
+
+/// [`group_dot`] on unpacked integers: the same products summed in the same
+/// order (eight lanes over the words, bit positions in turn, then the tail).
+#[inline(always)]
+fn lane_dot(q: &[f32], xs: &[f32], n: usize) -> ([f32; 8], f32) {
+    let mut acc = [0.0f32; 8];
+    let mut tail = 0.0f32;
+    for (qk, xk) in q.chunks_exact(n).zip(xs.chunks_exact(n)) {
+        let (qc, xc) = (qk.chunks_exact(8), xk.chunks_exact(8));
+        for (&a, &b) in qc.remainder().iter().zip(xc.remainder()) {
+            tail += a * b;
+        }
+        for (a, b) in qc.zip(xc) {
+            for l in 0..8 {
+                acc[l] += a[l] * b[l];
+            }
+        }
+    }
+    (acc, tail)
+}
+
+/// Σ q·x over one group: `words` packed integers, `xs` in lane order.
+/// Eight lanes over the words, one pass per bit position (vectorises);
+/// returns the lanes and the part past the last whole eight words.
+#[inline(always)]
+fn group_dot<const BITS: u32>(words: &[u32], xs: &[f32]) -> ([f32; 8], f32) {
+    let per_word = (32 / BITS) as usize;
+    let mask = (1u32 << BITS) - 1;
+    let n = words.len();
+    let mut acc = [0.0f32; 8];
+    let mut tail = 0.0f32;
+    for k in 0..per_word {
+        let shift = k as u32 * BITS;
+        let xk = &xs[k * n..(k + 1) * n];
+        let (wc, xc) = (words.chunks_exact(8), xk.chunks_exact(8));
+        for (&w, &x) in wc.remainder().iter().zip(xc.remainder()) {
+            tail += ((w >> shift) & mask) as f32 * x;
+        }
+        for (w, x) in wc.zip(xc) {
+            for l in 0..8 {
+                acc[l] += ((w[l] >> shift) & mask) as f32 * x[l];
+            }
+        }
+    }
+    (acc, tail)
+}
+
+#[inline(always)]
 fn sum8(a: &[f32]) -> f32 {
     let mut acc = [0.0f32; 8];
     let chunks = a.chunks_exact(8);
