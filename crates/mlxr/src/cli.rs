@@ -14,6 +14,7 @@ use mlxr_engine::{KvBudget, KvDtype};
   mlxr run -m ~/.cache/mlxr/models/SmolLM2-135M-Instruct.Q4_1.gguf     chat with a model file, no server
   mlxr generate -m model.gguf --raw -n 32 --temperature 0 \"The capital of France is\"
   mlxr tokenize -m model.gguf --pieces \"Hello, world!\"
+  mlxr bench -m model.gguf -p 512 -n 128 -t 2    prompt and generation tokens/s, like llama-bench
   mlxr serve                                     start the daemon (http://127.0.0.1:11435, web UI there too)
   mlxr pull smollm2:135m && mlxr run smollm2:135m \"Why is the sky blue?\"   through the daemon"
 )]
@@ -48,6 +49,22 @@ In a chat, Ctrl-C stops the current reply; /bye or Ctrl-D leaves.")]
   mlxr tokenize -m model.gguf \"Hello, world!\"            [1, 19556, 28, 905, 17]
   mlxr tokenize -m model.gguf --pieces \"Hello\"           [{\"id\": 19556, \"piece\": \"Hello\"}]")]
     Tokenize(TokenizeArgs),
+    /// Measure prompt-processing (ppN) and generation (tgN) speed, like llama-bench.
+    #[command(after_help = "Examples:
+  mlxr bench -m SmolLM2-135M-Instruct.Q4_1.gguf                   pp512 and tg128, all cores, 5 runs each
+  mlxr bench -m model.gguf -p 512 -n 128 -t 2 -r 5                 llama-bench's defaults on 2 threads
+  mlxr bench -m model.gguf -p 128,512 -n 0 -t 1,2                  prompts only, two thread counts
+  mlxr bench -m model.gguf -p 16 -n 4 -r 1 -o json                 one JSON array, llama-bench's keys
+
+Everything runs through the engine `mlxr generate` and `mlxr serve` use (EngineHandle:
+scheduler, paged KV cache, greedy sampling), with the prefix cache off and random token ids.
+ppN: one request with an N-token prompt and max_tokens 1, timed by the engine from the step that
+schedules it to its first token (the prompt's forward passes and one sampling step; a prompt
+longer than --batch-size is read in chunks, like llama-bench's ubatch). tgN: a one-token prompt,
+then N single-token decode steps, timed from the first generated token to the last. Each test
+runs once as a warm-up, then -r times; t/s is the mean ± sample standard deviation over runs.
+Model loading is not timed. -o json prints llama-bench's keys (avg_ts, stddev_ts, samples_ts, ...).")]
+    Bench(BenchArgs),
     /// Serve models over OpenAI- and Ollama-compatible HTTP APIs.
     #[command(after_help = "Examples:
   mlxr serve                                        models from the registry (MLXR_HOME, default ~/.mlxr)
@@ -357,6 +374,55 @@ pub struct GenerateArgs {
     #[arg(long)]
     pub json: bool,
     pub prompt: String,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Path to a GGUF model file.
+    #[arg(short = 'm', long = "model", value_name = "MODEL")]
+    pub model: PathBuf,
+    /// Prompt lengths to time (comma-separated; 0 skips).
+    #[arg(
+        short = 'p',
+        long = "n-prompt",
+        value_delimiter = ',',
+        default_value = "512",
+        value_name = "N"
+    )]
+    pub n_prompt: Vec<usize>,
+    /// Generation lengths to time (comma-separated; 0 skips).
+    #[arg(
+        short = 'n',
+        long = "n-gen",
+        value_delimiter = ',',
+        default_value = "128",
+        value_name = "N"
+    )]
+    pub n_gen: Vec<usize>,
+    /// CPU threads, comma-separated for several runs (default: all cores).
+    #[arg(short = 't', long, value_delimiter = ',', value_name = "N")]
+    pub threads: Vec<usize>,
+    /// Timed runs of each test (after one warm-up run).
+    #[arg(short = 'r', long, default_value_t = 5)]
+    pub repetitions: usize,
+    /// Output format: md (a table like llama-bench's) or json.
+    #[arg(short = 'o', long, value_enum, default_value_t = BenchOutput::Md)]
+    pub output: BenchOutput,
+    /// Tokens per forward pass (the engine's max_num_batched_tokens; llama-bench's -ub).
+    #[arg(short = 'b', long, default_value_t = 512, value_name = "N")]
+    pub batch_size: usize,
+    /// Context size (default: just enough for the longest test).
+    #[arg(short = 'c', long = "ctx-size")]
+    pub ctx_size: Option<usize>,
+    /// Element type of the KV cache: f16, bf16 or f32.
+    #[arg(long, default_value = "f16", value_name = "TYPE")]
+    pub kv_dtype: KvDtype,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchOutput {
+    Md,
+    Json,
 }
 
 #[derive(Args, Debug)]

@@ -1,3 +1,4 @@
+mod bench;
 mod client;
 mod create;
 mod format;
@@ -27,6 +28,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Run(args) => run::run(args),
         Command::Generate(args) => generate::generate(args),
         Command::Tokenize(args) => tokenize::tokenize(args),
+        Command::Bench(args) => bench::bench(args),
         Command::Serve(args) => serve::serve(args),
         Command::Pull(args) => pull::pull(args),
         Command::List(args) => models::list(args),

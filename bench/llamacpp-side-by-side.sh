@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# `mlxr bench` next to `llama-bench` (issue 7): the same GGUF files, prompt and
+# generation lengths, thread count and number of runs. The two tools take
+# turns: each round runs both once (-r 1, each with its own warm-up), the
+# order alternating from round to round, so a burst of load on this shared
+# machine hits both. Prints a Markdown table with ours/llama.cpp ratios and
+# writes it to bench/results/side-by-side-<date>.md.
+#
+#   bench/llamacpp-side-by-side.sh                      2 threads, 5 rounds, pp512 + tg128
+#   bench/llamacpp-side-by-side.sh -t 1 -r 3 -p 128 -n 32 -o /tmp/t1.md path/to/other.gguf
+#
+# llama.cpp comes from scripts/llamacpp-reference/build.sh (the llama-cpp-python
+# sdist pinned there), via bench/llamacpp-build.sh.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+
+out="" threads=2 reps=5 n_prompt=512 n_gen=128 models=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -t|--threads) threads="$2"; shift 2 ;;
+    -r|--reps) reps="$2"; shift 2 ;;
+    -p) n_prompt="$2"; shift 2 ;;
+    -n) n_gen="$2"; shift 2 ;;
+    -o|--out) out="$2"; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) models+=("$1"); shift ;;
+  esac
+done
+dir="${MLXR_MODELS_DIR:-$HOME/.cache/mlxr/models}"
+if [ ${#models[@]} -eq 0 ]; then
+  models=("$dir/SmolLM2-135M-Instruct.Q4_1.gguf" "$dir/gemma-3-270m-q4_k_m.gguf")
+fi
+for m in "${models[@]}"; do
+  [ -f "$m" ] || { echo "missing $m: run scripts/fetch-models.sh" >&2; exit 1; }
+done
+
+# MLXR_BIN: an mlxr binary built elsewhere (e.g. from a clean checkout while
+# the working tree is mid-edit); otherwise the working tree is built.
+if [ -n "${MLXR_BIN:-}" ]; then
+  MLXR="$MLXR_BIN"
+  built="mlxr binary \`$MLXR_BIN\`${BENCH_NOTE:+ ($BENCH_NOTE)}"
+else
+  cargo build --release -p mlxr >&2
+  MLXR="$root/target/release/mlxr"
+  built="commit \`$(git rev-parse --short HEAD)\`$(git diff --quiet HEAD -- crates || echo ' (with uncommitted changes under crates/)')"
+fi
+eval "$(bench/llamacpp-build.sh)"
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
+for m in "${models[@]}"; do
+  name="$(basename "$m" .gguf)"
+  for round in $(seq 1 "$reps"); do
+    echo "[side-by-side] $name round $round/$reps (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+    llama() {
+      "$LLAMA_BENCH" -m "$m" -p "$n_prompt" -n "$n_gen" -t "$threads" -r 1 -o json \
+        > "$work/llama.cpp@$name@$round.json" 2> "$work/llama.log"
+    }
+    ours() {
+      "$MLXR" bench -m "$m" -p "$n_prompt" -n "$n_gen" -t "$threads" -r 1 -o json \
+        > "$work/mlxr@$name@$round.json"
+    }
+    if [ $((round % 2)) -eq 1 ]; then llama; ours; else ours; llama; fi
+  done
+done
+load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
+
+out="${out:-bench/results/side-by-side-$(date +%Y-%m-%d).md}"
+mkdir -p bench/results
+{
+  echo "# mlxr bench vs llama-bench, $(date +%Y-%m-%d)"
+  echo
+  echo "$built;" \
+    "llama.cpp \`$LLAMA_CPP_COMMIT\` (llama-cpp-python sdist, CPU, GGML_NATIVE);" \
+    "$(nproc) CPU cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs));" \
+    "load average (1, 5, 15 min) $load_before before, $load_after after;" \
+    "command: \`bench/llamacpp-side-by-side.sh -t $threads -r $reps -p $n_prompt -n $n_gen\`."
+  echo
+  echo "$reps rounds; in each, both tools run once (\`-r 1\` after their own warm-up), taking turns" \
+    "to go first. t/s is the mean ± sample standard deviation over rounds; the ratio is ours / llama.cpp" \
+    "(above 1: mlxr is faster). Both with their defaults otherwise: f16 KV cache; llama-bench" \
+    "\`-b 2048 -ub 512 -fa auto\`, \`mlxr bench -b 512\` (the engine's token budget per step)."
+  echo
+  python3 - "$work" <<'PY'
+import glob, json, os, statistics, sys
+work = sys.argv[1]
+runs = {}  # (model, tool, test) -> [t/s]
+models = []
+for path in sorted(glob.glob(os.path.join(work, "*.json"))):
+    tool, model, _ = os.path.basename(path)[:-5].split("@")
+    if model not in models:
+        models.append(model)
+    for t in json.load(open(path)):
+        test = f"pp{t['n_prompt']}" if t["n_prompt"] else f"tg{t['n_gen']}"
+        runs.setdefault((model, tool, test), []).extend(t["samples_ts"])
+        threads = t["n_threads"]
+def fmt(xs):
+    sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
+    return f"{statistics.mean(xs):.2f} ± {sd:.2f}"
+print("| model | threads | test | mlxr t/s | llama.cpp t/s | ratio |")
+print("| --- | ---: | --- | ---: | ---: | ---: |")
+for model in models:
+    tests = sorted({k[2] for k in runs if k[0] == model}, key=lambda s: (s[:2] != "pp", s))
+    for test in tests:
+        ours, ref = runs.get((model, "mlxr", test)), runs.get((model, "llama.cpp", test))
+        if not ours or not ref:
+            continue
+        ratio = statistics.mean(ours) / statistics.mean(ref)
+        print(f"| {model} | {threads} | {test} | {fmt(ours)} | {fmt(ref)} | {ratio:.2f}× |")
+PY
+} > "$out.tmp"
+mv "$out.tmp" "$out"
+cat "$out"
+echo "wrote $out" >&2

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Serving benchmark driver (issue 7): `mlxr serve` and `llama-server -np N` on
+# the same GGUF file and thread count, one after the other, each loaded with
+# N concurrent streaming clients (bench/serving.py) on /v1/chat/completions,
+# max_tokens 128 with ignore_eos. Rounds alternate which server goes first;
+# each round starts the server afresh. Prints a Markdown table and the
+# mlxr / llama-server output tok/s ratio, and writes
+# bench/results/serving-<date>.md.
+#
+#   bench/serving.sh                        SmolLM2, 16 streams, 2 threads, 2 rounds
+#   bench/serving.sh -c 4 -t 1 -r 1 -m path/to/model.gguf -o /tmp/serving.md
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+
+out="" streams=16 threads=2 rounds=2 max_tokens=128 per_client=2 ctx_per_slot=512
+model="${MLXR_MODELS_DIR:-$HOME/.cache/mlxr/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -c|--streams) streams="$2"; shift 2 ;;
+    -t|--threads) threads="$2"; shift 2 ;;
+    -r|--rounds) rounds="$2"; shift 2 ;;
+    -n|--max-tokens) max_tokens="$2"; shift 2 ;;
+    --requests-per-client) per_client="$2"; shift 2 ;;
+    -m|--model) model="$2"; shift 2 ;;
+    -o|--out) out="$2"; shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[ -f "$model" ] || { echo "missing $model: run scripts/fetch-models.sh" >&2; exit 1; }
+
+# MLXR_BIN: an mlxr binary built elsewhere (e.g. from a clean checkout while
+# the working tree is mid-edit); otherwise the working tree is built.
+if [ -n "${MLXR_BIN:-}" ]; then
+  MLXR="$MLXR_BIN"
+  built="mlxr binary \`$MLXR_BIN\`${BENCH_NOTE:+ ($BENCH_NOTE)}"
+else
+  cargo build --release -p mlxr >&2
+  MLXR="$root/target/release/mlxr"
+  built="commit \`$(git rev-parse --short HEAD)\`$(git diff --quiet HEAD -- crates || echo ' (with uncommitted changes under crates/)')"
+fi
+eval "$(bench/llamacpp-build.sh --server)"
+venv="${MLXR_CACHE:-$HOME/.cache/mlxr}/bench-venv"
+if ! "$venv/bin/python" -c 'import httpx' 2>/dev/null; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet httpx >&2
+fi
+PY="$venv/bin/python"
+
+work="$(mktemp -d)"
+server_pid=""
+stop_server() {
+  if [ -n "$server_pid" ]; then
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=""
+  fi
+}
+trap 'stop_server; rm -rf "$work"' EXIT
+
+wait_ready() {  # url
+  for _ in $(seq 1 600); do
+    if curl -sf "$1/health" >/dev/null 2>&1; then return 0; fi
+    kill -0 "$server_pid" 2>/dev/null || { echo "server exited; log:" >&2; cat "$work/server.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  echo "server at $1 not ready after 60 s" >&2; exit 1
+}
+
+run_mlxr() {  # round
+  local port=18435
+  MLXR_HOME="$work/home" "$MLXR" serve -m "$model" --name bench \
+    -t "$threads" --max-num-seqs "$streams" --host "127.0.0.1:$port" > "$work/server.log" 2>&1 &
+  server_pid=$!
+  wait_ready "http://127.0.0.1:$port"
+  "$PY" bench/serving.py --url "http://127.0.0.1:$port" --model bench --label mlxr \
+    -c "$streams" --requests-per-client "$per_client" --max-tokens "$max_tokens" \
+    --json-out "$work/mlxr-$1.json" >&2
+  stop_server
+}
+
+run_llama() {  # round
+  local port=18080
+  "$LLAMA_SERVER" -m "$model" -np "$streams" -t "$threads" -c $((streams * ctx_per_slot)) \
+    --host 127.0.0.1 --port "$port" > "$work/server.log" 2>&1 &
+  server_pid=$!
+  wait_ready "http://127.0.0.1:$port"
+  "$PY" bench/serving.py --url "http://127.0.0.1:$port" --model bench --label "llama-server -np $streams" \
+    -c "$streams" --requests-per-client "$per_client" --max-tokens "$max_tokens" \
+    --json-out "$work/llama-$1.json" >&2
+  stop_server
+}
+
+load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
+for round in $(seq 1 "$rounds"); do
+  echo "[serving] round $round/$rounds (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+  if [ $((round % 2)) -eq 1 ]; then run_mlxr "$round"; run_llama "$round"; else run_llama "$round"; run_mlxr "$round"; fi
+done
+load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
+
+out="${out:-bench/results/serving-$(date +%Y-%m-%d).md}"
+mkdir -p bench/results
+{
+  echo "# Serving benchmark: mlxr serve vs llama-server, $(date +%Y-%m-%d)"
+  echo
+  echo "$built;" \
+    "llama.cpp \`$LLAMA_CPP_COMMIT\`; $(nproc) CPU cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs));" \
+    "load average (1, 5, 15 min) $load_before before, $load_after after;" \
+    "command: \`bench/serving.sh -c $streams -t $threads -r $rounds -n $max_tokens\`."
+  echo
+  echo "Model \`$(basename "$model")\`. $streams streaming clients, each sending $per_client requests back to back" \
+    "(/v1/chat/completions, distinct short prompts, temperature 0, max_tokens $max_tokens, ignore_eos), after one" \
+    "untimed warm-up request; $rounds rounds, each server started afresh per round, the order alternating." \
+    "\`mlxr serve -t $threads --max-num-seqs $streams\` (defaults otherwise: 512 tokens per step, 1 GiB f16 KV);" \
+    "\`llama-server -np $streams -t $threads -c $((streams * ctx_per_slot))\` (defaults otherwise)." \
+    "tok/s: mean ± sd over rounds; latencies pooled over all rounds."
+  echo
+  "$PY" - "$work" <<'PY'
+import glob, json, os, sys
+sys.path.insert(0, "bench")
+from serving import summarize
+runs = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json")), reverse=True)]
+means = summarize(runs)
+ours = [v for k, v in means.items() if k == "mlxr"]
+ref = [v for k, v in means.items() if k.startswith("llama-server")]
+if ours and ref:
+    print()
+    print(f"**Output tok/s ratio, mlxr / llama-server: {ours[0] / ref[0]:.2f}×**")
+PY
+} > "$out.tmp"
+mv "$out.tmp" "$out"
+cat "$out"
+echo "wrote $out" >&2

@@ -1,0 +1,84 @@
+//! `mlxr bench` end to end on the real SmolLM2 model: tiny sizes, the JSON
+//! shape and positive figures only (timings are not asserted).
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn bench(extra: &[&str]) -> Option<String> {
+    let model = mlxr_testkit::model_path(mlxr_testkit::SMOLLM2)?;
+    let out = Command::new(env!("CARGO_BIN_EXE_mlxr"))
+        .env("RAYON_NUM_THREADS", "2")
+        .arg("bench")
+        .arg("-m")
+        .arg(&model)
+        .args(["-p", "16", "-n", "4", "-r", "1"])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "mlxr bench failed: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(String::from_utf8(out.stdout).unwrap())
+}
+
+#[test]
+fn json_has_one_object_per_test_with_positive_figures() {
+    let Some(out) = bench(&["-t", "2", "-o", "json"]) else {
+        return;
+    };
+    let tests: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let names: Vec<&str> = tests.iter().map(|t| t["test"].as_str().unwrap()).collect();
+    assert_eq!(names, ["pp16", "tg4"]);
+    for (t, (n_prompt, n_gen)) in tests.iter().zip([(16, 0), (0, 4)]) {
+        assert_eq!(t["n_prompt"], n_prompt, "{t}");
+        assert_eq!(t["n_gen"], n_gen, "{t}");
+        assert_eq!(t["n_threads"], 2, "{t}");
+        assert_eq!(t["backend"], "CPU", "{t}");
+        assert_eq!(t["model_type"], "llama 135M Q4_1", "{t}");
+        assert!(t["model_size"].as_u64().unwrap() > 0, "{t}");
+        assert!(t["model_n_params"].as_u64().unwrap() > 0, "{t}");
+        assert!(t["avg_ns"].as_u64().unwrap() > 0, "{t}");
+        assert!(t["avg_ts"].as_f64().unwrap() > 0.0, "{t}");
+        assert!(t["stddev_ts"].as_f64().unwrap() >= 0.0, "{t}");
+        let samples = t["samples_ts"].as_array().unwrap();
+        assert_eq!(samples.len(), 1, "{t}");
+        assert!(samples[0].as_f64().unwrap() > 0.0, "{t}");
+        assert_eq!(t["samples_ns"].as_array().unwrap().len(), 1, "{t}");
+    }
+}
+
+#[test]
+fn markdown_table_mirrors_llama_bench() {
+    let Some(out) = bench(&["-t", "1,2"]) else {
+        return;
+    };
+    let mut lines = out.lines();
+    let header = lines.next().unwrap();
+    for column in [
+        "model", "size", "params", "backend", "threads", "test", "t/s",
+    ] {
+        assert!(header.contains(column), "{header}");
+    }
+    let rows: Vec<&str> = out.lines().filter(|l| l.contains("Q4_1")).collect();
+    // pp16 and tg4 for each of the two thread counts (one child process each).
+    assert_eq!(rows.len(), 4, "{out}");
+    assert!(rows[0].contains("pp16") && rows[3].contains("tg4"), "{out}");
+    assert!(rows.iter().all(|r| r.contains(" ± ")), "{out}");
+}
+
+#[test]
+fn help_has_examples() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mlxr"))
+        .args(["bench", "--help"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("Examples:") && text.contains("EngineHandle"),
+        "{text}"
+    );
+}
