@@ -46,6 +46,15 @@ pub(crate) fn is_safetensors(path: &Path) -> bool {
 /// dtype) and the model's `config.json` (`model_type` as the family, MLX
 /// quantization width).
 pub fn details(weights: &[&Path], config: Option<&Path>) -> Result<ModelDetails> {
+    let config = config
+        .and_then(|p| std::fs::read(p).ok())
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .unwrap_or(Value::Null);
+    // MLX packs `32 / bits` integers in each U32 element; its per-group
+    // scales and biases are not parameters of the model.
+    let mlx_bits = config["quantization"]["bits"]
+        .as_u64()
+        .filter(|b| 32 % b == 0);
     let mut params = 0u64;
     let mut by_dtype: HashMap<String, u64> = HashMap::new();
     for &path in weights {
@@ -57,12 +66,20 @@ pub fn details(weights: &[&Path], config: Option<&Path>) -> Result<ModelDetails>
             if name == "__metadata__" {
                 continue;
             }
-            let n: u64 = info["shape"]
+            let dtype = info["dtype"].as_str().unwrap_or("unknown").to_string();
+            let mut n: u64 = info["shape"]
                 .as_array()
                 .map(|dims| dims.iter().filter_map(Value::as_u64).product())
                 .unwrap_or(0);
+            if let Some(bits) = mlx_bits {
+                if name.ends_with(".scales") || name.ends_with(".biases") {
+                    continue;
+                }
+                if dtype == "U32" {
+                    n *= 32 / bits;
+                }
+            }
             params += n;
-            let dtype = info["dtype"].as_str().unwrap_or("unknown").to_string();
             *by_dtype.entry(dtype).or_default() += n;
         }
     }
@@ -71,10 +88,6 @@ pub fn details(weights: &[&Path], config: Option<&Path>) -> Result<ModelDetails>
         .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
         .map(|(d, _)| d)
         .unwrap_or_else(|| "unknown".to_string());
-    let config = config
-        .and_then(|p| std::fs::read(p).ok())
-        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-        .unwrap_or(Value::Null);
     let family = config["model_type"]
         .as_str()
         .unwrap_or("unknown")

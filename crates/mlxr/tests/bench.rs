@@ -82,3 +82,34 @@ fn help_has_examples() {
         "{text}"
     );
 }
+
+#[test]
+fn mlx_folders_are_benchmarked_too() {
+    let folder = mlxr_testkit::fixture_path("tiny-models/qwen3-mlx-q4-g128");
+    let out = Command::new(env!("CARGO_BIN_EXE_mlxr"))
+        .env("RAYON_NUM_THREADS", "1")
+        .arg("bench")
+        .arg("-m")
+        .arg(&folder)
+        .args(["-p", "8", "-n", "2", "-r", "1", "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tests: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(tests.len(), 2);
+    for t in &tests {
+        assert!(
+            t["model_type"].as_str().unwrap().starts_with("qwen3 "),
+            "{t}"
+        );
+        assert!(
+            t["model_type"].as_str().unwrap().ends_with(" MLX_Q4"),
+            "{t}"
+        );
+        assert!(t["avg_ts"].as_f64().unwrap() > 0.0, "{t}");
+    }
+}

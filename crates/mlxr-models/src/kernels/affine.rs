@@ -182,33 +182,39 @@ impl AffineWeight {
         // each group once and reuse it for every token. Both give the same
         // per-lane products in the same order, so a row's result does not
         // depend on the batch. Lanes are reduced once per row, not per group.
+        // Tokens in tiles small enough that their activations stay in cache
+        // while every row of the task is multiplied with them.
+        const TOKENS_PER_TILE: usize = 16;
         let mut q = vec![0.0f32; gs];
-        let mut lanes = vec![[0.0f32; 8]; m];
-        let mut scalar = vec![0.0f32; m];
-        for (i, r) in rows.enumerate() {
-            lanes.fill([0.0; 8]);
-            scalar.fill(0.0);
-            let row_words = &self.packed[r * words_per_row..(r + 1) * words_per_row];
-            for (g, words) in row_words.chunks_exact(words_per_group).enumerate() {
-                let (scale, bias) = (self.scales[r * groups + g], self.biases[r * groups + g]);
-                if m > 1 {
-                    unpack_lanes::<BITS>(words, &mut q);
-                }
-                for t in 0..m {
-                    let xs = &xt[t * self.cols + g * gs..t * self.cols + (g + 1) * gs];
-                    let (p, tail) = if m > 1 {
-                        lane_dot(&q, xs, words.len())
-                    } else {
-                        group_dot::<BITS>(words, xs)
-                    };
-                    for l in 0..8 {
-                        lanes[t][l] += scale * p[l];
+        let mut lanes = [[0.0f32; 8]; TOKENS_PER_TILE];
+        let mut scalar = [0.0f32; TOKENS_PER_TILE];
+        for t0 in (0..m).step_by(TOKENS_PER_TILE) {
+            let tile = t0..(t0 + TOKENS_PER_TILE).min(m);
+            for (i, r) in rows.clone().enumerate() {
+                lanes.fill([0.0; 8]);
+                scalar.fill(0.0);
+                let row_words = &self.packed[r * words_per_row..(r + 1) * words_per_row];
+                for (g, words) in row_words.chunks_exact(words_per_group).enumerate() {
+                    let (scale, bias) = (self.scales[r * groups + g], self.biases[r * groups + g]);
+                    if m > 1 {
+                        unpack_lanes::<BITS>(words, &mut q);
                     }
-                    scalar[t] += scale * tail + bias * group_sums[t * groups + g];
+                    for (k, t) in tile.clone().enumerate() {
+                        let xs = &xt[t * self.cols + g * gs..t * self.cols + (g + 1) * gs];
+                        let (p, tail) = if m > 1 {
+                            lane_dot(&q, xs, words.len())
+                        } else {
+                            group_dot::<BITS>(words, xs)
+                        };
+                        for l in 0..8 {
+                            lanes[k][l] += scale * p[l];
+                        }
+                        scalar[k] += scale * tail + bias * group_sums[t * groups + g];
+                    }
                 }
-            }
-            for t in 0..m {
-                part[i * m + t] = lanes[t].iter().sum::<f32>() + scalar[t];
+                for (k, t) in tile.clone().enumerate() {
+                    part[i * m + t] = lanes[k].iter().sum::<f32>() + scalar[k];
+                }
             }
         }
         part

@@ -176,6 +176,9 @@ struct ModelDesc {
 }
 
 fn describe(path: &Path) -> Result<ModelDesc> {
+    if path.is_dir() {
+        return describe_folder(path);
+    }
     let file = GgufFile::open(path)?;
     let meta = file.metadata();
     let size = file.tensors().iter().map(|t| t.size_bytes).sum();
@@ -195,6 +198,41 @@ fn describe(path: &Path) -> Result<ModelDesc> {
         size,
         params,
     })
+}
+
+/// A Hugging Face / MLX folder: `model_type`, parameter count and dtype
+/// from the safetensors headers (MLX: the integer width), bytes on disk.
+fn describe_folder(dir: &Path) -> Result<ModelDesc> {
+    let shards = mlxr_registry::folder_weights(dir)?;
+    let paths: Vec<std::path::PathBuf> = shards.iter().map(|s| dir.join(s)).collect();
+    let refs: Vec<&Path> = paths.iter().map(|p| p.as_path()).collect();
+    let details = mlxr_registry::safetensors_details(&refs, Some(&dir.join("config.json")))?;
+    let size = paths
+        .iter()
+        .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+        .sum();
+    let params = from_human(&details.parameter_size);
+    Ok(ModelDesc {
+        filename: dir.display().to_string(),
+        kind: format!(
+            "{} {} {}",
+            details.family, details.parameter_size, details.quantization_level
+        ),
+        size,
+        params,
+    })
+}
+
+/// `"134.52M"` → 134_520_000 (the registry's human-readable count).
+fn from_human(text: &str) -> u64 {
+    let (digits, scale) = match text.chars().last() {
+        Some('K') => (&text[..text.len() - 1], 1e3),
+        Some('M') => (&text[..text.len() - 1], 1e6),
+        Some('B') => (&text[..text.len() - 1], 1e9),
+        Some('T') => (&text[..text.len() - 1], 1e12),
+        _ => (text, 1.0),
+    };
+    (digits.parse::<f64>().unwrap_or(0.0) * scale).round() as u64
 }
 
 fn summarize(
