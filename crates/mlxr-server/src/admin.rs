@@ -93,6 +93,7 @@ fn config_json(state: &AppState) -> Value {
         "models": {
             "home": server.home,
             "keep_alive": keep_alive_text(models.default_keep_alive()),
+            "load_timeout_s": models.load_timeout().as_secs_f64(),
             "max_loaded_models": models.max_loaded(),
             "max_loaded_memory": models.max_memory(),
             "context_size": models.context_size(),

@@ -13,6 +13,7 @@ use mlxr_embed::EmbeddingModel;
 
 use crate::catalog::{with_tag, ModelCatalog, ModelKind, ModelSpec};
 use crate::error::ApiError;
+use axum::http::StatusCode;
 
 /// How long a model stays loaded after a request.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -42,7 +43,8 @@ impl KeepAlive {
     }
 }
 
-fn parse_go_duration(s: &str) -> Result<f64, String> {
+/// Seconds of a Go-style duration (`5m`, `1h30m`, `250ms`) or a number.
+pub fn parse_go_duration(s: &str) -> Result<f64, String> {
     let bad = || format!("invalid duration '{s}' (e.g. 5m, 1h, 30s, -1)");
     let t = s.trim();
     if let Ok(n) = t.parse::<f64>() {
@@ -115,7 +117,13 @@ pub struct ModelManager {
     loaded: Mutex<HashMap<String, Loaded>>,
     /// Loads in progress (`/health` answers 503 meanwhile).
     loading: std::sync::atomic::AtomicUsize,
+    /// How long a request waits for another request's model load before
+    /// it is answered 503.
+    load_timeout: Duration,
 }
+
+/// Ollama's default (`OLLAMA_LOAD_TIMEOUT`).
+pub const DEFAULT_LOAD_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// What a request gets: the engine and how long loading took.
 pub struct Acquired {
@@ -148,7 +156,19 @@ impl ModelManager {
             max_memory: None,
             loaded: Mutex::new(HashMap::new()),
             loading: std::sync::atomic::AtomicUsize::new(0),
+            load_timeout: DEFAULT_LOAD_TIMEOUT,
         }
+    }
+
+    /// How long a request waits while another request loads a model;
+    /// past it the request gets 503 (the load goes on).
+    pub fn with_load_timeout(mut self, timeout: Duration) -> Self {
+        self.load_timeout = timeout;
+        self
+    }
+
+    pub fn load_timeout(&self) -> Duration {
+        self.load_timeout
     }
 
     /// Caps the memory of loaded models: least recently used ones unload
@@ -267,8 +287,18 @@ impl ModelManager {
         }
         let key = with_tag(&spec.name);
         let keep_alive = keep_alive.unwrap_or_else(|| self.default_keep_alive());
-        let mut loaded = self.loaded.lock().await;
         let started = Instant::now();
+        let Ok(mut loaded) = tokio::time::timeout(self.load_timeout, self.loaded.lock()).await
+        else {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "model '{name}' is not available yet: a model load has taken longer than \
+                     {:?} (--load-timeout); retry shortly",
+                    self.load_timeout
+                ),
+            ));
+        };
         if !loaded.contains_key(&key) {
             let needed = self.memory_estimate(&spec);
             if let Some(cap) = self.max_memory {

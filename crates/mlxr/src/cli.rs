@@ -158,6 +158,10 @@ pub struct ServeArgs {
     /// How long a model stays loaded after its last request (5m, 1h, 0, -1 = forever).
     #[arg(long, env = "MLXR_KEEP_ALIVE", default_value = "5m")]
     pub keep_alive: String,
+    /// How long a request waits while another request loads a model before
+    /// it gets 503 (the load goes on): 5m, 30s, 500ms.
+    #[arg(long, env = "MLXR_LOAD_TIMEOUT", default_value = "5m")]
+    pub load_timeout: String,
     /// Models loaded at once; the least recently used one is unloaded first.
     #[arg(long, default_value_t = 2)]
     pub max_loaded_models: usize,
@@ -190,7 +194,7 @@ pub struct ServeArgs {
 
 #[derive(Args, Debug)]
 pub struct ModelArgs {
-    /// Path to a GGUF model file.
+    /// A GGUF file, or a Hugging Face / MLX model folder (config.json, safetensors, tokenizer.json).
     #[arg(short = 'm', long = "model", value_name = "MODEL")]
     pub model: PathBuf,
     #[command(flatten)]
@@ -265,7 +269,7 @@ pub struct SamplingArgs {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Run this GGUF file in-process, without the daemon.
+    /// Run this GGUF file or HF/MLX model folder in-process, without the daemon.
     #[arg(short = 'm', long = "model", value_name = "PATH")]
     pub model: Option<PathBuf>,
     #[command(flatten)]
@@ -283,7 +287,7 @@ pub struct RunArgs {
     pub keepalive: Option<String>,
     #[command(flatten)]
     pub host: HostArg,
-    /// A model on the daemon (pulled if missing), or a GGUF file; with -m, the prompt.
+    /// A model on the daemon (pulled if missing), a GGUF file or a model folder; with -m, the prompt.
     pub name: Option<String>,
     /// One message to answer; without it, an interactive chat starts.
     pub prompt: Option<String>,
@@ -378,7 +382,7 @@ pub struct GenerateArgs {
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// Path to a GGUF model file.
+    /// A GGUF file, or a Hugging Face / MLX model folder (config.json, safetensors, tokenizer.json).
     #[arg(short = 'm', long = "model", value_name = "MODEL")]
     pub model: PathBuf,
     /// Prompt lengths to time (comma-separated; 0 skips).
@@ -427,7 +431,7 @@ pub enum BenchOutput {
 
 #[derive(Args, Debug)]
 pub struct TokenizeArgs {
-    /// Path to a GGUF model file.
+    /// A GGUF file, or a Hugging Face / MLX model folder (config.json, safetensors, tokenizer.json).
     #[arg(short = 'm', long = "model", value_name = "MODEL")]
     pub model: PathBuf,
     /// Print each token's text next to its id.

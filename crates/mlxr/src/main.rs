@@ -10,6 +10,9 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    if !matches!(cli.command, cli::Command::Serve(_)) {
+        exit_quietly_on_closed_pipe();
+    }
     match commands::dispatch(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -30,4 +33,15 @@ fn one_line(err: &anyhow::Error) -> String {
         }
     }
     line
+}
+
+/// `mlxr generate ... | head` ends like other Unix tools when the reader
+/// goes away, instead of panicking in `println!`. Not for `serve`, whose
+/// sockets must see EPIPE as an error rather than a signal.
+fn exit_quietly_on_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: restoring the default action of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }

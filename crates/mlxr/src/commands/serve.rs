@@ -60,6 +60,16 @@ pub fn serve(mut args: ServeArgs) -> Result<()> {
 
     let keep_alive = KeepAlive::parse(&serde_json::Value::String(args.keep_alive.clone()))
         .map_err(|e| anyhow::anyhow!("--keep-alive: {e}"))?;
+    let load_timeout = mlxr_server::models::parse_go_duration(&args.load_timeout)
+        .ok()
+        .filter(|s| *s >= 0.0)
+        .map(std::time::Duration::from_secs_f64)
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "--load-timeout: invalid duration '{}' (e.g. 5m, 30s)",
+                args.load_timeout
+            )
+        })?;
     let engine = EngineConfig {
         kv_budget: args.kv_cache_mem,
         kv_dtype: args.kv_dtype,
@@ -76,7 +86,8 @@ pub fn serve(mut args: ServeArgs) -> Result<()> {
             keep_alive,
             args.max_loaded_models,
         )
-        .with_max_memory(args.max_loaded_memory.map(|b| b.bytes())),
+        .with_max_memory(args.max_loaded_memory.map(|b| b.bytes()))
+        .with_load_timeout(load_timeout),
     );
     let config = ServerConfig {
         host: args.host,

@@ -20,6 +20,7 @@ pub struct ServeFile {
     api_key: Option<String>,
     origins: Option<Vec<String>>,
     keep_alive: Option<String>,
+    load_timeout: Option<String>,
     max_loaded_models: Option<usize>,
     max_loaded_memory: Option<String>,
     max_num_seqs: Option<usize>,
@@ -86,6 +87,7 @@ pub fn apply(args: &mut ServeArgs, file: ServeFile, given: Option<&ArgMatches>) 
     take!(opt api_key);
     take!(origins);
     take!(keep_alive);
+    take!(load_timeout);
     take!(max_loaded_models);
     take!(max_num_seqs);
     take!(max_batched_tokens);
