@@ -57,10 +57,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             per_sample.push(start.elapsed().as_secs_f64() * 1e3 / texts.len() as f64);
         }
         let mean = per_sample.iter().sum::<f64>() / runs as f64;
-        let sd = (per_sample.iter().map(|x| (x - mean).powi(2)).sum::<f64>()
-            / (runs - 1) as f64)
-            .sqrt();
-        println!("batch {batch:>2}: {mean:.2} ± {sd:.2} ms per sample ({} texts)", texts.len());
+        let sd =
+            (per_sample.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (runs - 1) as f64).sqrt();
+        println!(
+            "batch {batch:>2}: {mean:.2} ± {sd:.2} ms per sample ({} texts)",
+            texts.len()
+        );
     }
     Ok(())
 }
