@@ -31,7 +31,7 @@ pub use digest::Digest;
 pub use error::{RegistryError, Result};
 pub use http::HF_ENDPOINT_ENV;
 pub use name::ModelName;
-pub use pull::{folder_weights, PullProgress, PullSource};
+pub use pull::{folder_files, folder_weights, PullProgress, PullSource};
 pub use pypi::PYTHON_ENV;
 pub use record::{ModelFile, ModelRecord, NewModel};
 pub use registry::{Registry, BLOBS_DIR, DB_FILE};

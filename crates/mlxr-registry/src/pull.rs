@@ -394,6 +394,19 @@ fn index_shards(text: &str) -> std::result::Result<Vec<String>, String> {
     Ok(shards)
 }
 
+/// Every file of a model folder that a pull keeps: the weights (first, in
+/// [`folder_weights`] order), then the companion files present.
+pub fn folder_files(dir: &Path) -> Result<Vec<String>> {
+    let mut files = folder_weights(dir)?;
+    files.extend(
+        LOCAL_COMPANIONS
+            .iter()
+            .filter(|rel| dir.join(rel).is_file())
+            .map(|rel| rel.to_string()),
+    );
+    Ok(files)
+}
+
 /// Files copied next to the weights from a local model folder.
 const LOCAL_COMPANIONS: &[&str] = &[
     "model.safetensors.index.json",

@@ -284,3 +284,35 @@ fn client_commands_over_the_unix_socket() {
         stderr(&out)
     );
 }
+
+/// `create` from a Hugging Face folder (sharded: every shard and companion
+/// file is uploaded), then a model made `FROM` it keeps its files.
+#[test]
+fn create_from_a_model_folder() {
+    let Some(model) = smollm2() else { return };
+    let server = Server::start(&model);
+    let dir = tempfile::tempdir().unwrap();
+    let folder = mlxr_testkit::fixture_path("tiny-models/qwen2");
+    let modelfile = dir.path().join("Modelfile");
+    std::fs::write(
+        &modelfile,
+        format!("FROM {}\nPARAMETER temperature 0\n", folder.display()),
+    )
+    .unwrap();
+    let out = server.mlxr(&["create", "tiny-qwen2", "-f", modelfile.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = server.ok(&["show", "tiny-qwen2"]);
+    assert!(shown.contains("qwen2"), "{shown}");
+    let reply = server.ok(&["run", "tiny-qwen2", "-n", "3", "Hi"]);
+    assert!(!reply.is_empty());
+
+    std::fs::write(&modelfile, "FROM tiny-qwen2\nSYSTEM Be brief.\n").unwrap();
+    let out = server.mlxr(&[
+        "create",
+        "tiny-qwen2-brief",
+        "-f",
+        modelfile.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    server.ok(&["run", "tiny-qwen2-brief", "-n", "3", "Hi"]);
+}

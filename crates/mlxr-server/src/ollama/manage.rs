@@ -219,23 +219,23 @@ pub async fn create(State(state): State<AppState>, body: Bytes) -> Result<Respon
     }
     let mut status = vec![];
     let registry = state.registry.clone();
-    let (model_blob, base) = match (&body.files, &body.from) {
+    let (model_blob, companions, base) = match (&body.files, &body.from) {
         (Some(files), _) if !files.is_empty() => {
-            let (file, digest) = files
-                .iter()
-                .find(|(f, _)| f.ends_with(".gguf"))
-                .or_else(|| files.iter().next())
-                .expect("non-empty");
-            let digest =
-                Digest::parse(digest.as_str().unwrap_or_default()).map_err(registry_error)?;
-            if !registry.has_blob(&digest) {
-                return Err(ApiError::bad_request(format!(
-                    "blob {digest} for '{file}' was not uploaded"
-                ))
-                .into());
+            let mut uploaded = Vec::with_capacity(files.len());
+            for (file, digest) in files {
+                let digest =
+                    Digest::parse(digest.as_str().unwrap_or_default()).map_err(registry_error)?;
+                if !registry.has_blob(&digest) {
+                    return Err(ApiError::bad_request(format!(
+                        "blob {digest} for '{file}' was not uploaded"
+                    ))
+                    .into());
+                }
+                uploaded.push((file.clone(), digest));
             }
-            status.push(format!("using existing layer {digest}"));
-            (digest, None)
+            let (model_blob, companions) = model_files(uploaded)?;
+            status.push(format!("using existing layer {model_blob}"));
+            (model_blob, companions, None)
         }
         (_, Some(from)) => {
             let from = model_name(from)?;
@@ -244,7 +244,12 @@ pub async fn create(State(state): State<AppState>, body: Bytes) -> Result<Respon
                 .map_err(registry_error)?
                 .ok_or_else(|| ApiError::not_found(format!("model '{from}' not found")))?;
             status.push(format!("using existing layer {}", record.model_blob));
-            (record.model_blob.clone(), Some(record))
+            let companions = record
+                .files
+                .iter()
+                .map(|f| (f.path.clone(), f.digest.clone()))
+                .collect();
+            (record.model_blob.clone(), companions, Some(record))
         }
         _ => {
             return Err(
@@ -300,7 +305,7 @@ pub async fn create(State(state): State<AppState>, body: Bytes) -> Result<Respon
             .map_err(|e| ApiError::bad_request(format!("template: {e}")))?;
     }
     let created_name = name.clone();
-    tokio::task::spawn_blocking(move || registry.create(&created_name, new))
+    tokio::task::spawn_blocking(move || registry.create_with_files(&created_name, new, companions))
         .await
         .map_err(|e| ApiError::internal(format!("create panicked: {e}")))?
         .map_err(registry_error)?;
@@ -316,6 +321,36 @@ pub async fn create(State(state): State<AppState>, body: Bytes) -> Result<Respon
     Ok(ndjson_response(Body::from_stream(
         futures_util::stream::iter(lines),
     )))
+}
+
+/// Which uploaded file is the model: a GGUF file alone, or the weights of
+/// a safetensors folder (`model.safetensors`, else the first shard) with the
+/// folder's other files (shards, config, tokenizer) beside it.
+fn model_files(
+    mut files: Vec<(String, Digest)>,
+) -> Result<(Digest, Vec<(String, Digest)>), ApiError> {
+    if let Some((_, digest)) = files.iter().find(|(f, _)| f.ends_with(".gguf")) {
+        if files.len() > 1 {
+            return Err(ApiError::bad_request(
+                "a GGUF model is one file; give it alone in 'files'",
+            ));
+        }
+        return Ok((digest.clone(), Vec::new()));
+    }
+    files.sort();
+    let weights = files
+        .iter()
+        .find(|(f, _)| f == "model.safetensors")
+        .or_else(|| files.iter().find(|(f, _)| f.ends_with(".safetensors")))
+        .map(|(f, d)| (f.clone(), d.clone()))
+        .ok_or_else(|| {
+            ApiError::bad_request("'files' has neither a .gguf nor a .safetensors file")
+        })?;
+    let companions = files
+        .into_iter()
+        .filter(|(f, _)| f != "model.safetensors")
+        .collect();
+    Ok((weights.1, companions))
 }
 
 #[derive(Deserialize)]

@@ -23,6 +23,14 @@ pub fn create(args: CreateArgs) -> Result<()> {
     let folder = args.file.parent().unwrap_or(Path::new("."));
     let mut body = request_body(&args.name, &modelfile);
     match local_file(folder, &modelfile.from) {
+        // A Hugging Face or MLX folder: its weights and companion files.
+        Some(dir) if dir.is_dir() => {
+            let mut files = Map::new();
+            for rel in mlxr_registry::folder_files(&dir)? {
+                files.insert(rel.clone(), json!(upload(&client, &dir.join(&rel))?));
+            }
+            body["files"] = Value::Object(files);
+        }
         Some(path) => {
             let digest = upload(&client, &path)?;
             let file_name = path
@@ -41,8 +49,9 @@ pub fn create(args: CreateArgs) -> Result<()> {
     Ok(())
 }
 
-/// `FROM` names a file when it exists relative to the Modelfile's folder
-/// (or as given), or looks like a path; otherwise it names a model.
+/// `FROM` names a file or model folder when it exists relative to the
+/// Modelfile's folder (or as given), or looks like a path; otherwise it
+/// names a model.
 fn local_file(folder: &Path, from: &str) -> Option<PathBuf> {
     let expanded = match from.strip_prefix("~/") {
         Some(rest) => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(rest))?,
@@ -54,7 +63,7 @@ fn local_file(folder: &Path, from: &str) -> Option<PathBuf> {
         folder.join(expanded)
     };
     let looks_like_path = from.ends_with(".gguf") || from.starts_with('.') || from.starts_with('/');
-    (candidate.is_file() || looks_like_path).then_some(candidate)
+    (candidate.exists() || looks_like_path).then_some(candidate)
 }
 
 fn request_body(name: &str, m: &Modelfile) -> Value {
