@@ -18,4 +18,21 @@ mod pooling;
 pub use config::{BertConfig, PipelineConfig};
 pub use error::EmbedError;
 pub use model::{EmbeddingModel, Embeddings};
+
+/// Whether a model folder is an embedding model: a sentence-transformers
+/// folder (`modules.json`) or a BERT-family `config.json`. Decoder folders
+/// (Llama, Qwen, ...) are not.
+pub fn is_embedding_folder(dir: &std::path::Path) -> bool {
+    if dir.join("modules.json").is_file() {
+        return true;
+    }
+    let model_type = std::fs::read(dir.join("config.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v["model_type"].as_str().map(str::to_string));
+    matches!(
+        model_type.as_deref(),
+        Some("bert" | "roberta" | "xlm-roberta" | "distilbert" | "mpnet" | "nomic_bert")
+    )
+}
 pub use pooling::Pooling;

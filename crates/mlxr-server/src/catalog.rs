@@ -104,21 +104,12 @@ impl ModelSpec {
     }
 }
 
-/// What a model folder serves: sentence-transformers folders (a
-/// `modules.json`, or a BERT-family `config.json`) embed; decoders generate.
+/// What a model folder serves: embedding folders embed, decoders generate.
 fn folder_kind(dir: &Path) -> ModelKind {
-    if dir.join("modules.json").is_file() {
-        return ModelKind::Embed;
-    }
-    let model_type = std::fs::read(dir.join("config.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .and_then(|v| v["model_type"].as_str().map(str::to_string));
-    match model_type.as_deref() {
-        Some("bert" | "roberta" | "xlm-roberta" | "distilbert" | "mpnet" | "nomic_bert") => {
-            ModelKind::Embed
-        }
-        _ => ModelKind::Generate,
+    if mlxr_embed::is_embedding_folder(dir) {
+        ModelKind::Embed
+    } else {
+        ModelKind::Generate
     }
 }
 

@@ -316,3 +316,46 @@ fn create_from_a_model_folder() {
     assert!(out.status.success(), "{}", stderr(&out));
     server.ok(&["run", "tiny-qwen2-brief", "-n", "3", "Hi"]);
 }
+
+/// `mlxr run` on an embedding model prints its vector as JSON: in-process
+/// from the folder, and through the daemon, with the same numbers.
+#[test]
+fn run_on_an_embedding_model_prints_the_vector() {
+    let (Some(model), Some(minilm)) = (smollm2(), mlxr_testkit::model_path(mlxr_testkit::MINILM))
+    else {
+        return;
+    };
+    let local = Command::new(env!("CARGO_BIN_EXE_mlxr"))
+        .args([
+            "run",
+            "-m",
+            minilm.to_str().unwrap(),
+            "The cat sat on the mat.",
+        ])
+        .output()
+        .unwrap();
+    let local = ok(local, &["run", "-m", "MiniLM"]);
+    let local: Vec<f64> = serde_json::from_str(&local).unwrap();
+    assert_eq!(local.len(), 384);
+    let norm: f64 = local.iter().map(|x| x * x).sum();
+    assert!((norm - 1.0).abs() < 1e-5, "{norm}");
+
+    let server = Server::start(&model);
+    server.ok(&["pull", minilm.to_str().unwrap()]);
+    let name = server
+        .ok(&["list"])
+        .lines()
+        .find(|l| l.to_lowercase().contains("minilm"))
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap();
+    let remote = server.ok(&["run", &name, "The cat sat on the mat."]);
+    let remote: Vec<f64> = serde_json::from_str(&remote).unwrap();
+    assert_eq!(local, remote);
+    let out = server.mlxr(&["run", &name]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("give the TEXT to embed"),
+        "{}",
+        stderr(&out)
+    );
+}

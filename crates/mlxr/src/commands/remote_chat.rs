@@ -11,10 +11,19 @@ use crate::cli::{RunArgs, SamplingArgs};
 pub fn run(args: &RunArgs) -> Result<()> {
     let name = args.name.clone().expect("checked by the caller");
     let client = Client::new(args.host.host.as_deref());
-    match client.post("/api/show", &json!({"model": name})) {
-        Ok(_) => {}
-        Err(e) if is_not_found(&e) => super::pull::pull_model(&client, &name)?,
+    let shown = match client.post("/api/show", &json!({"model": name})) {
+        Ok(shown) => shown,
+        Err(e) if is_not_found(&e) => {
+            super::pull::pull_model(&client, &name)?;
+            client.post("/api/show", &json!({"model": name}))?
+        }
         Err(e) => return Err(e),
+    };
+    let embeds = shown["capabilities"]
+        .as_array()
+        .is_some_and(|c| c.iter().any(|c| c == "embedding"));
+    if embeds {
+        return embed(&client, &name, args.prompt.as_deref());
     }
     let backend = Remote {
         client,
@@ -24,6 +33,16 @@ pub fn run(args: &RunArgs) -> Result<()> {
         verbose: args.verbose,
     };
     chat(backend, args.system.as_deref(), args.prompt.as_deref())
+}
+
+/// An embedding model prints the text's vector as JSON, as `ollama run` does.
+fn embed(client: &Client, model: &str, text: Option<&str>) -> Result<()> {
+    let text = text.ok_or_else(|| {
+        anyhow::anyhow!("'{model}' is an embedding model: give the TEXT to embed")
+    })?;
+    let out = client.post("/api/embed", &json!({"model": model, "input": text}))?;
+    println!("{}", out["embeddings"][0]);
+    Ok(())
 }
 
 struct Remote {

@@ -37,6 +37,9 @@ pub fn run(args: RunArgs) -> Result<()> {
         (None, None) => bail!("give a model: `mlxr run NAME` (daemon) or `mlxr run -m FILE`"),
     };
     let file = file.expect("set above");
+    if file.is_dir() && mlxr_embed::is_embedding_folder(&file) {
+        return embed_locally(&file, prompt.as_deref());
+    }
     let started = std::time::Instant::now();
     let engine = super::start_engine(&file, &args.engine)?;
     if args.verbose {
@@ -190,4 +193,18 @@ pub fn duration(ms: f64) -> String {
 /// A GGUF file, or a folder with a `config.json` (Hugging Face or MLX).
 fn is_model_path(path: &std::path::Path) -> bool {
     path.is_file() || path.join("config.json").is_file()
+}
+
+/// `mlxr run` on an embedding model prints the text's vector as JSON.
+fn embed_locally(dir: &std::path::Path, text: Option<&str>) -> Result<()> {
+    let text = text.ok_or_else(|| {
+        anyhow::anyhow!(
+            "{} is an embedding model: give the TEXT to embed",
+            dir.display()
+        )
+    })?;
+    let model = mlxr_embed::EmbeddingModel::load(dir)?;
+    let out = model.embed(&[text], true)?;
+    println!("{}", serde_json::json!(out.vectors[0]));
+    Ok(())
 }
