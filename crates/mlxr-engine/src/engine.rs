@@ -151,11 +151,15 @@ impl EngineLoop {
             );
         }
         let mut view = PagedKvView::new(&self.store, tables.iter().map(Vec::as_slice).collect());
-        let logits = self
-            .model
-            .model
-            .forward(&tokens, &seq_chunks, &mut view)
-            .and_then(|l| Ok(l.to_vec2::<f32>()?));
+        // The forward pass runs on a rayon worker, so the kernels' parallel
+        // loops start inside the pool rather than each waking it from this
+        // thread (two thread wake-ups per matmul otherwise).
+        let model = &self.model.model;
+        let logits = rayon::scope(|_| {
+            model
+                .forward(&tokens, &seq_chunks, &mut view)
+                .and_then(|l| Ok(l.to_vec2::<f32>()?))
+        });
         match logits {
             Ok(rows) => self.process_outputs(&chunks, &rows),
             Err(e) => {
