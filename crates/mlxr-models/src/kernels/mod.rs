@@ -242,6 +242,17 @@ fn matmul_with(
                 let mut tok = t0;
                 #[cfg(target_arch = "x86_64")]
                 if multi {
+                    while tok + 8 <= t1 {
+                        let rows = std::array::from_fn(|j| xrow(tok + j));
+                        // SAFETY: `multi` implies the CPU features; `wrow`
+                        // holds `kb` blocks, as does every activation row.
+                        let v = unsafe { dot::x86::dot_rows::<8>(kind.x86_code(), wrow, rows) };
+                        for (j, v) in v.into_iter().enumerate() {
+                            // SAFETY: in bounds; only this thread owns column r.
+                            unsafe { out_ptr.write((tok + j) * n + r, v) };
+                        }
+                        tok += 8;
+                    }
                     while tok + 4 <= t1 {
                         // SAFETY: `multi` implies the CPU features; `wrow`
                         // holds `kb` blocks, as does every activation row.
