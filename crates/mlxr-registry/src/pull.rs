@@ -276,9 +276,11 @@ impl Registry {
             let blob = download(index, r)?;
             let text = std::fs::read_to_string(self.blobs.path(&blob))
                 .map_err(|e| RegistryError::io_at("reading", &self.blobs.path(&blob), e))?;
-            index_shards(&text).map_err(|reason| RegistryError::UnknownSource {
-                spec: format!("hf.co/{repo}"),
-                reason,
+            mlxr_formats::safetensors_folder::index_shards(&text).map_err(|reason| {
+                RegistryError::UnknownSource {
+                    spec: format!("hf.co/{repo}"),
+                    reason,
+                }
             })?
         } else {
             vec!["model.safetensors".to_string()]
@@ -342,56 +344,15 @@ impl Registry {
     }
 }
 
-/// The safetensors files of a model folder: `model.safetensors`, or the
-/// shards its `model.safetensors.index.json` lists (each checked to exist).
+/// The safetensors files of a model folder (see
+/// [`mlxr_formats::safetensors_folder::folder_weights`]).
 pub fn folder_weights(dir: &Path) -> Result<Vec<String>> {
-    let invalid = |reason: String| RegistryError::InvalidModel {
-        path: dir.to_path_buf(),
-        reason,
-    };
-    let index = dir.join("model.safetensors.index.json");
-    if index.is_file() {
-        let text = std::fs::read_to_string(&index)
-            .map_err(|e| RegistryError::io_at("reading", &index, e))?;
-        let shards = index_shards(&text).map_err(invalid)?;
-        if let Some(missing) = shards.iter().find(|s| !dir.join(s).is_file()) {
-            return Err(invalid(format!(
-                "shard '{missing}' of the index is missing"
-            )));
+    mlxr_formats::safetensors_folder::folder_weights(dir).map_err(|reason| {
+        RegistryError::InvalidModel {
+            path: dir.to_path_buf(),
+            reason,
         }
-        return Ok(shards);
-    }
-    if dir.join("model.safetensors").is_file() {
-        return Ok(vec!["model.safetensors".to_string()]);
-    }
-    Err(invalid(
-        "a model folder needs model.safetensors or model.safetensors.index.json".to_string(),
-    ))
-}
-
-/// The shard files a `model.safetensors.index.json` lists, sorted; plain
-/// file names only.
-fn index_shards(text: &str) -> std::result::Result<Vec<String>, String> {
-    let json: serde_json::Value = serde_json::from_str(text)
-        .map_err(|e| format!("model.safetensors.index.json is not valid JSON: {e}"))?;
-    let mut shards: Vec<String> = json["weight_map"]
-        .as_object()
-        .ok_or("model.safetensors.index.json has no weight_map")?
-        .values()
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect();
-    shards.sort();
-    shards.dedup();
-    if shards.is_empty() {
-        return Err("the index lists no shards".to_string());
-    }
-    if let Some(bad) = shards
-        .iter()
-        .find(|s| s.contains('/') || s.contains('\\') || s.starts_with('.'))
-    {
-        return Err(format!("shard name '{bad}' is not a plain file name"));
-    }
-    Ok(shards)
+    })
 }
 
 /// Every file of a model folder that a pull keeps: the weights (first, in

@@ -7,7 +7,6 @@
 //! follow from the shapes (`in·bits/32` words and `in/group` scales per row),
 //! which also covers MLX's per-layer overrides.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -35,46 +34,8 @@ fn files_error(msg: impl Into<String>) -> ModelError {
 
 /// The safetensors files of a model folder, checked to exist.
 pub fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let index = dir.join("model.safetensors.index.json");
-    if index.exists() {
-        let text = std::fs::read_to_string(&index)
-            .map_err(|e| files_error(format!("reading {}: {e}", index.display())))?;
-        let json: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| files_error(format!("{} is not valid JSON: {e}", index.display())))?;
-        let map = json["weight_map"]
-            .as_object()
-            .ok_or_else(|| files_error(format!("{} has no weight_map object", index.display())))?;
-        let shards: BTreeSet<&str> = map.values().filter_map(|v| v.as_str()).collect();
-        let mut paths = Vec::with_capacity(shards.len());
-        for shard in shards {
-            let path = dir.join(shard);
-            if !path.is_file() {
-                return Err(files_error(format!(
-                    "shard {shard} listed in {} is missing",
-                    index.display()
-                )));
-            }
-            paths.push(path);
-        }
-        return Ok(paths);
-    }
-    let single = dir.join("model.safetensors");
-    if single.is_file() {
-        return Ok(vec![single]);
-    }
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| files_error(format!("reading {}: {e}", dir.display())))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
-        .collect();
-    found.sort();
-    if found.is_empty() {
-        return Err(files_error(format!(
-            "{} has no *.safetensors weights",
-            dir.display()
-        )));
-    }
-    Ok(found)
+    let names = mlxr_formats::safetensors_folder::folder_weights(dir).map_err(files_error)?;
+    Ok(names.iter().map(|n| dir.join(n)).collect())
 }
 
 impl SafetensorsWeights {
