@@ -18,6 +18,7 @@ pub mod dot;
 pub mod ggml_f32;
 pub mod kquants;
 pub mod ops;
+pub mod q32_tiles;
 pub mod q4k_tiles;
 pub mod q8;
 pub mod q8k;
@@ -175,6 +176,28 @@ pub enum RowOrder {
     Independent,
 }
 
+/// Weights regrouped for the AVX-512 VNNI kernels (built once at load).
+pub enum Tiles {
+    Q4K(q4k_tiles::Q4KTiles),
+    Q6K(q4k_tiles::Q6KTiles),
+    Q32(q32_tiles::Q32Tiles),
+}
+
+impl Tiles {
+    /// The tiles of `w` (`[n, k]` raw GGUF blocks), when this CPU has the
+    /// kernels and `n` is a multiple of their 16 rows.
+    pub fn new(kind: WeightKind, w: &[u8], n: usize, k: usize) -> Option<Self> {
+        if n % q4k_tiles::TILE_ROWS != 0 || !q4k_tiles::available() {
+            return None;
+        }
+        Some(match kind {
+            WeightKind::Q4K => Self::Q4K(q4k_tiles::Q4KTiles::new(w, n, k)),
+            WeightKind::Q6K => Self::Q6K(q4k_tiles::Q6KTiles::new(w, n, k)),
+            _ => Self::Q32(q32_tiles::Q32Tiles::new(kind, w, n, k)),
+        })
+    }
+}
+
 /// Tokens per tile: their quantized rows stay in L1 while weight rows stream.
 const TOKEN_TILE: usize = 16;
 
@@ -196,7 +219,7 @@ pub fn matmul(
 fn matmul_with(
     kind: WeightKind,
     w: &[u8],
-    tiles: Option<&q4k_tiles::Tiles>,
+    tiles: Option<&Tiles>,
     x: &[f32],
     (m, n, k): (usize, usize, usize),
     out: &mut [f32],
@@ -221,6 +244,20 @@ fn matmul_with(
     for (row, xrow) in xq.chunks_exact_mut(kb).zip(x.chunks_exact(k)) {
         q8::quantize_row(xrow, row, with_sum);
     }
+
+    #[cfg(target_arch = "x86_64")]
+    if simd && n % q32_tiles::TILE_ROWS == 0 && q32_tiles::available() {
+        let local;
+        let tiles = match tiles {
+            Some(Tiles::Q32(t)) if t.kind() == kind => t,
+            _ => {
+                local = q32_tiles::Q32Tiles::new(kind, w, n, k);
+                &local
+            }
+        };
+        return q32_tile_matmul(tiles, &xq, (m, n, kb), out);
+    }
+    let _ = tiles;
 
     let dot = dot_fn(kind, simd);
     #[cfg(target_arch = "x86_64")]
@@ -282,6 +319,77 @@ fn matmul_with(
     });
 }
 
+/// [`matmul`] for Q4_1/Q5_0/Q8_0 with [`q32_tiles`]: threads split the row
+/// groups; tokens go two at a time through each group's tiles.
+#[cfg(target_arch = "x86_64")]
+fn q32_tile_matmul(
+    tiles: &q32_tiles::Q32Tiles,
+    xq: &[BlockQ8],
+    (m, n, kb): (usize, usize, usize),
+    out: &mut [f32],
+) {
+    use q32_tiles::{x86::tile_rows, TILE_ROWS};
+    let kind = tiles.kind();
+    let offsets = q32_tiles::lane_offsets(kind, xq);
+    let groups = n / TILE_ROWS;
+    let n_threads = candle_core::utils::get_num_threads().clamp(1, groups);
+    let per_thread = groups.div_ceil(n_threads);
+    let out_ptr = OutPtr(out.as_mut_ptr());
+    let xrow = |tok: usize| &xq[tok * kb..(tok + 1) * kb];
+    let offsets_of = |tok: usize| {
+        if offsets.is_empty() {
+            &[][..]
+        } else {
+            &offsets[tok * kb..(tok + 1) * kb]
+        }
+    };
+    candle_core::cpu::kernels::par_for_each(n_threads, |t| {
+        let lo = (t * per_thread).min(groups);
+        let hi = ((t + 1) * per_thread).min(groups);
+        for t0 in (0..m).step_by(TOKEN_TILE) {
+            let t1 = (t0 + TOKEN_TILE).min(m);
+            for g in lo..hi {
+                let gt = tiles.group(g);
+                let mut tok = t0;
+                let emit = |tok: usize, v: [f32; TILE_ROWS]| {
+                    for (i, v) in v.into_iter().enumerate() {
+                        // SAFETY: in bounds; only this thread owns rows of group g.
+                        unsafe { out_ptr.write(tok * n + g * TILE_ROWS + i, v) };
+                    }
+                };
+                while tok + 2 <= t1 {
+                    let ys = [xrow(tok), xrow(tok + 1)];
+                    let os = [offsets_of(tok), offsets_of(tok + 1)];
+                    // SAFETY: `available()` checked the CPU features; `gt` has
+                    // one tile per activation block, `os` one entry per block.
+                    let v = unsafe {
+                        match kind {
+                            WeightKind::Q4_1 => tile_rows::<0, 2>(gt, ys, os),
+                            WeightKind::Q5_0 => tile_rows::<1, 2>(gt, ys, os),
+                            _ => tile_rows::<2, 2>(gt, ys, os),
+                        }
+                    };
+                    emit(tok, v[0]);
+                    emit(tok + 1, v[1]);
+                    tok += 2;
+                }
+                if tok < t1 {
+                    let (ys, os) = ([xrow(tok)], [offsets_of(tok)]);
+                    // SAFETY: as above.
+                    let v = unsafe {
+                        match kind {
+                            WeightKind::Q4_1 => tile_rows::<0, 1>(gt, ys, os),
+                            WeightKind::Q5_0 => tile_rows::<1, 1>(gt, ys, os),
+                            _ => tile_rows::<2, 1>(gt, ys, os),
+                        }
+                    };
+                    emit(tok, v[0]);
+                }
+            }
+        }
+    });
+}
+
 /// [`matmul`] for Q4_K/Q6_K weights: activations in Q8_K; for Q4_K the
 /// first `m - m % 4` tokens take ggml's gemm order (and its 4-row quantizer),
 /// the rest its gemv order, as in ggml's repack `forward_mul_mat`
@@ -290,7 +398,7 @@ fn matmul_with(
 fn kquant_matmul(
     kind: WeightKind,
     w: &[u8],
-    tiles: Option<&q4k_tiles::Tiles>,
+    tiles: Option<&Tiles>,
     x: &[f32],
     (m, n, k): (usize, usize, usize),
     out: &mut [f32],
@@ -346,7 +454,7 @@ fn kquant_matmul(
     if simd && kind == WeightKind::Q4K && n % q4k_tiles::TILE_ROWS == 0 && q4k_tiles::available() {
         let local;
         let tiles = match tiles {
-            Some(q4k_tiles::Tiles::Q4K(t)) => t,
+            Some(Tiles::Q4K(t)) => t,
             _ => {
                 local = q4k_tiles::Q4KTiles::new(w, n, k);
                 &local
@@ -383,7 +491,7 @@ fn kquant_matmul(
     if simd && tiled && n % q4k_tiles::TILE_ROWS == 0 && q4k_tiles::available() {
         let local;
         let tiles = match tiles {
-            Some(q4k_tiles::Tiles::Q6K(t)) => t,
+            Some(Tiles::Q6K(t)) => t,
             _ => {
                 local = q4k_tiles::Q6KTiles::new(w, n, k);
                 &local
@@ -495,7 +603,7 @@ fn kquant_matmul(
 /// `x · Wᵀ` as a candle op for `W` in Q4_1/Q5_0/Q8_0 on the CPU.
 pub struct QuantMatMul {
     w: Arc<QTensor>,
-    tiles: Option<q4k_tiles::Tiles>,
+    tiles: Option<Box<Tiles>>,
     order: RowOrder,
     kind: WeightKind,
     n: usize,
@@ -517,17 +625,7 @@ impl QuantMatMul {
         if k % kind.block_elems() != 0 || (kind == WeightKind::Q4K && n % 8 != 0) {
             return None;
         }
-        let tiles = if kind.is_k_quant() && n % q4k_tiles::TILE_ROWS == 0 && q4k_tiles::available()
-        {
-            let data = w.data().ok()?;
-            Some(if kind == WeightKind::Q4K {
-                q4k_tiles::Tiles::Q4K(q4k_tiles::Q4KTiles::new(&data, n, k))
-            } else {
-                q4k_tiles::Tiles::Q6K(q4k_tiles::Q6KTiles::new(&data, n, k))
-            })
-        } else {
-            None
-        };
+        let tiles = Tiles::new(kind, &w.data().ok()?, n, k).map(Box::new);
         Some(Self {
             w,
             tiles,
@@ -581,7 +679,7 @@ impl CustomOp1 for QuantMatMul {
         matmul_with(
             self.kind,
             &w,
-            self.tiles.as_ref(),
+            self.tiles.as_deref(),
             x,
             (m, self.n, self.k),
             &mut out,
@@ -798,20 +896,32 @@ mod tests {
 
     #[test]
     fn q4_1_matches_reference_and_candle() {
-        check(WeightKind::Q4_1, GgmlDType::Q4_1, (1, 64, 256));
         check(WeightKind::Q4_1, GgmlDType::Q4_1, (19, 40, 576));
+        // n a multiple of 16: the AVX-512 VNNI tile path where available.
+        for m in [1, 2, 3, 5, 18, 19] {
+            check(WeightKind::Q4_1, GgmlDType::Q4_1, (m, 48, 576));
+        }
+        check(WeightKind::Q4_1, GgmlDType::Q4_1, (2, 16, 32));
     }
 
     #[test]
     fn q5_0_matches_reference_and_candle() {
-        check(WeightKind::Q5_0, GgmlDType::Q5_0, (1, 64, 256));
         check(WeightKind::Q5_0, GgmlDType::Q5_0, (19, 40, 640));
+        // n a multiple of 16: the AVX-512 VNNI tile path where available.
+        for m in [1, 2, 3, 5, 18, 19] {
+            check(WeightKind::Q5_0, GgmlDType::Q5_0, (m, 48, 640));
+        }
+        check(WeightKind::Q5_0, GgmlDType::Q5_0, (2, 16, 32));
     }
 
     #[test]
     fn q8_0_matches_reference_and_candle() {
-        check(WeightKind::Q8_0, GgmlDType::Q8_0, (1, 64, 256));
         check(WeightKind::Q8_0, GgmlDType::Q8_0, (19, 40, 640));
+        // n a multiple of 16: the AVX-512 VNNI tile path where available.
+        for m in [1, 2, 3, 5, 18, 19] {
+            check(WeightKind::Q8_0, GgmlDType::Q8_0, (m, 48, 640));
+        }
+        check(WeightKind::Q8_0, GgmlDType::Q8_0, (2, 16, 32));
     }
 
     /// Compares against dumps of ggml's own CPU `mul_mat`, committed in
@@ -848,14 +958,19 @@ mod tests {
             };
             let x = floats(16 + wlen, m * k);
             let expected = floats(16 + wlen + 4 * m * k, m * n);
-            for simd in [true, false] {
-                let mut out = vec![0.0f32; m * n];
-                matmul(kind, w, &x, (m, n, k), &mut out, simd);
-                for (i, (a, b)) in out.iter().zip(&expected).enumerate() {
+            // All rows, then (through the 16-row tile kernels where this CPU
+            // has them) the first rows that fill whole tiles.
+            let tiled_n = n - n % 16;
+            for (rows, simd) in [(n, true), (n, false), (tiled_n, true)] {
+                let w = &w[..rows * k / kind.block_elems() * kind.block_bytes()];
+                let mut out = vec![0.0f32; m * rows];
+                matmul(kind, w, &x, (m, rows, k), &mut out, simd);
+                for (i, a) in out.iter().enumerate() {
+                    let b = expected[i / rows * n + i % rows];
                     assert_eq!(
                         a.to_bits(),
                         b.to_bits(),
-                        "{}: [{i}] {a} vs ggml {b}",
+                        "{} ({rows} rows): [{i}] {a} vs ggml {b}",
                         path.display()
                     );
                 }

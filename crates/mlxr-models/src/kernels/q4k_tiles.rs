@@ -83,12 +83,6 @@ impl Q4KTiles {
     }
 }
 
-/// Regrouped weights of either type.
-pub enum Tiles {
-    Q4K(Q4KTiles),
-    Q6K(Q6KTiles),
-}
-
 /// One Q6_K tile: 16 rows × one 256-element block.
 #[derive(Clone)]
 #[repr(C, align(64))]

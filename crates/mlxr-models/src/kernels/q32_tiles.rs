@@ -1,0 +1,289 @@
+//! Q4_1, Q5_0 and Q8_0 weights regrouped for AVX-512 VNNI: 16 weight rows
+//! side by side, so one `vpdpbusd` forms a 4-element integer dot product for
+//! 16 rows at once — one of ggml's 8 accumulator lanes (see [`super::dot`]).
+//!
+//! Per row (one vector lane each) the float operations are exactly those of
+//! the single-row dots: per block and ggml lane `acc = fma(d_w·d_x, Σ, acc)`,
+//! the lanes reduced as `((a0+a4)+(a2+a6))+((a1+a5)+(a3+a7))`, plus Q4_1's
+//! `summs`. Only the exact integer sums are formed differently: `vpdpbusd`
+//! multiplies unsigned bytes by signed ones, so Q5_0 and Q8_0 weights are
+//! stored with +16 / +128 and each sum starts from `-16·Σx` / `-128·Σx` of
+//! the lane's four activations ([`lane_offsets`]). Weights stay as dense as in
+//! the GGUF file (Q4_1 and Q5_0 nibbles stay packed), so decode reads no more
+//! memory than before.
+
+use super::dot::{Q4_1_BYTES, Q5_0_BYTES, Q8_0_BYTES};
+use super::q8::{BlockQ8, QK};
+use super::WeightKind;
+
+/// Rows per tile.
+pub const TILE_ROWS: usize = 16;
+
+/// One 64-byte cache line of tile data.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+pub struct Line(pub [u8; 64]);
+
+/// Where the parts of one tile (16 rows × one 32-element block) lie, in
+/// lines. The tile starts with its values: Q4_1/Q5_0 4 lines
+/// `[lane pair p][row c][4 bytes]` = packed bytes `4p..4p+4` of row c (low
+/// nibbles: ggml lane p, high: lane p+4); Q8_0 8 lines
+/// `[lane l][row c][4 bytes]` = values `4l..4l+4` plus 128.
+#[derive(Clone, Copy, Debug)]
+struct TileShape {
+    /// Q5_0 only: one line of 8 u64 masks; bit `4c + j` of mask `l` is the
+    /// fifth bit of row c's element `4l + j`.
+    high_line: Option<usize>,
+    /// Line of `d` (16 f16) then, for Q4_1, `m` (16 f16).
+    scale_line: usize,
+    lines: usize,
+}
+
+impl TileShape {
+    fn of(kind: WeightKind) -> Self {
+        match kind {
+            WeightKind::Q4_1 => Self {
+                high_line: None,
+                scale_line: 4,
+                lines: 5,
+            },
+            WeightKind::Q5_0 => Self {
+                high_line: Some(4),
+                scale_line: 5,
+                lines: 6,
+            },
+            WeightKind::Q8_0 => Self {
+                high_line: None,
+                scale_line: 8,
+                lines: 9,
+            },
+            WeightKind::Q4K | WeightKind::Q6K => unreachable!("K-quants have their own tiles"),
+        }
+    }
+}
+
+/// All tiles of a `[n, k]` Q4_1/Q5_0/Q8_0 matrix (`n` a multiple of 16), row
+/// group major: tile `(group, block)` starts at line
+/// `(group * blocks + block) * lines_per_tile`.
+pub struct Q32Tiles {
+    kind: WeightKind,
+    lines: Vec<Line>,
+    blocks: usize,
+    lines_per_tile: usize,
+}
+
+/// Whether this CPU runs [`x86::tile_rows`].
+pub fn available() -> bool {
+    super::q4k_tiles::available()
+}
+
+/// The bytes of block `b` of `row`.
+fn block(kind: WeightKind, row: &[u8], b: usize) -> &[u8] {
+    let bytes = match kind {
+        WeightKind::Q4_1 => Q4_1_BYTES,
+        WeightKind::Q5_0 => Q5_0_BYTES,
+        _ => Q8_0_BYTES,
+    };
+    &row[b * bytes..(b + 1) * bytes]
+}
+
+impl Q32Tiles {
+    /// Regroups the raw GGUF blocks `w` of an `[n, k]` matrix.
+    pub fn new(kind: WeightKind, w: &[u8], n: usize, k: usize) -> Self {
+        assert_eq!(n % TILE_ROWS, 0, "rows must come in groups of {TILE_ROWS}");
+        assert_eq!(k % QK, 0);
+        let shape = TileShape::of(kind);
+        let blocks = k / QK;
+        let row_bytes = blocks * kind.block_bytes();
+        let mut lines = vec![Line([0; 64]); n / TILE_ROWS * blocks * shape.lines];
+        for (t, tile) in lines.chunks_exact_mut(shape.lines).enumerate() {
+            let (g, b) = (t / blocks, t % blocks);
+            for c in 0..TILE_ROWS {
+                let r = g * TILE_ROWS + c;
+                let wb = block(kind, &w[r * row_bytes..(r + 1) * row_bytes], b);
+                let scales = &mut tile[shape.scale_line].0;
+                scales[2 * c..2 * c + 2].copy_from_slice(&wb[0..2]);
+                match kind {
+                    WeightKind::Q4_1 => {
+                        scales[32 + 2 * c..34 + 2 * c].copy_from_slice(&wb[2..4]);
+                        for p in 0..4 {
+                            tile[p].0[4 * c..4 * c + 4].copy_from_slice(&wb[4 + 4 * p..8 + 4 * p]);
+                        }
+                    }
+                    WeightKind::Q5_0 => {
+                        let qh = u32::from_le_bytes([wb[2], wb[3], wb[4], wb[5]]);
+                        for p in 0..4 {
+                            tile[p].0[4 * c..4 * c + 4].copy_from_slice(&wb[6 + 4 * p..10 + 4 * p]);
+                        }
+                        let high = &mut tile[shape.high_line.expect("Q5_0 has a high line")].0;
+                        for l in 0..8 {
+                            let bits = (qh >> (4 * l)) & 0xF;
+                            let mut mask =
+                                u64::from_le_bytes(high[8 * l..8 * l + 8].try_into().unwrap());
+                            mask |= (bits as u64) << (4 * c);
+                            high[8 * l..8 * l + 8].copy_from_slice(&mask.to_le_bytes());
+                        }
+                    }
+                    _ => {
+                        for l in 0..8 {
+                            for j in 0..4 {
+                                tile[l].0[4 * c + j] = wb[2 + 4 * l + j] ^ 0x80;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Self {
+            kind,
+            lines,
+            blocks,
+            lines_per_tile: shape.lines,
+        }
+    }
+
+    pub fn kind(&self) -> WeightKind {
+        self.kind
+    }
+
+    /// The tiles of row group `g`, one per block.
+    pub fn group(&self, g: usize) -> &[Line] {
+        let per_group = self.blocks * self.lines_per_tile;
+        &self.lines[g * per_group..(g + 1) * per_group]
+    }
+}
+
+/// What each ggml lane's integer sum starts from for Q5_0/Q8_0 weights
+/// (stored with an offset): `-offset · Σ` of the lane's four activations;
+/// empty for Q4_1, whose sums start from 0.
+pub fn lane_offsets(kind: WeightKind, y: &[BlockQ8]) -> Vec<[i32; 8]> {
+    let offset = match kind {
+        WeightKind::Q5_0 => 16,
+        WeightKind::Q8_0 => 128,
+        _ => return Vec::new(),
+    };
+    y.iter()
+        .map(|yb| {
+            std::array::from_fn(|l| {
+                -offset
+                    * yb.qs[4 * l..4 * l + 4]
+                        .iter()
+                        .map(|&q| q as i32)
+                        .sum::<i32>()
+            })
+        })
+        .collect()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::incompatible_msrv)]
+pub mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::{BlockQ8, Line, TileShape};
+    use crate::kernels::WeightKind;
+
+    const Q4_1: u8 = 0;
+    const Q5_0: u8 = 1;
+
+    fn shape(kind: u8) -> TileShape {
+        TileShape::of(match kind {
+            Q4_1 => WeightKind::Q4_1,
+            Q5_0 => WeightKind::Q5_0,
+            _ => WeightKind::Q8_0,
+        })
+    }
+
+    /// The 8 ggml lanes of one tile as unsigned bytes, 16 rows each.
+    #[inline(always)]
+    unsafe fn lanes<const KIND: u8>(tile: *const Line, s: TileShape) -> [__m512i; 8] {
+        // SAFETY (whole body): `tile` points at one whole tile of `s`'s shape.
+        unsafe {
+            let load = |i: usize| _mm512_load_si512(tile.add(i) as *const __m512i);
+            if KIND == Q4_1 || KIND == Q5_0 {
+                let low = _mm512_set1_epi8(0x0F);
+                let mut w = [_mm512_setzero_si512(); 8];
+                for p in 0..4 {
+                    let v = load(p);
+                    w[p] = _mm512_and_si512(v, low);
+                    w[p + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+                }
+                if KIND == Q5_0 {
+                    let high = tile.add(s.high_line.unwrap_unchecked()) as *const u64;
+                    let sixteen = _mm512_set1_epi8(16);
+                    for (l, w) in w.iter_mut().enumerate() {
+                        let mask: __mmask64 = std::ptr::read(high.add(l));
+                        *w = _mm512_mask_add_epi8(*w, mask, *w, sixteen);
+                    }
+                }
+                w
+            } else {
+                std::array::from_fn(load)
+            }
+        }
+    }
+
+    /// 16 rows (one row group's tiles, one per block) against `T` tokens'
+    /// activation rows; `offsets[t]`: [`super::lane_offsets`] of token t
+    /// (unused for Q4_1). Returns `[token][row]`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F/BW/VNNI; `tiles` holds `ys[t].len()`
+    /// tiles of `KIND` (0 = Q4_1, 1 = Q5_0, 2 = Q8_0) and every `offsets[t]`
+    /// (for Q5_0/Q8_0) as many entries.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub unsafe fn tile_rows<const KIND: u8, const T: usize>(
+        tiles: &[Line],
+        ys: [&[BlockQ8]; T],
+        offsets: [&[[i32; 8]]; T],
+    ) -> [[f32; 16]; T] {
+        let s = shape(KIND);
+        let blocks = ys[0].len();
+        debug_assert!(tiles.len() >= blocks * s.lines);
+        let mut acc = [[_mm512_setzero_ps(); 8]; T];
+        let mut summs = [_mm512_setzero_ps(); T];
+        for b in 0..blocks {
+            // SAFETY: tile `b` and block `b` of every token exist (see above).
+            unsafe {
+                let tile = tiles.as_ptr().add(b * s.lines);
+                let w = lanes::<KIND>(tile, s);
+                let scales = tile.add(s.scale_line) as *const __m256i;
+                let d = _mm512_cvtph_ps(_mm256_load_si256(scales));
+                let m = _mm512_cvtph_ps(_mm256_load_si256(scales.add(1)));
+                for t in 0..T {
+                    let yb = ys[t].get_unchecked(b);
+                    let dd = _mm512_mul_ps(d, _mm512_set1_ps(yb.d));
+                    if KIND == Q4_1 {
+                        summs[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(yb.s), summs[t]);
+                    }
+                    let q = yb.qs.as_ptr() as *const i32;
+                    for l in 0..8 {
+                        let x = _mm512_set1_epi32(std::ptr::read_unaligned(q.add(l)));
+                        let start = if KIND == Q4_1 {
+                            _mm512_setzero_si512()
+                        } else {
+                            _mm512_set1_epi32(offsets[t].get_unchecked(b)[l])
+                        };
+                        let sum = _mm512_dpbusd_epi32(start, w[l], x);
+                        acc[t][l] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(sum), acc[t][l]);
+                    }
+                }
+            }
+        }
+        let mut out = [[0.0f32; 16]; T];
+        for t in 0..T {
+            let a = &acc[t];
+            let r0 = _mm512_add_ps(a[0], a[4]);
+            let r1 = _mm512_add_ps(a[1], a[5]);
+            let r2 = _mm512_add_ps(a[2], a[6]);
+            let r3 = _mm512_add_ps(a[3], a[7]);
+            let mut v = _mm512_add_ps(_mm512_add_ps(r0, r2), _mm512_add_ps(r1, r3));
+            if KIND == Q4_1 {
+                v = _mm512_add_ps(v, summs[t]);
+            }
+            // SAFETY: `out[t]` holds 16 f32.
+            unsafe { _mm512_storeu_ps(out[t].as_mut_ptr(), v) };
+        }
+        out
+    }
+}
