@@ -474,21 +474,39 @@ fn kquant_matmul(
             let hi = ((t + 1) * per_thread).min(groups);
             for g in lo..hi {
                 let gt = &tiles.tiles[g * kb..(g + 1) * kb];
-                for tok in 0..m {
-                    // SAFETY: `available()` checked the CPU features; `gt`
-                    // has one tile per activation block.
-                    let v = unsafe { q4k_tiles::x86::gemv_tile(gt, xrow(tok), tok < m4) };
+                let emit = |tok: usize, v: [f32; 16]| {
                     for (i, v) in v.into_iter().enumerate() {
                         // SAFETY: in bounds; only this thread owns rows of group g.
                         unsafe { out_ptr.write(tok * n + g * q4k_tiles::TILE_ROWS + i, v) };
                     }
+                };
+                let mut tok = 0;
+                while tok + 2 <= m {
+                    // SAFETY: `available()` checked the CPU features; `gt`
+                    // has one tile per activation block.
+                    let [a, b] = unsafe {
+                        q4k_tiles::x86::gemv_tiles::<2>(
+                            gt,
+                            [xrow(tok), xrow(tok + 1)],
+                            [tok < m4, tok + 1 < m4],
+                        )
+                    };
+                    emit(tok, a);
+                    emit(tok + 1, b);
+                    tok += 2;
+                }
+                if tok < m {
+                    // SAFETY: as above.
+                    emit(tok, unsafe {
+                        q4k_tiles::x86::gemv_tile(gt, xrow(tok), tok < m4)
+                    });
                 }
             }
         });
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if simd && tiled && n % q4k_tiles::TILE_ROWS == 0 && q4k_tiles::available() {
+    if simd && kind == WeightKind::Q6K && n % q4k_tiles::TILE_ROWS == 0 && q4k_tiles::available() {
         let local;
         let tiles = match tiles {
             Some(Tiles::Q6K(t)) => t,
@@ -508,7 +526,13 @@ fn kquant_matmul(
                 for tok in 0..m {
                     // SAFETY: `available()` checked the CPU features; `gt`
                     // has one tile per activation block.
-                    let v = unsafe { q4k_tiles::x86::q6k_tiled_tile(gt, xrow(tok)) };
+                    let v = unsafe {
+                        if tiled {
+                            q4k_tiles::x86::q6k_tiled_tile(gt, xrow(tok))
+                        } else {
+                            q4k_tiles::x86::q6k_gemv_tile(gt, xrow(tok))
+                        }
+                    };
                     for (i, v) in v.into_iter().enumerate() {
                         // SAFETY: in bounds; only this thread owns rows of group g.
                         unsafe { out_ptr.write(tok * n + g * q4k_tiles::TILE_ROWS + i, v) };

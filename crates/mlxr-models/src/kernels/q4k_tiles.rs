@@ -157,63 +157,158 @@ pub mod x86 {
     /// The CPU must support AVX-512 F/BW/VNNI; `tiles.len() == y.len()`.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     pub unsafe fn gemv_tile(tiles: &[Tile], y: &[BlockQ8K], pairs: bool) -> [f32; 16] {
+        // SAFETY: forwarded.
+        unsafe { gemv_tiles::<1>(tiles, [y], [pairs])[0] }
+    }
+
+    /// [`gemv_tile`] for `T` activation rows at once: each weight group is
+    /// loaded and unpacked once for all of them; every row's float
+    /// operations are those of [`gemv_tile`] alone.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F/BW/VNNI; `tiles.len() == ys[t].len()`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub unsafe fn gemv_tiles<const T: usize>(
+        tiles: &[Tile],
+        ys: [&[BlockQ8K]; T],
+        pairs: [bool; T],
+    ) -> [[f32; 16]; T] {
         let mask = _mm512_set1_epi8(0x0F);
-        let mut acc = _mm512_setzero_ps();
-        let mut accm = _mm512_setzero_ps();
-        for (t, yb) in tiles.iter().zip(y) {
-            let yd = _mm512_set1_ps(yb.d);
+        let mut acc = [_mm512_setzero_ps(); T];
+        let mut accm = [_mm512_setzero_ps(); T];
+        for (b, t) in tiles.iter().enumerate() {
             // SAFETY: 64-byte aligned tile fields.
-            let (dd, dm) = unsafe {
+            let (d, dmin) = unsafe {
                 (
-                    _mm512_mul_ps(_mm512_load_ps(t.d.as_ptr()), yd),
-                    _mm512_mul_ps(_mm512_load_ps(t.dmin.as_ptr()), yd),
+                    _mm512_load_ps(t.d.as_ptr()),
+                    _mm512_load_ps(t.dmin.as_ptr()),
                 )
             };
-            let mut isum_blk = _mm512_setzero_si512();
-            let mut imin_blk = _mm512_setzero_si512();
+            let mut isum_blk = [_mm512_setzero_si512(); T];
+            let mut imin_blk = [_mm512_setzero_si512(); T];
+            let mut isums = [[_mm512_setzero_si512(); T]; 4];
+            let mut imins = [[_mm512_setzero_si512(); T]; 4];
             for p in 0..4 {
-                let mut ia = _mm512_setzero_si512();
-                let mut ib = _mm512_setzero_si512();
+                let mut ia = [_mm512_setzero_si512(); T];
+                let mut ib = [_mm512_setzero_si512(); T];
                 for g in 0..8 {
                     // SAFETY: `qs[8p + g]` is 64 readable bytes.
                     let w = unsafe { _mm512_loadu_si512(t.qs[8 * p + g].as_ptr() as *const _) };
                     let lo = _mm512_and_si512(w, mask);
                     let hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), mask);
-                    ia = _mm512_dpbusd_epi32(ia, lo, bcast4(&yb.qs, 64 * p + 4 * g));
-                    ib = _mm512_dpbusd_epi32(ib, hi, bcast4(&yb.qs, 64 * p + 32 + 4 * g));
+                    for r in 0..T {
+                        // SAFETY: every row has one block per tile.
+                        let yb = unsafe { ys[r].get_unchecked(b) };
+                        ia[r] = _mm512_dpbusd_epi32(ia[r], lo, bcast4(&yb.qs, 64 * p + 4 * g));
+                        ib[r] = _mm512_dpbusd_epi32(ib[r], hi, bcast4(&yb.qs, 64 * p + 32 + 4 * g));
+                    }
                 }
-                let (a, b) = (2 * p, 2 * p + 1);
+                let (a, bb) = (2 * p, 2 * p + 1);
                 // SAFETY: 64-byte aligned rows of 16 i32.
                 let (sa, sb, ma, mb) = unsafe {
                     (
                         _mm512_load_si512(t.scales[a].as_ptr() as *const _),
-                        _mm512_load_si512(t.scales[b].as_ptr() as *const _),
+                        _mm512_load_si512(t.scales[bb].as_ptr() as *const _),
                         _mm512_load_si512(t.mins[a].as_ptr() as *const _),
-                        _mm512_load_si512(t.mins[b].as_ptr() as *const _),
+                        _mm512_load_si512(t.mins[bb].as_ptr() as *const _),
                     )
                 };
-                let b32 = |j: usize| yb.bsums[2 * j] as i32 + yb.bsums[2 * j + 1] as i32;
-                let isum = _mm512_add_epi32(_mm512_mullo_epi32(sa, ia), _mm512_mullo_epi32(sb, ib));
-                let imin = _mm512_add_epi32(
-                    _mm512_mullo_epi32(ma, _mm512_set1_epi32(b32(a))),
-                    _mm512_mullo_epi32(mb, _mm512_set1_epi32(b32(b))),
-                );
-                if pairs {
-                    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dd, acc);
-                    accm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), dm, accm);
-                } else {
-                    isum_blk = _mm512_add_epi32(isum_blk, isum);
-                    imin_blk = _mm512_add_epi32(imin_blk, imin);
+                for r in 0..T {
+                    // SAFETY: as above.
+                    let yb = unsafe { ys[r].get_unchecked(b) };
+                    let b32 = |j: usize| yb.bsums[2 * j] as i32 + yb.bsums[2 * j + 1] as i32;
+                    isums[p][r] = _mm512_add_epi32(
+                        _mm512_mullo_epi32(sa, ia[r]),
+                        _mm512_mullo_epi32(sb, ib[r]),
+                    );
+                    imins[p][r] = _mm512_add_epi32(
+                        _mm512_mullo_epi32(ma, _mm512_set1_epi32(b32(a))),
+                        _mm512_mullo_epi32(mb, _mm512_set1_epi32(b32(bb))),
+                    );
                 }
             }
-            if !pairs {
-                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum_blk), dd, acc);
-                accm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin_blk), dm, accm);
+            for r in 0..T {
+                // SAFETY: as above.
+                let yd = _mm512_set1_ps(unsafe { ys[r].get_unchecked(b) }.d);
+                let (dd, dm) = (_mm512_mul_ps(d, yd), _mm512_mul_ps(dmin, yd));
+                if pairs[r] {
+                    for p in 0..4 {
+                        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isums[p][r]), dd, acc[r]);
+                        accm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imins[p][r]), dm, accm[r]);
+                    }
+                } else {
+                    for p in 0..4 {
+                        isum_blk[r] = _mm512_add_epi32(isum_blk[r], isums[p][r]);
+                        imin_blk[r] = _mm512_add_epi32(imin_blk[r], imins[p][r]);
+                    }
+                    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum_blk[r]), dd, acc[r]);
+                    accm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin_blk[r]), dm, accm[r]);
+                }
             }
         }
+        let mut out = [[0.0f32; 16]; T];
+        for r in 0..T {
+            // SAFETY: 64 writable bytes.
+            unsafe { _mm512_storeu_ps(out[r].as_mut_ptr(), _mm512_sub_ps(acc[r], accm[r])) };
+        }
+        out
+    }
+
+    /// 16 Q6_K rows against one Q8_K row in ggml's `vec_dot` order (8 lane
+    /// sums per block, each lane FMA'd on its own, then ggml's `hsum_float_8`):
+    /// bit-identical to [`crate::kernels::kquants::dot_q6_k_scalar`] without
+    /// `tiled`. Lane `l` of a block gathers elements `32c + 4l .. 32c + 4l + 4`
+    /// (sub-block `2c + l/4`, group `l%4` of the tile) and subtracts the offset
+    /// 32 of sub-blocks `2l` and `2l + 1`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F/BW/VNNI; `tiles.len() == y.len()`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub unsafe fn q6k_gemv_tile(tiles: &[Tile6], y: &[BlockQ8K]) -> [f32; 16] {
+        let mut acc = [_mm512_setzero_ps(); 8];
+        for (t, yb) in tiles.iter().zip(y) {
+            // SAFETY (loads below): 64-byte aligned rows of 16 i32 / 64 bytes.
+            let scale = |s: usize| unsafe { _mm512_load_si512(t.scales[s].as_ptr() as *const _) };
+            let mut lanes = [_mm512_setzero_si512(); 8];
+            for s in 0..16 {
+                let sc = scale(s);
+                for g in 0..4 {
+                    // SAFETY: `qs[4s + g]` is 64 readable bytes.
+                    let w = unsafe { _mm512_loadu_si512(t.qs[4 * s + g].as_ptr() as *const _) };
+                    let p = _mm512_dpbusd_epi32(
+                        _mm512_setzero_si512(),
+                        w,
+                        bcast4(&yb.qs, 16 * s + 4 * g),
+                    );
+                    let l = 4 * (s % 2) + g;
+                    lanes[l] = _mm512_add_epi32(lanes[l], _mm512_mullo_epi32(sc, p));
+                }
+            }
+            // SAFETY: 64-byte aligned.
+            let dd = _mm512_mul_ps(
+                unsafe { _mm512_load_ps(t.d.as_ptr()) },
+                _mm512_set1_ps(yb.d),
+            );
+            for (l, a) in acc.iter_mut().enumerate() {
+                let off = |s: usize| {
+                    _mm512_mullo_epi32(scale(s), _mm512_set1_epi32(32 * yb.bsums[s] as i32))
+                };
+                let lane = _mm512_sub_epi32(lanes[l], _mm512_add_epi32(off(2 * l), off(2 * l + 1)));
+                *a = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(lane), *a);
+            }
+        }
+        let r0 = _mm512_add_ps(acc[4], acc[0]);
+        let r1 = _mm512_add_ps(acc[5], acc[1]);
+        let r2 = _mm512_add_ps(acc[6], acc[2]);
+        let r3 = _mm512_add_ps(acc[7], acc[3]);
         let mut out = [0.0f32; 16];
         // SAFETY: 64 writable bytes.
-        unsafe { _mm512_storeu_ps(out.as_mut_ptr(), _mm512_sub_ps(acc, accm)) };
+        unsafe {
+            _mm512_storeu_ps(
+                out.as_mut_ptr(),
+                _mm512_add_ps(_mm512_add_ps(r0, r2), _mm512_add_ps(r1, r3)),
+            )
+        };
         out
     }
 
