@@ -269,9 +269,13 @@ pub mod x86 {
         for (t, yb) in tiles.iter().zip(y) {
             // SAFETY (loads below): 64-byte aligned rows of 16 i32 / 64 bytes.
             let scale = |s: usize| unsafe { _mm512_load_si512(t.scales[s].as_ptr() as *const _) };
+            // Each 4-element sum fits in i16 (|Σ| ≤ 4·63·127), so `vpdpwssd`
+            // against the scale's low 16 bits (high half cleared) adds
+            // `scale · Σ` exactly in one instruction.
+            let low16 = _mm512_set1_epi32(0xFFFF);
             let mut lanes = [_mm512_setzero_si512(); 8];
             for s in 0..16 {
-                let sc = scale(s);
+                let sc = _mm512_and_si512(scale(s), low16);
                 for g in 0..4 {
                     // SAFETY: `qs[4s + g]` is 64 readable bytes.
                     let w = unsafe { _mm512_loadu_si512(t.qs[4 * s + g].as_ptr() as *const _) };
@@ -281,7 +285,7 @@ pub mod x86 {
                         bcast4(&yb.qs, 16 * s + 4 * g),
                     );
                     let l = 4 * (s % 2) + g;
-                    lanes[l] = _mm512_add_epi32(lanes[l], _mm512_mullo_epi32(sc, p));
+                    lanes[l] = _mm512_dpwssd_epi32(lanes[l], p, sc);
                 }
             }
             // SAFETY: 64-byte aligned.

@@ -78,6 +78,11 @@ pub(super) struct TileScratch {
 /// The tile's output `[len * group, head_dim]`.
 pub(super) fn attend_tile<T: CacheElement>(tile: &Tile<T>, s: &mut TileScratch) -> Vec<f32> {
     #[cfg(target_arch = "x86_64")]
+    if super::vector::avx512f_available() {
+        // SAFETY: the CPU has AVX-512F (and so AVX2 and FMA).
+        return unsafe { attend_tile_avx512(tile, s) };
+    }
+    #[cfg(target_arch = "x86_64")]
     if super::vector::avx2_fma_available() {
         // SAFETY: the CPU has AVX2 and FMA.
         return unsafe { attend_tile_fma(tile, s) };
@@ -88,6 +93,14 @@ pub(super) fn attend_tile<T: CacheElement>(tile: &Tile<T>, s: &mut TileScratch) 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn attend_tile_fma<T: CacheElement>(tile: &Tile<T>, s: &mut TileScratch) -> Vec<f32> {
+    attend_tile_portable(tile, s)
+}
+
+/// The same code in 16-lane registers: every lane's float operations are
+/// unchanged, so the results are the same as the AVX2 build's.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn attend_tile_avx512<T: CacheElement>(tile: &Tile<T>, s: &mut TileScratch) -> Vec<f32> {
     attend_tile_portable(tile, s)
 }
 

@@ -44,6 +44,11 @@ impl VectorOps for Portable {
 pub(crate) struct Avx2Fma;
 
 #[cfg(target_arch = "x86_64")]
+pub(crate) fn avx512f_available() -> bool {
+    avx2_fma_available() && is_x86_feature_detected!("avx512f")
+}
+
+#[cfg(target_arch = "x86_64")]
 pub(crate) fn avx2_fma_available() -> bool {
     is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
 }
