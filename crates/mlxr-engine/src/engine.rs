@@ -57,6 +57,9 @@ impl EngineLoop {
                 }
             }
             self.drop_abandoned();
+            // Published before the step too, so a request whose first token
+            // has gone out is never missing from the gauges.
+            self.publish_gauges();
             if !self.scheduler.is_idle() {
                 // A bug that panics inside a step fails the requests in
                 // flight, not the engine: later requests are still served.

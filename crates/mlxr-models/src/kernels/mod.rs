@@ -241,9 +241,9 @@ fn matmul_with(
 
     let mut xq = vec![BlockQ8::default(); m * kb];
     let with_sum = kind.activation_has_sum();
-    for (row, xrow) in xq.chunks_exact_mut(kb).zip(x.chunks_exact(k)) {
-        q8::quantize_row(xrow, row, with_sum);
-    }
+    for_each_row(&mut xq, kb, x, k, |_, xrow, row| {
+        q8::quantize_row(xrow, row, with_sum)
+    });
 
     #[cfg(target_arch = "x86_64")]
     if simd && n % q32_tiles::TILE_ROWS == 0 && q32_tiles::available() {
@@ -317,6 +317,47 @@ fn matmul_with(
             }
         }
     });
+}
+
+/// `f(t, x row t, out row t)` for every row (see [`par_rows`]).
+fn for_each_row<B: Send>(
+    out: &mut [B],
+    out_len: usize,
+    x: &[f32],
+    k: usize,
+    f: impl Fn(usize, &[f32], &mut [B]) + Send + Sync,
+) {
+    par_rows(out, out_len, |first, rows| {
+        let xs = &x[first * k..];
+        for (i, (row, xrow)) in rows
+            .chunks_exact_mut(out_len)
+            .zip(xs.chunks_exact(k))
+            .enumerate()
+        {
+            f(first + i, xrow, row);
+        }
+    });
+}
+
+/// `f(first row, rows)` over runs of whole rows of `out` (`row_len` each),
+/// on the thread pool when there are enough rows to be worth it (prefill),
+/// as one run on this thread otherwise. Row results must not depend on the
+/// split (every caller's rows are independent).
+pub(crate) fn par_rows<B: Send>(
+    out: &mut [B],
+    row_len: usize,
+    f: impl Fn(usize, &mut [B]) + Send + Sync,
+) {
+    use rayon::prelude::*;
+    const PARALLEL_FROM: usize = 16;
+    let rows = out.len() / row_len.max(1);
+    if rows < PARALLEL_FROM {
+        return f(0, out);
+    }
+    let per_run = rows.div_ceil(4 * rayon::current_num_threads()).max(4);
+    out.par_chunks_mut(per_run * row_len)
+        .enumerate()
+        .for_each(|(i, run)| f(i * per_run, run));
 }
 
 /// [`matmul`] for Q4_1/Q5_0/Q8_0 with [`q32_tiles`]: threads split the row
@@ -431,14 +472,14 @@ fn kquant_matmul(
     // ggml's tiled K-quant kernel takes non-repacked K-quant weights from 8 tokens on.
     let tiled = kind == WeightKind::Q6K && m >= 8 && batched;
     let mut xq = vec![BlockQ8K::default(); m * kb];
-    for (t, (row, xrow)) in xq.chunks_exact_mut(kb).zip(x.chunks_exact(k)).enumerate() {
+    for_each_row(&mut xq, kb, x, k, |t, xrow, row| {
         let flavor = if t < m4 {
             Q8KFlavor::Interleaved4x8
         } else {
             Q8KFlavor::Reference
         };
         q8k::quantize_row(xrow, row, flavor);
-    }
+    });
 
     #[cfg(target_arch = "x86_64")]
     let simd = simd && simd_available();

@@ -39,7 +39,10 @@ impl CustomOp2 for RmsNormOp {
             candle_core::bail!("{}: {:?} vs weight {}", self.name(), l1.shape(), w.len());
         }
         let mut out = vec![0f32; x.len()];
-        ggml_f32::rms_norm(x, w, self.eps, &mut out);
+        let dim = w.len();
+        super::par_rows(&mut out, dim, |first, rows| {
+            ggml_f32::rms_norm(&x[first * dim..][..rows.len()], w, self.eps, rows)
+        });
         Ok((CpuStorage::F32(out), l1.shape().clone()))
     }
 }
@@ -71,7 +74,15 @@ impl CustomOp1 for RopeOp<'_> {
             candle_core::bail!("{}: tables do not match {tokens} tokens", self.name());
         }
         let mut out = x.to_vec();
-        ggml_f32::rope(&mut out, head_dim, self.rot, self.neox, self.cos, self.sin);
+        let (row, half) = (x.len() / tokens.max(1), self.rot / 2);
+        super::par_rows(&mut out, row, |first, rows| {
+            let t = first..first + rows.len() / row;
+            let (cos, sin) = (
+                &self.cos[t.start * half..t.end * half],
+                &self.sin[t.start * half..t.end * half],
+            );
+            ggml_f32::rope(rows, head_dim, self.rot, self.neox, cos, sin)
+        });
         Ok((CpuStorage::F32(out), layout.shape().clone()))
     }
 }
@@ -100,17 +111,20 @@ impl CustomOp2 for GluOp {
         }
         let n = *l1.shape().dims().last().unwrap_or(&1);
         let mut out = vec![0f32; g.len()];
-        for ((gr, ur), yr) in g
-            .chunks_exact(n)
-            .zip(u.chunks_exact(n))
-            .zip(out.chunks_exact_mut(n))
-        {
-            if self.gelu {
-                ggml_f32::geglu_row(gr, ur, yr);
-            } else {
-                ggml_f32::swiglu_row(gr, ur, yr);
+        super::par_rows(&mut out, n, |first, rows| {
+            let (g, u) = (&g[first * n..], &u[first * n..]);
+            for ((gr, ur), yr) in g
+                .chunks_exact(n)
+                .zip(u.chunks_exact(n))
+                .zip(rows.chunks_exact_mut(n))
+            {
+                if self.gelu {
+                    ggml_f32::geglu_row(gr, ur, yr);
+                } else {
+                    ggml_f32::swiglu_row(gr, ur, yr);
+                }
             }
-        }
+        });
         Ok((CpuStorage::F32(out), l1.shape().clone()))
     }
 }
