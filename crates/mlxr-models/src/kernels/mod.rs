@@ -967,6 +967,7 @@ mod tests {
             check(WeightKind::Q4_1, GgmlDType::Q4_1, (m, 48, 576));
         }
         check(WeightKind::Q4_1, GgmlDType::Q4_1, (2, 16, 32));
+        check(WeightKind::Q4_1, GgmlDType::Q4_1, (3, 32, 96));
     }
 
     #[test]
@@ -977,6 +978,7 @@ mod tests {
             check(WeightKind::Q5_0, GgmlDType::Q5_0, (m, 48, 640));
         }
         check(WeightKind::Q5_0, GgmlDType::Q5_0, (2, 16, 32));
+        check(WeightKind::Q5_0, GgmlDType::Q5_0, (3, 32, 96));
     }
 
     #[test]
@@ -987,6 +989,7 @@ mod tests {
             check(WeightKind::Q8_0, GgmlDType::Q8_0, (m, 48, 640));
         }
         check(WeightKind::Q8_0, GgmlDType::Q8_0, (2, 16, 32));
+        check(WeightKind::Q8_0, GgmlDType::Q8_0, (3, 32, 96));
     }
 
     /// Compares against dumps of ggml's own CPU `mul_mat`, committed in

@@ -24,52 +24,81 @@ pub const TILE_ROWS: usize = 16;
 #[repr(C, align(64))]
 pub struct Line(pub [u8; 64]);
 
-/// Where the parts of one tile (16 rows × one 32-element block) lie, in
-/// lines. The tile starts with its values: Q4_1/Q5_0 4 lines
-/// `[lane pair p][row c][4 bytes]` = packed bytes `4p..4p+4` of row c (low
-/// nibbles: ggml lane p, high: lane p+4); Q8_0 8 lines
-/// `[lane l][row c][4 bytes]` = values `4l..4l+4` plus 128.
+/// Where the parts of one tile (16 rows × one 32-element block) lie. A tile
+/// starts with its values: Q4_1/Q5_0 4 lines `[lane pair p][row c][4 bytes]`
+/// = packed bytes `4p..4p+4` of row c (low nibbles: ggml lane p, high: lane
+/// p+4); Q8_0 8 lines `[lane l][row c][4 bytes]` = values `4l..4l+4` plus 128.
+/// Q5_0 adds one line of 8 u64 masks: bit `4c + j` of mask `l` is the fifth
+/// bit of row c's element `4l + j`. Scales are 16 f16 `d` (32 bytes), for
+/// Q4_1 followed by 16 f16 `m` in the same line; Q5_0 and Q8_0 tiles come in
+/// pairs (blocks `2i`, `2i + 1`) that share one scale line, so no line is
+/// half empty and decode streams no more bytes than the GGUF blocks hold.
 #[derive(Clone, Copy, Debug)]
 struct TileShape {
-    /// Q5_0 only: one line of 8 u64 masks; bit `4c + j` of mask `l` is the
-    /// fifth bit of row c's element `4l + j`.
+    /// Lines of values (and Q5_0's masks) per tile.
+    own_lines: usize,
+    /// Q5_0: the mask line, counted from the tile's first line.
     high_line: Option<usize>,
-    /// Line of `d` (16 f16) then, for Q4_1, `m` (16 f16).
-    scale_line: usize,
-    lines: usize,
+    /// Whether a pair of tiles shares one scale line.
+    shared_scales: bool,
 }
 
 impl TileShape {
     fn of(kind: WeightKind) -> Self {
         match kind {
             WeightKind::Q4_1 => Self {
+                own_lines: 4,
                 high_line: None,
-                scale_line: 4,
-                lines: 5,
+                shared_scales: false,
             },
             WeightKind::Q5_0 => Self {
+                own_lines: 5,
                 high_line: Some(4),
-                scale_line: 5,
-                lines: 6,
+                shared_scales: true,
             },
             WeightKind::Q8_0 => Self {
+                own_lines: 8,
                 high_line: None,
-                scale_line: 8,
-                lines: 9,
+                shared_scales: true,
             },
             WeightKind::Q4K | WeightKind::Q6K => unreachable!("K-quants have their own tiles"),
+        }
+    }
+
+    /// Lines of one pair of tiles.
+    fn pair_lines(self) -> usize {
+        if self.shared_scales {
+            2 * self.own_lines + 1
+        } else {
+            2 * (self.own_lines + 1)
+        }
+    }
+
+    /// Lines of one row group of `blocks` tiles.
+    fn group_lines(self, blocks: usize) -> usize {
+        blocks.div_ceil(2) * self.pair_lines()
+    }
+
+    /// Tile `b` of a group: (its first line, its scale line, byte offset of
+    /// its `d` in that line).
+    #[inline(always)]
+    fn locate(self, b: usize) -> (usize, usize, usize) {
+        let (base, half) = ((b / 2) * self.pair_lines(), b % 2);
+        if self.shared_scales {
+            (base + half * self.own_lines, base + 2 * self.own_lines, 32 * half)
+        } else {
+            let first = base + half * (self.own_lines + 1);
+            (first, first + self.own_lines, 0)
         }
     }
 }
 
 /// All tiles of a `[n, k]` Q4_1/Q5_0/Q8_0 matrix (`n` a multiple of 16), row
-/// group major: tile `(group, block)` starts at line
-/// `(group * blocks + block) * lines_per_tile`.
+/// group major (see [`TileShape`] for the lines of one group).
 pub struct Q32Tiles {
     kind: WeightKind,
     lines: Vec<Line>,
-    blocks: usize,
-    lines_per_tile: usize,
+    group_lines: usize,
 }
 
 /// Whether this CPU runs [`x86::tile_rows`].
@@ -94,40 +123,45 @@ impl Q32Tiles {
         assert_eq!(k % QK, 0);
         let shape = TileShape::of(kind);
         let blocks = k / QK;
+        let group_lines = shape.group_lines(blocks);
         let row_bytes = blocks * kind.block_bytes();
-        let mut lines = vec![Line([0; 64]); n / TILE_ROWS * blocks * shape.lines];
-        for (t, tile) in lines.chunks_exact_mut(shape.lines).enumerate() {
-            let (g, b) = (t / blocks, t % blocks);
-            for c in 0..TILE_ROWS {
-                let r = g * TILE_ROWS + c;
-                let wb = block(kind, &w[r * row_bytes..(r + 1) * row_bytes], b);
-                let scales = &mut tile[shape.scale_line].0;
-                scales[2 * c..2 * c + 2].copy_from_slice(&wb[0..2]);
-                match kind {
-                    WeightKind::Q4_1 => {
+        let mut lines = vec![Line([0; 64]); n / TILE_ROWS * group_lines];
+        for (g, group) in lines.chunks_exact_mut(group_lines).enumerate() {
+            for b in 0..blocks {
+                let (first, scale_line, d_at) = shape.locate(b);
+                for c in 0..TILE_ROWS {
+                    let r = g * TILE_ROWS + c;
+                    let wb = block(kind, &w[r * row_bytes..(r + 1) * row_bytes], b);
+                    let scales = &mut group[scale_line].0;
+                    scales[d_at + 2 * c..d_at + 2 * c + 2].copy_from_slice(&wb[0..2]);
+                    if kind == WeightKind::Q4_1 {
                         scales[32 + 2 * c..34 + 2 * c].copy_from_slice(&wb[2..4]);
-                        for p in 0..4 {
-                            tile[p].0[4 * c..4 * c + 4].copy_from_slice(&wb[4 + 4 * p..8 + 4 * p]);
-                        }
                     }
-                    WeightKind::Q5_0 => {
-                        let qh = u32::from_le_bytes([wb[2], wb[3], wb[4], wb[5]]);
-                        for p in 0..4 {
-                            tile[p].0[4 * c..4 * c + 4].copy_from_slice(&wb[6 + 4 * p..10 + 4 * p]);
+                    let tile = &mut group[first..first + shape.own_lines];
+                    match kind {
+                        WeightKind::Q4_1 => {
+                            for p in 0..4 {
+                                tile[p].0[4 * c..4 * c + 4]
+                                    .copy_from_slice(&wb[4 + 4 * p..8 + 4 * p]);
+                            }
                         }
-                        let high = &mut tile[shape.high_line.expect("Q5_0 has a high line")].0;
-                        for l in 0..8 {
-                            let bits = (qh >> (4 * l)) & 0xF;
-                            let mut mask =
-                                u64::from_le_bytes(high[8 * l..8 * l + 8].try_into().unwrap());
-                            mask |= (bits as u64) << (4 * c);
-                            high[8 * l..8 * l + 8].copy_from_slice(&mask.to_le_bytes());
+                        WeightKind::Q5_0 => {
+                            let qh = u32::from_le_bytes([wb[2], wb[3], wb[4], wb[5]]);
+                            for p in 0..4 {
+                                tile[p].0[4 * c..4 * c + 4]
+                                    .copy_from_slice(&wb[6 + 4 * p..10 + 4 * p]);
+                            }
+                            let high = &mut tile[shape.high_line.expect("Q5_0 has masks")].0;
+                            for l in 0..8 {
+                                let bits = (qh >> (4 * l)) & 0xF;
+                                high[8 * l + c / 2] |= (bits as u8) << (4 * (c % 2));
+                            }
                         }
-                    }
-                    _ => {
-                        for l in 0..8 {
-                            for j in 0..4 {
-                                tile[l].0[4 * c + j] = wb[2 + 4 * l + j] ^ 0x80;
+                        _ => {
+                            for l in 0..8 {
+                                for j in 0..4 {
+                                    tile[l].0[4 * c + j] = wb[2 + 4 * l + j] ^ 0x80;
+                                }
                             }
                         }
                     }
@@ -137,8 +171,7 @@ impl Q32Tiles {
         Self {
             kind,
             lines,
-            blocks,
-            lines_per_tile: shape.lines,
+            group_lines,
         }
     }
 
@@ -146,10 +179,9 @@ impl Q32Tiles {
         self.kind
     }
 
-    /// The tiles of row group `g`, one per block.
+    /// The tiles of row group `g`.
     pub fn group(&self, g: usize) -> &[Line] {
-        let per_group = self.blocks * self.lines_per_tile;
-        &self.lines[g * per_group..(g + 1) * per_group]
+        &self.lines[g * self.group_lines..(g + 1) * self.group_lines]
     }
 }
 
@@ -209,10 +241,10 @@ pub mod x86 {
                     w[p + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
                 }
                 if KIND == Q5_0 {
-                    let high = tile.add(s.high_line.unwrap_unchecked()) as *const u64;
+                    let high = tile.add(s.high_line.unwrap_unchecked()) as *const __mmask64;
                     let sixteen = _mm512_set1_epi8(16);
                     for (l, w) in w.iter_mut().enumerate() {
-                        let mask: __mmask64 = std::ptr::read(high.add(l));
+                        let mask = std::ptr::read(high.add(l));
                         *w = _mm512_mask_add_epi8(*w, mask, *w, sixteen);
                     }
                 }
@@ -228,8 +260,8 @@ pub mod x86 {
     /// (unused for Q4_1). Returns `[token][row]`.
     ///
     /// # Safety
-    /// The CPU must support AVX-512 F/BW/VNNI; `tiles` holds `ys[t].len()`
-    /// tiles of `KIND` (0 = Q4_1, 1 = Q5_0, 2 = Q8_0) and every `offsets[t]`
+    /// The CPU must support AVX-512 F/BW/VNNI; `tiles` is one row group
+    /// ([`super::Q32Tiles::group`]) of `ys[t].len()` blocks of `KIND` (0 = Q4_1, 1 = Q5_0, 2 = Q8_0) and every `offsets[t]`
     /// (for Q5_0/Q8_0) as many entries.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     pub unsafe fn tile_rows<const KIND: u8, const T: usize>(
@@ -239,17 +271,21 @@ pub mod x86 {
     ) -> [[f32; 16]; T] {
         let s = shape(KIND);
         let blocks = ys[0].len();
-        debug_assert!(tiles.len() >= blocks * s.lines);
+        debug_assert!(tiles.len() >= s.group_lines(blocks));
         let mut acc = [[_mm512_setzero_ps(); 8]; T];
         let mut summs = [_mm512_setzero_ps(); T];
         for b in 0..blocks {
             // SAFETY: tile `b` and block `b` of every token exist (see above).
             unsafe {
-                let tile = tiles.as_ptr().add(b * s.lines);
-                let w = lanes::<KIND>(tile, s);
-                let scales = tile.add(s.scale_line) as *const __m256i;
-                let d = _mm512_cvtph_ps(_mm256_load_si256(scales));
-                let m = _mm512_cvtph_ps(_mm256_load_si256(scales.add(1)));
+                let (first, scale_line, d_at) = s.locate(b);
+                let w = lanes::<KIND>(tiles.as_ptr().add(first), s);
+                let scales = (tiles.as_ptr().add(scale_line) as *const u8).add(d_at);
+                let d = _mm512_cvtph_ps(_mm256_load_si256(scales as *const __m256i));
+                let m = if KIND == Q4_1 {
+                    _mm512_cvtph_ps(_mm256_load_si256(scales.add(32) as *const __m256i))
+                } else {
+                    _mm512_setzero_ps()
+                };
                 for t in 0..T {
                     let yb = ys[t].get_unchecked(b);
                     let dd = _mm512_mul_ps(d, _mm512_set1_ps(yb.d));
