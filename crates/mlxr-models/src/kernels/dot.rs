@@ -20,6 +20,10 @@ pub const Q4_1_BYTES: usize = 20;
 pub const Q5_0_BYTES: usize = 22;
 /// Bytes of one Q8_0 block: `d: f16, qs: [i8; 32]`.
 pub const Q8_0_BYTES: usize = 34;
+/// Bytes of one Q4_0 block: `d: f16, qs: [u8; 16]` (values `nibble - 8`).
+pub const Q4_0_BYTES: usize = 18;
+/// Bytes of one Q5_1 block: `d: f16, m: f16, qh: [u8; 4], qs: [u8; 16]`.
+pub const Q5_1_BYTES: usize = 24;
 
 #[inline(always)]
 fn f16_at(b: &[u8], at: usize) -> f32 {
@@ -83,6 +87,47 @@ pub fn dot_q5_0_q8_0_scalar(w: &[u8], y: &[BlockQ8]) -> f32 {
         }
     }
     hsum8(&acc)
+}
+
+/// Portable Q4_0 · Q8_0 in ggml's x86 order (its vec_dot; Q4_0 has only
+/// the 16-row tile kernel here, and candle's kernel elsewhere).
+pub fn dot_q4_0_q8_0_scalar(w: &[u8], y: &[BlockQ8]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    for (wb, yb) in w.chunks_exact(Q4_0_BYTES).zip(y) {
+        let dd = f16_at(wb, 0) * yb.d;
+        let qs = &wb[2..18];
+        for (lane, a) in acc.iter_mut().enumerate() {
+            let s: i32 = (lane * 4..lane * 4 + 4)
+                .map(|e| (nibble(qs, e) as i32 - 8) * yb.qs[e] as i32)
+                .sum();
+            *a = dd.mul_add(s as f32, *a);
+        }
+    }
+    hsum8(&acc)
+}
+
+/// Portable Q5_1 · Q8_1 in ggml's x86 order (as Q4_1, with a fifth bit).
+pub fn dot_q5_1_q8_1_scalar(w: &[u8], y: &[BlockQ8]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let mut summs = 0.0f32;
+    for (wb, yb) in w.chunks_exact(Q5_1_BYTES).zip(y) {
+        let d = f16_at(wb, 0);
+        let m = f16_at(wb, 2);
+        summs = m.mul_add(yb.s, summs);
+        let dd = d * yb.d;
+        let qh = u32::from_le_bytes([wb[4], wb[5], wb[6], wb[7]]);
+        let qs = &wb[8..24];
+        for (lane, a) in acc.iter_mut().enumerate() {
+            let s: i32 = (lane * 4..lane * 4 + 4)
+                .map(|e| {
+                    let v = nibble(qs, e) as i32 | ((((qh >> e) & 1) as i32) << 4);
+                    v * yb.qs[e] as i32
+                })
+                .sum();
+            *a = dd.mul_add(s as f32, *a);
+        }
+    }
+    hsum8(&acc) + summs
 }
 
 /// Portable Q8_0 · Q8_0 in ggml's x86 order.

@@ -36,6 +36,11 @@ pub enum WeightKind {
     Q4_1,
     Q5_0,
     Q8_0,
+    /// Only through the AVX-512 VNNI tiles ([`q32_tiles`]); elsewhere
+    /// candle's kernel runs.
+    Q4_0,
+    /// Like [`Self::Q4_0`].
+    Q5_1,
     /// Q4_K with Q8_K activations, as ggml's repacked `block_q4_Kx8` kernels
     /// compute it (the weight's row count must be a multiple of 8).
     Q4K,
@@ -49,6 +54,8 @@ impl WeightKind {
             GgmlDType::Q4_1 => Some(Self::Q4_1),
             GgmlDType::Q5_0 => Some(Self::Q5_0),
             GgmlDType::Q8_0 => Some(Self::Q8_0),
+            GgmlDType::Q4_0 => Some(Self::Q4_0),
+            GgmlDType::Q5_1 => Some(Self::Q5_1),
             GgmlDType::Q4K => Some(Self::Q4K),
             GgmlDType::Q6K => Some(Self::Q6K),
             _ => None,
@@ -60,6 +67,8 @@ impl WeightKind {
             Self::Q4_1 => dot::Q4_1_BYTES,
             Self::Q5_0 => dot::Q5_0_BYTES,
             Self::Q8_0 => dot::Q8_0_BYTES,
+            Self::Q4_0 => dot::Q4_0_BYTES,
+            Self::Q5_1 => dot::Q5_1_BYTES,
             Self::Q4K => kquants::Q4_K_BYTES,
             Self::Q6K => kquants::Q6_K_BYTES,
         }
@@ -84,13 +93,20 @@ impl WeightKind {
             Self::Q4_1 => 0,
             Self::Q5_0 => 1,
             Self::Q8_0 => 2,
+            Self::Q4_0 | Self::Q5_1 => unreachable!("Q4_0/Q5_1 run through the tiles"),
             Self::Q4K | Self::Q6K => unreachable!("K-quants use kquant_matmul"),
         }
     }
 
-    /// Q4_1 pairs with Q8_1 activations (which carry a sum), Q5_0 with Q8_0.
+    /// Whether this kind has a kernel here only in [`q32_tiles`].
+    fn tiles_only(self) -> bool {
+        matches!(self, Self::Q4_0 | Self::Q5_1)
+    }
+
+    /// Q4_1/Q5_1 pair with Q8_1 activations (which carry a sum), the others
+    /// with Q8_0.
     fn activation_has_sum(self) -> bool {
-        matches!(self, Self::Q4_1)
+        matches!(self, Self::Q4_1 | Self::Q5_1)
     }
 }
 
@@ -130,12 +146,12 @@ fn dot_q5_0_simd(w: &[u8], y: &[BlockQ8]) -> f32 {
 
 fn dot_fn(kind: WeightKind, simd: bool) -> DotFn {
     #[cfg(target_arch = "x86_64")]
-    if simd && simd_available() {
+    if simd && simd_available() && !kind.tiles_only() {
         return match kind {
             WeightKind::Q4_1 => dot_q4_1_simd,
             WeightKind::Q5_0 => dot_q5_0_simd,
             WeightKind::Q8_0 => dot_q8_0_simd,
-            WeightKind::Q4K | WeightKind::Q6K => unreachable!("K-quants use kquant_matmul"),
+            _ => unreachable!("no single-row SIMD kernel for {kind:?}"),
         };
     }
     let _ = simd;
@@ -143,6 +159,8 @@ fn dot_fn(kind: WeightKind, simd: bool) -> DotFn {
         WeightKind::Q4_1 => dot::dot_q4_1_q8_1_scalar,
         WeightKind::Q5_0 => dot::dot_q5_0_q8_0_scalar,
         WeightKind::Q8_0 => dot::dot_q8_0_q8_0_scalar,
+        WeightKind::Q4_0 => dot::dot_q4_0_q8_0_scalar,
+        WeightKind::Q5_1 => dot::dot_q5_1_q8_1_scalar,
         WeightKind::Q4K | WeightKind::Q6K => unreachable!("K-quants use kquant_matmul"),
     }
 }
@@ -261,7 +279,7 @@ fn matmul_with(
 
     let dot = dot_fn(kind, simd);
     #[cfg(target_arch = "x86_64")]
-    let multi = simd && simd_available();
+    let multi = simd && simd_available() && !kind.tiles_only();
     #[cfg(not(target_arch = "x86_64"))]
     let multi = false;
     let n_threads = candle_core::utils::get_num_threads().clamp(1, n.div_ceil(8).max(1));
@@ -407,6 +425,8 @@ fn q32_tile_matmul(
                         match kind {
                             WeightKind::Q4_1 => tile_rows::<0, 2>(gt, ys, os),
                             WeightKind::Q5_0 => tile_rows::<1, 2>(gt, ys, os),
+                            WeightKind::Q4_0 => tile_rows::<3, 2>(gt, ys, os),
+                            WeightKind::Q5_1 => tile_rows::<4, 2>(gt, ys, os),
                             _ => tile_rows::<2, 2>(gt, ys, os),
                         }
                     };
@@ -421,6 +441,8 @@ fn q32_tile_matmul(
                         match kind {
                             WeightKind::Q4_1 => tile_rows::<0, 1>(gt, ys, os),
                             WeightKind::Q5_0 => tile_rows::<1, 1>(gt, ys, os),
+                            WeightKind::Q4_0 => tile_rows::<3, 1>(gt, ys, os),
+                            WeightKind::Q5_1 => tile_rows::<4, 1>(gt, ys, os),
                             _ => tile_rows::<2, 1>(gt, ys, os),
                         }
                     };
@@ -690,6 +712,9 @@ impl QuantMatMul {
         if k % kind.block_elems() != 0 || (kind == WeightKind::Q4K && n % 8 != 0) {
             return None;
         }
+        if kind.tiles_only() && (n % q32_tiles::TILE_ROWS != 0 || !q32_tiles::available()) {
+            return None;
+        }
         let tiles = Tiles::new(kind, &w.data().ok()?, n, k).map(Box::new);
         Some(Self {
             w,
@@ -829,27 +854,34 @@ mod tests {
                             WeightKind::Q4_1 => &wb[4..20],
                             WeightKind::Q5_0 => &wb[6..22],
                             WeightKind::Q8_0 => &wb[2..34],
+                            WeightKind::Q4_0 => &wb[2..18],
+                            WeightKind::Q5_1 => &wb[8..24],
                             WeightKind::Q4K | WeightKind::Q6K => unreachable!(),
+                        };
+                        let high = |at: usize| {
+                            let qh =
+                                u32::from_le_bytes([wb[at], wb[at + 1], wb[at + 2], wb[at + 3]]);
+                            ((qh >> e) & 1) as f64 * 16.0
                         };
                         let nib = if e < 16 { qs[e] & 15 } else { qs[e - 16] >> 4 } as f64;
                         let wv = match kind {
                             WeightKind::Q4_1 => f16_at(wb, 0) * nib + f16_at(wb, 2),
-                            WeightKind::Q5_0 => {
-                                let qh = u32::from_le_bytes([wb[2], wb[3], wb[4], wb[5]]);
-                                let hi = ((qh >> e) & 1) as f64 * 16.0;
-                                f16_at(wb, 0) * (nib + hi - 16.0)
-                            }
+                            WeightKind::Q5_0 => f16_at(wb, 0) * (nib + high(2) - 16.0),
                             WeightKind::Q8_0 => f16_at(wb, 0) * (qs[e] as i8) as f64,
+                            WeightKind::Q4_0 => f16_at(wb, 0) * (nib - 8.0),
+                            WeightKind::Q5_1 => f16_at(wb, 0) * (nib + high(4)) + f16_at(wb, 2),
                             WeightKind::Q4K | WeightKind::Q6K => unreachable!(),
                         };
                         if kind == WeightKind::Q4_1 {
                             // the offset term uses the stored sum s = d * Σq
                             acc += f16_at(wb, 0) * nib * y;
+                        } else if kind == WeightKind::Q5_1 {
+                            acc += f16_at(wb, 0) * (nib + high(4)) * y;
                         } else {
                             acc += wv * y;
                         }
                     }
-                    if kind == WeightKind::Q4_1 {
+                    if kind.activation_has_sum() {
                         acc += f16_at(wb, 2) * yb.s as f64;
                     }
                 }
@@ -992,6 +1024,30 @@ mod tests {
         check(WeightKind::Q8_0, GgmlDType::Q8_0, (3, 32, 96));
     }
 
+    #[test]
+    fn q4_0_and_q5_1_match_reference_and_candle() {
+        for (kind, dtype) in [
+            (WeightKind::Q4_0, GgmlDType::Q4_0),
+            (WeightKind::Q5_1, GgmlDType::Q5_1),
+        ] {
+            if !q32_tiles::available() {
+                // Only the tile kernel exists; candle's kernel runs elsewhere.
+                let qt = QTensor::quantize(
+                    &Tensor::zeros((16, 64), candle_core::DType::F32, &Device::Cpu).unwrap(),
+                    dtype,
+                )
+                .unwrap();
+                assert!(QuantMatMul::new(Arc::new(qt), RowOrder::Ggml).is_none());
+                continue;
+            }
+            for m in [1, 2, 3, 5, 18, 19] {
+                check(kind, dtype, (m, 48, 640));
+            }
+            check(kind, dtype, (2, 16, 32));
+            check(kind, dtype, (3, 32, 96));
+        }
+    }
+
     /// Compares against dumps of ggml's own CPU `mul_mat`, committed in
     /// tests/fixtures/ggml-matmul (written by scripts/llamacpp-reference/ggml-matmul-dump.c
     /// against the llama.cpp reference build: `<type>_m<m>.bin` holds u32 type, m, n, k,
@@ -1008,8 +1064,10 @@ mod tests {
             let bytes = std::fs::read(&path).unwrap();
             let u = |i: usize| u32::from_le_bytes(bytes[i * 4..i * 4 + 4].try_into().unwrap());
             let kind = match u(0) {
+                2 => WeightKind::Q4_0,
                 3 => WeightKind::Q4_1,
                 6 => WeightKind::Q5_0,
+                7 => WeightKind::Q5_1,
                 8 => WeightKind::Q8_0,
                 12 => WeightKind::Q4K,
                 14 => WeightKind::Q6K,
@@ -1045,7 +1103,7 @@ mod tests {
             }
             files += 1;
         }
-        assert_eq!(files, 20, "expected 5 weight types x 4 token counts");
+        assert_eq!(files, 28, "expected 7 weight types x 4 token counts");
         eprintln!("{files} ggml dumps matched bit for bit");
     }
 

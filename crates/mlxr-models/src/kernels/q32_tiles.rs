@@ -12,7 +12,7 @@
 //! the GGUF file (Q4_1 and Q5_0 nibbles stay packed), so decode reads no more
 //! memory than before.
 
-use super::dot::{Q4_1_BYTES, Q5_0_BYTES, Q8_0_BYTES};
+use super::dot::{Q4_0_BYTES, Q4_1_BYTES, Q5_0_BYTES, Q5_1_BYTES, Q8_0_BYTES};
 use super::q8::{BlockQ8, QK};
 use super::WeightKind;
 
@@ -61,6 +61,16 @@ impl TileShape {
                 high_line: None,
                 shared_scales: true,
             },
+            WeightKind::Q4_0 => Self {
+                own_lines: 4,
+                high_line: None,
+                shared_scales: true,
+            },
+            WeightKind::Q5_1 => Self {
+                own_lines: 5,
+                high_line: Some(4),
+                shared_scales: false,
+            },
             WeightKind::Q4K | WeightKind::Q6K => unreachable!("K-quants have their own tiles"),
         }
     }
@@ -85,7 +95,11 @@ impl TileShape {
     fn locate(self, b: usize) -> (usize, usize, usize) {
         let (base, half) = ((b / 2) * self.pair_lines(), b % 2);
         if self.shared_scales {
-            (base + half * self.own_lines, base + 2 * self.own_lines, 32 * half)
+            (
+                base + half * self.own_lines,
+                base + 2 * self.own_lines,
+                32 * half,
+            )
         } else {
             let first = base + half * (self.own_lines + 1);
             (first, first + self.own_lines, 0)
@@ -111,6 +125,8 @@ fn block(kind: WeightKind, row: &[u8], b: usize) -> &[u8] {
     let bytes = match kind {
         WeightKind::Q4_1 => Q4_1_BYTES,
         WeightKind::Q5_0 => Q5_0_BYTES,
+        WeightKind::Q4_0 => Q4_0_BYTES,
+        WeightKind::Q5_1 => Q5_1_BYTES,
         _ => Q8_0_BYTES,
     };
     &row[b * bytes..(b + 1) * bytes]
@@ -134,30 +150,35 @@ impl Q32Tiles {
                     let wb = block(kind, &w[r * row_bytes..(r + 1) * row_bytes], b);
                     let scales = &mut group[scale_line].0;
                     scales[d_at + 2 * c..d_at + 2 * c + 2].copy_from_slice(&wb[0..2]);
-                    if kind == WeightKind::Q4_1 {
+                    if kind.activation_has_sum() {
                         scales[32 + 2 * c..34 + 2 * c].copy_from_slice(&wb[2..4]);
                     }
                     let tile = &mut group[first..first + shape.own_lines];
-                    match kind {
-                        WeightKind::Q4_1 => {
+                    // Where the packed nibbles and the fifth bits lie.
+                    let (qs_at, qh_at) = match kind {
+                        WeightKind::Q4_1 => (Some(4), None),
+                        WeightKind::Q5_0 => (Some(6), Some(2)),
+                        WeightKind::Q4_0 => (Some(2), None),
+                        WeightKind::Q5_1 => (Some(8), Some(4)),
+                        _ => (None, None),
+                    };
+                    match qs_at {
+                        Some(at) => {
                             for p in 0..4 {
                                 tile[p].0[4 * c..4 * c + 4]
-                                    .copy_from_slice(&wb[4 + 4 * p..8 + 4 * p]);
+                                    .copy_from_slice(&wb[at + 4 * p..at + 4 + 4 * p]);
+                            }
+                            if let Some(h) = qh_at {
+                                let qh =
+                                    u32::from_le_bytes([wb[h], wb[h + 1], wb[h + 2], wb[h + 3]]);
+                                let high = &mut tile[shape.high_line.expect("fifth bits")].0;
+                                for l in 0..8 {
+                                    let bits = (qh >> (4 * l)) & 0xF;
+                                    high[8 * l + c / 2] |= (bits as u8) << (4 * (c % 2));
+                                }
                             }
                         }
-                        WeightKind::Q5_0 => {
-                            let qh = u32::from_le_bytes([wb[2], wb[3], wb[4], wb[5]]);
-                            for p in 0..4 {
-                                tile[p].0[4 * c..4 * c + 4]
-                                    .copy_from_slice(&wb[6 + 4 * p..10 + 4 * p]);
-                            }
-                            let high = &mut tile[shape.high_line.expect("Q5_0 has masks")].0;
-                            for l in 0..8 {
-                                let bits = (qh >> (4 * l)) & 0xF;
-                                high[8 * l + c / 2] |= (bits as u8) << (4 * (c % 2));
-                            }
-                        }
-                        _ => {
+                        None => {
                             for l in 0..8 {
                                 for j in 0..4 {
                                     tile[l].0[4 * c + j] = wb[2 + 4 * l + j] ^ 0x80;
@@ -187,9 +208,10 @@ impl Q32Tiles {
 
 /// What each ggml lane's integer sum starts from for Q5_0/Q8_0 weights
 /// (stored with an offset): `-offset · Σ` of the lane's four activations;
-/// empty for Q4_1, whose sums start from 0.
+/// empty for Q4_1/Q5_1, whose sums start from 0.
 pub fn lane_offsets(kind: WeightKind, y: &[BlockQ8]) -> Vec<[i32; 8]> {
     let offset = match kind {
+        WeightKind::Q4_0 => 8,
         WeightKind::Q5_0 => 16,
         WeightKind::Q8_0 => 128,
         _ => return Vec::new(),
@@ -217,13 +239,23 @@ pub mod x86 {
 
     const Q4_1: u8 = 0;
     const Q5_0: u8 = 1;
+    const Q8_0: u8 = 2;
+    const Q4_0: u8 = 3;
+    const Q5_1: u8 = 4;
 
-    fn shape(kind: u8) -> TileShape {
-        TileShape::of(match kind {
+    fn kind_of(code: u8) -> WeightKind {
+        match code {
             Q4_1 => WeightKind::Q4_1,
             Q5_0 => WeightKind::Q5_0,
+            Q4_0 => WeightKind::Q4_0,
+            Q5_1 => WeightKind::Q5_1,
             _ => WeightKind::Q8_0,
-        })
+        }
+    }
+
+    /// Whether the activations carry a sum (Q8_1) for an `m · s` term.
+    const fn with_sum(code: u8) -> bool {
+        code == Q4_1 || code == Q5_1
     }
 
     /// The 8 ggml lanes of one tile as unsigned bytes, 16 rows each.
@@ -232,7 +264,7 @@ pub mod x86 {
         // SAFETY (whole body): `tile` points at one whole tile of `s`'s shape.
         unsafe {
             let load = |i: usize| _mm512_load_si512(tile.add(i) as *const __m512i);
-            if KIND == Q4_1 || KIND == Q5_0 {
+            if KIND != Q8_0 {
                 let low = _mm512_set1_epi8(0x0F);
                 let mut w = [_mm512_setzero_si512(); 8];
                 for p in 0..4 {
@@ -240,7 +272,7 @@ pub mod x86 {
                     w[p] = _mm512_and_si512(v, low);
                     w[p + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
                 }
-                if KIND == Q5_0 {
+                if KIND == Q5_0 || KIND == Q5_1 {
                     let high = tile.add(s.high_line.unwrap_unchecked()) as *const __mmask64;
                     let sixteen = _mm512_set1_epi8(16);
                     for (l, w) in w.iter_mut().enumerate() {
@@ -257,19 +289,20 @@ pub mod x86 {
 
     /// 16 rows (one row group's tiles, one per block) against `T` tokens'
     /// activation rows; `offsets[t]`: [`super::lane_offsets`] of token t
-    /// (unused for Q4_1). Returns `[token][row]`.
+    /// (unused for Q4_1/Q5_1). Returns `[token][row]`.
     ///
     /// # Safety
     /// The CPU must support AVX-512 F/BW/VNNI; `tiles` is one row group
-    /// ([`super::Q32Tiles::group`]) of `ys[t].len()` blocks of `KIND` (0 = Q4_1, 1 = Q5_0, 2 = Q8_0) and every `offsets[t]`
-    /// (for Q5_0/Q8_0) as many entries.
+    /// ([`super::Q32Tiles::group`]) of `ys[t].len()` blocks of `KIND` (0 =
+    /// Q4_1, 1 = Q5_0, 2 = Q8_0, 3 = Q4_0, 4 = Q5_1) and every `offsets[t]`
+    /// (for Q5_0/Q8_0/Q4_0) as many entries.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     pub unsafe fn tile_rows<const KIND: u8, const T: usize>(
         tiles: &[Line],
         ys: [&[BlockQ8]; T],
         offsets: [&[[i32; 8]]; T],
     ) -> [[f32; 16]; T] {
-        let s = shape(KIND);
+        let s = TileShape::of(kind_of(KIND));
         let blocks = ys[0].len();
         debug_assert!(tiles.len() >= s.group_lines(blocks));
         let mut acc = [[_mm512_setzero_ps(); 8]; T];
@@ -281,7 +314,7 @@ pub mod x86 {
                 let w = lanes::<KIND>(tiles.as_ptr().add(first), s);
                 let scales = (tiles.as_ptr().add(scale_line) as *const u8).add(d_at);
                 let d = _mm512_cvtph_ps(_mm256_load_si256(scales as *const __m256i));
-                let m = if KIND == Q4_1 {
+                let m = if with_sum(KIND) {
                     _mm512_cvtph_ps(_mm256_load_si256(scales.add(32) as *const __m256i))
                 } else {
                     _mm512_setzero_ps()
@@ -289,13 +322,13 @@ pub mod x86 {
                 for t in 0..T {
                     let yb = ys[t].get_unchecked(b);
                     let dd = _mm512_mul_ps(d, _mm512_set1_ps(yb.d));
-                    if KIND == Q4_1 {
+                    if with_sum(KIND) {
                         summs[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(yb.s), summs[t]);
                     }
                     let q = yb.qs.as_ptr() as *const i32;
                     for l in 0..8 {
                         let x = _mm512_set1_epi32(std::ptr::read_unaligned(q.add(l)));
-                        let start = if KIND == Q4_1 {
+                        let start = if with_sum(KIND) {
                             _mm512_setzero_si512()
                         } else {
                             _mm512_set1_epi32(offsets[t].get_unchecked(b)[l])
@@ -314,7 +347,7 @@ pub mod x86 {
             let r2 = _mm512_add_ps(a[2], a[6]);
             let r3 = _mm512_add_ps(a[3], a[7]);
             let mut v = _mm512_add_ps(_mm512_add_ps(r0, r2), _mm512_add_ps(r1, r3));
-            if KIND == Q4_1 {
+            if with_sum(KIND) {
                 v = _mm512_add_ps(v, summs[t]);
             }
             // SAFETY: `out[t]` holds 16 f32.
