@@ -143,9 +143,71 @@ pub fn physical_memory() -> u64 {
     }
 }
 
+/// The default thread count for the CPU kernels: the physical cores this
+/// process may use (SMT siblings share one core's SIMD units, so a second
+/// thread per core slows the kernels down, as llama.cpp's default also
+/// assumes). `RAYON_NUM_THREADS`, when set, wins.
+pub fn default_threads() -> usize {
+    let logical = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if let Some(n) = std::env::var("RAYON_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n > 0)
+    {
+        return n;
+    }
+    physical_cores(std::path::Path::new("/sys/devices/system/cpu"))
+        .map_or(logical, |cores| cores.clamp(1, logical))
+}
+
+/// Distinct (package, core) pairs among the CPUs of a Linux sysfs
+/// `devices/system/cpu` folder; `None` where there is no such folder.
+fn physical_cores(sysfs_cpu: &std::path::Path) -> Option<usize> {
+    let mut cores = std::collections::HashSet::new();
+    for entry in std::fs::read_dir(sysfs_cpu).ok()?.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !name
+            .strip_prefix("cpu")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        {
+            continue;
+        }
+        let read = |f: &str| std::fs::read_to_string(entry.path().join("topology").join(f)).ok();
+        if let (Some(package), Some(core)) = (read("physical_package_id"), read("core_id")) {
+            cores.insert((package.trim().to_string(), core.trim().to_string()));
+        }
+    }
+    (!cores.is_empty()).then_some(cores.len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn physical_cores_count_smt_siblings_once() {
+        let dir = tempfile::tempdir().unwrap();
+        // Two packages; package 0 has cores 0 and 1 with two threads each,
+        // package 1 one core with one thread; plus entries that are not CPUs.
+        let cpus = [
+            (0, 0, "0"),
+            (1, 0, "1"),
+            (2, 0, "0"),
+            (3, 0, "1"),
+            (4, 1, "0"),
+        ];
+        for (cpu, package, core) in cpus {
+            let topo = dir.path().join(format!("cpu{cpu}/topology"));
+            std::fs::create_dir_all(&topo).unwrap();
+            std::fs::write(topo.join("physical_package_id"), format!("{package}\n")).unwrap();
+            std::fs::write(topo.join("core_id"), format!("{core}\n")).unwrap();
+        }
+        std::fs::create_dir_all(dir.path().join("cpufreq")).unwrap();
+        std::fs::create_dir_all(dir.path().join("cpuidle")).unwrap();
+        assert_eq!(physical_cores(dir.path()), Some(3));
+        assert_eq!(physical_cores(&dir.path().join("missing")), None);
+    }
 
     #[test]
     fn budgets_parse() {

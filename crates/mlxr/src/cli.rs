@@ -51,7 +51,7 @@ In a chat, Ctrl-C stops the current reply; /bye or Ctrl-D leaves.")]
     Tokenize(TokenizeArgs),
     /// Measure prompt-processing (ppN) and generation (tgN) speed, like llama-bench.
     #[command(after_help = "Examples:
-  mlxr bench -m SmolLM2-135M-Instruct.Q4_1.gguf                   pp512 and tg128, all cores, 5 runs each
+  mlxr bench -m SmolLM2-135M-Instruct.Q4_1.gguf                   pp512 and tg128, physical cores, 5 runs each
   mlxr bench -m model.gguf -p 512 -n 128 -t 2 -r 5                 llama-bench's defaults on 2 threads
   mlxr bench -m model.gguf -p 128,512 -n 0 -t 1,2                  prompts only, two thread counts
   mlxr bench -m model.gguf -p 16 -n 4 -r 1 -o json                 one JSON array, llama-bench's keys
@@ -175,7 +175,7 @@ pub struct ServeArgs {
     /// Tokens per forward pass (decode tokens plus prompt chunks).
     #[arg(long, default_value_t = 512)]
     pub max_batched_tokens: usize,
-    /// CPU threads (default: all cores).
+    /// CPU threads (default: the physical cores).
     #[arg(short = 't', long)]
     pub threads: Option<usize>,
     /// Context size per sequence (default: the model's trained context).
@@ -204,7 +204,7 @@ pub struct ModelArgs {
 /// How the in-process engine runs a model file.
 #[derive(Args, Debug)]
 pub struct EngineArgs {
-    /// CPU threads (default: all cores).
+    /// CPU threads (default: the physical cores).
     #[arg(short = 't', long)]
     pub threads: Option<usize>,
     /// Context size in tokens (default: the model's trained context).
@@ -403,7 +403,7 @@ pub struct BenchArgs {
         value_name = "N"
     )]
     pub n_gen: Vec<usize>,
-    /// CPU threads, comma-separated for several runs (default: all cores).
+    /// CPU threads, comma-separated for several runs (default: the physical cores).
     #[arg(short = 't', long, value_delimiter = ',', value_name = "N")]
     pub threads: Vec<usize>,
     /// Timed runs of each test (after one warm-up run).

@@ -292,11 +292,7 @@ fn mean_sd(xs: &[f64]) -> (f64, f64) {
 
 /// The thread count candle's pool gets without `-t`.
 fn default_threads() -> usize {
-    std::env::var("RAYON_NUM_THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    mlxr_engine::config::default_threads()
 }
 
 /// Runs this program again for one thread count and reads its JSON.

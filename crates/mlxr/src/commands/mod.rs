@@ -59,13 +59,16 @@ fn load_model(path: &Path, args: &EngineArgs) -> Result<LoadedModel> {
     Ok(LoadedModel::load(path, args.ctx_size)?)
 }
 
+/// Sizes the kernels' thread pool: `--threads`, else `RAYON_NUM_THREADS`,
+/// else the physical cores.
 fn set_threads(threads: Option<usize>) -> Result<()> {
     if let Some(n) = threads {
         anyhow::ensure!(n > 0, "--threads must be at least 1");
-        // candle's CPU kernels size their pools from this variable; set it
-        // before the first tensor operation creates them.
-        std::env::set_var("RAYON_NUM_THREADS", n.to_string());
     }
+    let n = threads.unwrap_or_else(mlxr_engine::config::default_threads);
+    // candle's CPU kernels and rayon size their pools from this variable;
+    // set it before the first tensor operation creates them.
+    std::env::set_var("RAYON_NUM_THREADS", n.to_string());
     Ok(())
 }
 
