@@ -4,7 +4,7 @@
 //   I=$VENDOR/llama.cpp/ggml/include L=$BUILD/bin
 //   gcc -O2 ggml_dump.c -I$I -L$L -lggml -lggml-base -lggml-cpu -Wl,-rpath,$L -o ggml_dump
 //   ./ggml_dump tests/fixtures/ggml-matmul          (or: ./ggml_dump DIR q4_K   for one type)
-// Q4_1/Q5_0/Q8_0/Q6_K/Q4_0/Q5_1 run from a plain context; Q4_K from the CPU_REPACK buffer
+// Q4_1/Q5_0/Q8_0/Q6_K/Q4_0/Q5_1/Q5_K run from a plain context; Q4_K from the CPU_REPACK buffer
 // type, as llama.cpp loads it (link -lggml for the backend API).
 //   cargo test --release -p mlxr-models --lib kernels
 #include "ggml.h"
@@ -21,13 +21,13 @@ int main(int argc, char** argv){
   const char* dir = argv[1];
   // Q6_K (not repacked on x86, so a plain context runs ggml_vec_dot_q6_K_q8_K
   // as llama.cpp does) needs k a multiple of 256.
-  enum ggml_type types[6] = {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q8_0, GGML_TYPE_Q6_K,
-                             GGML_TYPE_Q4_0, GGML_TYPE_Q5_1};
+  enum ggml_type types[7] = {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q8_0, GGML_TYPE_Q6_K,
+                             GGML_TYPE_Q4_0, GGML_TYPE_Q5_1, GGML_TYPE_Q5_K};
   int ms[4] = {1, 2, 7, 19};
   const char* only = argc > 2 ? argv[2] : NULL;
-  for (int ti=0; ti<6; ti++) for (int mi=0; mi<4; mi++) {
+  for (int ti=0; ti<7; ti++) for (int mi=0; mi<4; mi++) {
     enum ggml_type t = types[ti]; int m = ms[mi];
-    int n = 40, k = t == GGML_TYPE_Q6_K ? 512 : 576;
+    int n = 40, k = (t == GGML_TYPE_Q6_K || t == GGML_TYPE_Q5_K) ? 512 : 576;
     if (only && strcmp(only, ggml_type_name(t)) != 0) continue;
     struct ggml_init_params ip = { 64*1024*1024, NULL, false };
     struct ggml_context* ctx = ggml_init(ip);

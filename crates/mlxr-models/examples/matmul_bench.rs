@@ -30,6 +30,7 @@ fn main() -> anyhow::Result<()> {
         "q5_1" => GgmlDType::Q5_1,
         "q8_0" => GgmlDType::Q8_0,
         "q4_k" => GgmlDType::Q4K,
+        "q5_k" => GgmlDType::Q5K,
         "q6_k" => GgmlDType::Q6K,
         other => anyhow::bail!("unknown type {other}"),
     };

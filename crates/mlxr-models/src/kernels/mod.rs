@@ -20,6 +20,7 @@ pub mod kquants;
 pub mod ops;
 pub mod q32_tiles;
 pub mod q4k_tiles;
+pub mod q5k_tiles;
 pub mod q8;
 pub mod q8k;
 
@@ -46,6 +47,9 @@ pub enum WeightKind {
     Q4K,
     /// Q6_K with Q8_K activations (`ggml_vec_dot_q6_K_q8_K`).
     Q6K,
+    /// Q5_K with Q8_K activations (`ggml_vec_dot_q5_K_q8_K`); like
+    /// [`Self::Q4_0`], only through the tiles.
+    Q5K,
 }
 
 impl WeightKind {
@@ -58,6 +62,7 @@ impl WeightKind {
             GgmlDType::Q5_1 => Some(Self::Q5_1),
             GgmlDType::Q4K => Some(Self::Q4K),
             GgmlDType::Q6K => Some(Self::Q6K),
+            GgmlDType::Q5K => Some(Self::Q5K),
             _ => None,
         }
     }
@@ -71,6 +76,7 @@ impl WeightKind {
             Self::Q5_1 => dot::Q5_1_BYTES,
             Self::Q4K => kquants::Q4_K_BYTES,
             Self::Q6K => kquants::Q6_K_BYTES,
+            Self::Q5K => q5k_tiles::Q5_K_BYTES,
         }
     }
 
@@ -84,7 +90,7 @@ impl WeightKind {
     }
 
     fn is_k_quant(self) -> bool {
-        matches!(self, Self::Q4K | Self::Q6K)
+        matches!(self, Self::Q4K | Self::Q6K | Self::Q5K)
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -94,13 +100,13 @@ impl WeightKind {
             Self::Q5_0 => 1,
             Self::Q8_0 => 2,
             Self::Q4_0 | Self::Q5_1 => unreachable!("Q4_0/Q5_1 run through the tiles"),
-            Self::Q4K | Self::Q6K => unreachable!("K-quants use kquant_matmul"),
+            Self::Q4K | Self::Q6K | Self::Q5K => unreachable!("K-quants use kquant_matmul"),
         }
     }
 
     /// Whether this kind has a kernel here only in [`q32_tiles`].
     fn tiles_only(self) -> bool {
-        matches!(self, Self::Q4_0 | Self::Q5_1)
+        matches!(self, Self::Q4_0 | Self::Q5_1 | Self::Q5K)
     }
 
     /// Q4_1/Q5_1 pair with Q8_1 activations (which carry a sum), the others
@@ -161,7 +167,9 @@ fn dot_fn(kind: WeightKind, simd: bool) -> DotFn {
         WeightKind::Q8_0 => dot::dot_q8_0_q8_0_scalar,
         WeightKind::Q4_0 => dot::dot_q4_0_q8_0_scalar,
         WeightKind::Q5_1 => dot::dot_q5_1_q8_1_scalar,
-        WeightKind::Q4K | WeightKind::Q6K => unreachable!("K-quants use kquant_matmul"),
+        WeightKind::Q4K | WeightKind::Q6K | WeightKind::Q5K => {
+            unreachable!("K-quants use kquant_matmul")
+        }
     }
 }
 
@@ -199,6 +207,7 @@ pub enum Tiles {
     Q4K(q4k_tiles::Q4KTiles),
     Q6K(q4k_tiles::Q6KTiles),
     Q32(q32_tiles::Q32Tiles),
+    Q5K(q5k_tiles::Q5KTiles),
 }
 
 impl Tiles {
@@ -211,6 +220,7 @@ impl Tiles {
         Some(match kind {
             WeightKind::Q4K => Self::Q4K(q4k_tiles::Q4KTiles::new(w, n, k)),
             WeightKind::Q6K => Self::Q6K(q4k_tiles::Q6KTiles::new(w, n, k)),
+            WeightKind::Q5K => Self::Q5K(q5k_tiles::Q5KTiles::new(w, n, k)),
             _ => Self::Q32(q32_tiles::Q32Tiles::new(kind, w, n, k)),
         })
     }
@@ -503,6 +513,10 @@ fn kquant_matmul(
         q8k::quantize_row(xrow, row, flavor);
     });
 
+    if kind == WeightKind::Q5K {
+        let tiled = m >= 8 && batched;
+        return q5k_matmul(tiles, w, &xq, (m, n, k), out, simd, tiled);
+    }
     #[cfg(target_arch = "x86_64")]
     let simd = simd && simd_available();
     #[cfg(not(target_arch = "x86_64"))]
@@ -687,6 +701,66 @@ fn kquant_matmul(
     });
 }
 
+/// [`matmul`] for Q5_K: the 16-row tiles where this CPU has them (built here
+/// unless given), else the portable dot per row and token (same results);
+/// `tiled`: ggml's tiled-kernel order (see [`q5k_tiles`]).
+fn q5k_matmul(
+    tiles: Option<&Tiles>,
+    w: &[u8],
+    xq: &[q8k::BlockQ8K],
+    (m, n, k): (usize, usize, usize),
+    out: &mut [f32],
+    simd: bool,
+    tiled: bool,
+) {
+    let kb = k / q8k::QK_K;
+    let row_bytes = kb * q5k_tiles::Q5_K_BYTES;
+    let out_ptr = OutPtr(out.as_mut_ptr());
+    let xrow = |tok: usize| &xq[tok * kb..(tok + 1) * kb];
+    #[cfg(target_arch = "x86_64")]
+    if simd && n % q5k_tiles::TILE_ROWS == 0 && q4k_tiles::available() {
+        let local;
+        let tiles = match tiles {
+            Some(Tiles::Q5K(t)) => t,
+            _ => {
+                local = q5k_tiles::Q5KTiles::new(w, n, k);
+                &local
+            }
+        };
+        let groups = n / q5k_tiles::TILE_ROWS;
+        let n_threads = candle_core::utils::get_num_threads().clamp(1, groups);
+        let per_thread = groups.div_ceil(n_threads);
+        candle_core::cpu::kernels::par_for_each(n_threads, |t| {
+            for g in (t * per_thread).min(groups)..((t + 1) * per_thread).min(groups) {
+                let gt = &tiles.tiles[g * kb..(g + 1) * kb];
+                for tok in 0..m {
+                    // SAFETY: `available()` checked the CPU features; `gt`
+                    // has one tile per activation block.
+                    let v = unsafe { q5k_tiles::x86::gemv_tile(gt, xrow(tok), tiled) };
+                    for (i, v) in v.into_iter().enumerate() {
+                        // SAFETY: in bounds; only this thread owns rows of group g.
+                        unsafe { out_ptr.write(tok * n + g * q5k_tiles::TILE_ROWS + i, v) };
+                    }
+                }
+            }
+        });
+        return;
+    }
+    let _ = (tiles, simd);
+    for r in 0..n {
+        let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
+        for tok in 0..m {
+            // SAFETY: (tok, r) is in bounds; this loop is single-threaded.
+            unsafe {
+                out_ptr.write(
+                    tok * n + r,
+                    q5k_tiles::dot_q5_k_scalar(wrow, xrow(tok), tiled),
+                )
+            };
+        }
+    }
+}
+
 /// `x · Wᵀ` as a candle op for `W` in Q4_1/Q5_0/Q8_0 on the CPU.
 pub struct QuantMatMul {
     w: Arc<QTensor>,
@@ -856,7 +930,7 @@ mod tests {
                             WeightKind::Q8_0 => &wb[2..34],
                             WeightKind::Q4_0 => &wb[2..18],
                             WeightKind::Q5_1 => &wb[8..24],
-                            WeightKind::Q4K | WeightKind::Q6K => unreachable!(),
+                            WeightKind::Q4K | WeightKind::Q6K | WeightKind::Q5K => unreachable!(),
                         };
                         let high = |at: usize| {
                             let qh =
@@ -870,7 +944,7 @@ mod tests {
                             WeightKind::Q8_0 => f16_at(wb, 0) * (qs[e] as i8) as f64,
                             WeightKind::Q4_0 => f16_at(wb, 0) * (nib - 8.0),
                             WeightKind::Q5_1 => f16_at(wb, 0) * (nib + high(4)) + f16_at(wb, 2),
-                            WeightKind::Q4K | WeightKind::Q6K => unreachable!(),
+                            WeightKind::Q4K | WeightKind::Q6K | WeightKind::Q5K => unreachable!(),
                         };
                         if kind == WeightKind::Q4_1 {
                             // the offset term uses the stored sum s = d * Σq
@@ -988,6 +1062,10 @@ mod tests {
             check_k(WeightKind::Q4K, GgmlDType::Q4K, (m, 48, 768));
             check_k(WeightKind::Q6K, GgmlDType::Q6K, (m, 36, 768));
             check_k(WeightKind::Q6K, GgmlDType::Q6K, (m, 32, 512));
+            if q4k_tiles::available() {
+                check_k(WeightKind::Q5K, GgmlDType::Q5K, (m, 48, 768));
+                check_k(WeightKind::Q5K, GgmlDType::Q5K, (m, 32, 512));
+            }
         }
     }
 
@@ -1070,6 +1148,7 @@ mod tests {
                 7 => WeightKind::Q5_1,
                 8 => WeightKind::Q8_0,
                 12 => WeightKind::Q4K,
+                13 => WeightKind::Q5K,
                 14 => WeightKind::Q6K,
                 t => panic!("{}: ggml type {t}", path.display()),
             };
@@ -1103,7 +1182,7 @@ mod tests {
             }
             files += 1;
         }
-        assert_eq!(files, 28, "expected 7 weight types x 4 token counts");
+        assert_eq!(files, 32, "expected 8 weight types x 4 token counts");
         eprintln!("{files} ggml dumps matched bit for bit");
     }
 

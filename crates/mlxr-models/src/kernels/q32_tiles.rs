@@ -71,7 +71,9 @@ impl TileShape {
                 high_line: Some(4),
                 shared_scales: false,
             },
-            WeightKind::Q4K | WeightKind::Q6K => unreachable!("K-quants have their own tiles"),
+            WeightKind::Q4K | WeightKind::Q6K | WeightKind::Q5K => {
+                unreachable!("K-quants have their own tiles")
+            }
         }
     }
 

@@ -1,0 +1,230 @@
+//! Q5_K weights with Q8_K activations in ggml's x86 float orders
+//! ([`dot_q5_k_scalar`]), and the same arithmetic for 16 rows at once with
+//! AVX-512 VNNI ([`x86::gemv_tile`]).
+//!
+//! `vec_dot` order (one token, and every token of a batch-invariant engine):
+//! per block, lane `u` (of 8) sums `scale[s] · Σ q·x` over elements
+//! `32s + 4u .. 32s + 4u + 4` of the 8 sub-blocks `s` (exact in i32), then
+//! `acc[u] = fma(y.d · d, lane, acc[u])`; the mins go to a separate
+//! `summs = fma(-y.d · dmin, Σ_s min[s] · (bsums[2s] + bsums[2s+1]), summs)`;
+//! the result is `hsum_float_8(acc) + summs`. Tiled order (ggml's tiled
+//! K-quant kernel, batches of 8 or more tokens): per block the whole scaled
+//! sum `s1` and min sum `s2` in i32, `r = fma(-dmin, s2, s1 · d)`, then
+//! `acc = fma(r, y.d, acc)`.
+
+use half::f16;
+
+use super::kquants::q4k_scales_mins;
+use super::q8k::{BlockQ8K, QK_K};
+
+/// Bytes of one Q5_K block: `d, dmin: f16, scales: [u8; 12], qh: [u8; 32],
+/// qs: [u8; 128]`.
+pub const Q5_K_BYTES: usize = 176;
+
+/// Rows per tile.
+pub const TILE_ROWS: usize = 16;
+
+#[inline(always)]
+fn f16_at(b: &[u8], at: usize) -> f32 {
+    f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
+}
+
+/// The 256 five-bit values (0..32) of a Q5_K block.
+pub fn q5k_values(wb: &[u8]) -> [u8; QK_K] {
+    let (qh, qs) = (&wb[16..48], &wb[48..176]);
+    std::array::from_fn(|e| {
+        let (chunk, t) = (e / 64, e % 64);
+        let byte = qs[32 * chunk + t % 32];
+        let nibble = if t < 32 { byte & 0x0F } else { byte >> 4 };
+        nibble | (((qh[e % 32] >> (e / 32)) & 1) << 4)
+    })
+}
+
+/// `Σ_s min[s] · (bsums[2s] + bsums[2s + 1])` (exact).
+fn min_sum(mins: &[u8; 8], yb: &BlockQ8K) -> i32 {
+    (0..8)
+        .map(|s| mins[s] as i32 * (yb.bsums[2 * s] as i32 + yb.bsums[2 * s + 1] as i32))
+        .sum()
+}
+
+/// Portable Q5_K · Q8_K in ggml's x86 order: `tiled` (batches of 8 or more
+/// tokens) is its tiled K-quant kernel, else `ggml_vec_dot_q5_K_q8_K`.
+pub fn dot_q5_k_scalar(w: &[u8], y: &[BlockQ8K], tiled: bool) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let mut summs = 0.0f32;
+    let mut tacc = 0.0f32;
+    for (wb, yb) in w.chunks_exact(Q5_K_BYTES).zip(y) {
+        let (scales, mins) = q4k_scales_mins(&wb[4..16]);
+        let v = q5k_values(wb);
+        let lanes: [i32; 8] = std::array::from_fn(|u| {
+            let mut lane = 0i32;
+            for (s, &sc) in scales.iter().enumerate() {
+                let at = 32 * s + 4 * u;
+                for (&q, &x) in v[at..at + 4].iter().zip(&yb.qs[at..at + 4]) {
+                    lane += sc as i32 * q as i32 * x as i32;
+                }
+            }
+            lane
+        });
+        if tiled {
+            let s1: i32 = lanes.iter().sum();
+            let r = (-f16_at(wb, 2)).mul_add(min_sum(&mins, yb) as f32, s1 as f32 * f16_at(wb, 0));
+            tacc = r.mul_add(yb.d, tacc);
+            continue;
+        }
+        let d = yb.d * f16_at(wb, 0);
+        let dmin = -yb.d * f16_at(wb, 2);
+        summs = dmin.mul_add(min_sum(&mins, yb) as f32, summs);
+        for (a, &lane) in acc.iter_mut().zip(&lanes) {
+            *a = d.mul_add(lane as f32, *a);
+        }
+    }
+    if tiled {
+        return tacc;
+    }
+    let r0 = acc[4] + acc[0];
+    let r1 = acc[5] + acc[1];
+    let r2 = acc[6] + acc[2];
+    let r3 = acc[7] + acc[3];
+    ((r0 + r2) + (r1 + r3)) + summs
+}
+
+/// One tile: 16 rows × one 256-element block.
+#[derive(Clone)]
+#[repr(C, align(64))]
+pub struct Tile5 {
+    /// `[sub-block s][group g][row c][4 bytes]` at `8s + g`: the values
+    /// (0..32) of elements `32s + 4g .. 32s + 4g + 4` of row `c`.
+    pub qs: [[u8; TILE_ROWS * 4]; 64],
+    /// Six-bit scales and mins per sub-block and row (non-negative i32, so
+    /// their high 16 bits are clear: `vpdpwssd` operands).
+    pub scales: [[i32; TILE_ROWS]; 8],
+    pub mins: [[i32; TILE_ROWS]; 8],
+    pub d: [f32; TILE_ROWS],
+    pub dmin: [f32; TILE_ROWS],
+}
+
+/// All tiles of a `[n, k]` Q5_K matrix (`n` a multiple of 16), row group
+/// major: tile `(group, block)` at `group * blocks + block`. The values are
+/// unpacked to bytes (1 byte per weight against the file's 0.69).
+pub struct Q5KTiles {
+    pub tiles: Vec<Tile5>,
+    pub blocks: usize,
+}
+
+impl Q5KTiles {
+    pub fn new(w: &[u8], n: usize, k: usize) -> Self {
+        assert_eq!(n % TILE_ROWS, 0);
+        let blocks = k / QK_K;
+        let row_bytes = blocks * Q5_K_BYTES;
+        let mut tiles = Vec::with_capacity(n / TILE_ROWS * blocks);
+        for g in 0..n / TILE_ROWS {
+            for b in 0..blocks {
+                let mut t = Tile5 {
+                    qs: [[0; TILE_ROWS * 4]; 64],
+                    scales: [[0; TILE_ROWS]; 8],
+                    mins: [[0; TILE_ROWS]; 8],
+                    d: [0.0; TILE_ROWS],
+                    dmin: [0.0; TILE_ROWS],
+                };
+                for c in 0..TILE_ROWS {
+                    let at = (g * TILE_ROWS + c) * row_bytes + b * Q5_K_BYTES;
+                    let wb = &w[at..at + Q5_K_BYTES];
+                    t.d[c] = f16_at(wb, 0);
+                    t.dmin[c] = f16_at(wb, 2);
+                    let (scales, mins) = q4k_scales_mins(&wb[4..16]);
+                    for s in 0..8 {
+                        t.scales[s][c] = scales[s] as i32;
+                        t.mins[s][c] = mins[s] as i32;
+                    }
+                    let v = q5k_values(wb);
+                    for sg in 0..64 {
+                        t.qs[sg][4 * c..4 * c + 4].copy_from_slice(&v[4 * sg..4 * sg + 4]);
+                    }
+                }
+                tiles.push(t);
+            }
+        }
+        Self { tiles, blocks }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::incompatible_msrv)]
+pub mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::{BlockQ8K, Tile5};
+
+    /// 16 rows (one row group's `tiles`, one per block) against one Q8_K row,
+    /// bit-identical per row to [`super::dot_q5_k_scalar`] with the same `tiled`. Each 4-element
+    /// sum fits in i16 (|Σ| ≤ 4·31·127), so `vpdpwssd` against a scale
+    /// (high half clear) adds `scale · Σ` exactly.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F/BW/VNNI; `tiles.len() == y.len()`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub unsafe fn gemv_tile(tiles: &[Tile5], y: &[BlockQ8K], tiled: bool) -> [f32; 16] {
+        let mut acc = [_mm512_setzero_ps(); 8];
+        let mut summs = _mm512_setzero_ps();
+        let mut tacc = _mm512_setzero_ps();
+        for (t, yb) in tiles.iter().zip(y) {
+            let x = yb.qs.as_ptr() as *const i32;
+            let mut lanes = [_mm512_setzero_si512(); 8];
+            let mut mins = _mm512_setzero_si512();
+            for s in 0..8 {
+                // SAFETY: 64-byte aligned rows of 16 i32 / 64 bytes; `x`
+                // points at 256 activation bytes, read 4 at a time.
+                unsafe {
+                    let sc = _mm512_load_si512(t.scales[s].as_ptr() as *const _);
+                    for (g, lane) in lanes.iter_mut().enumerate() {
+                        let w = _mm512_load_si512(t.qs[8 * s + g].as_ptr() as *const _);
+                        let xs = _mm512_set1_epi32(std::ptr::read_unaligned(x.add(8 * s + g)));
+                        let p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xs);
+                        *lane = _mm512_dpwssd_epi32(*lane, p, sc);
+                    }
+                    let pair = yb.bsums[2 * s] as i32 + yb.bsums[2 * s + 1] as i32;
+                    let mn = _mm512_load_si512(t.mins[s].as_ptr() as *const _);
+                    mins = _mm512_add_epi32(mins, _mm512_mullo_epi32(mn, _mm512_set1_epi32(pair)));
+                }
+            }
+            // SAFETY: 64-byte aligned.
+            let (d, dmin) = unsafe {
+                (
+                    _mm512_load_ps(t.d.as_ptr()),
+                    _mm512_load_ps(t.dmin.as_ptr()),
+                )
+            };
+            if tiled {
+                let s1 = lanes
+                    .iter()
+                    .fold(_mm512_setzero_si512(), |a, &l| _mm512_add_epi32(a, l));
+                let r = _mm512_fnmadd_ps(
+                    dmin,
+                    _mm512_cvtepi32_ps(mins),
+                    _mm512_mul_ps(_mm512_cvtepi32_ps(s1), d),
+                );
+                tacc = _mm512_fmadd_ps(r, _mm512_set1_ps(yb.d), tacc);
+                continue;
+            }
+            let dd = _mm512_mul_ps(_mm512_set1_ps(yb.d), d);
+            let dm = _mm512_mul_ps(_mm512_set1_ps(-yb.d), dmin);
+            summs = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(mins), summs);
+            for (a, lane) in acc.iter_mut().zip(lanes) {
+                *a = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(lane), *a);
+            }
+        }
+        let r0 = _mm512_add_ps(acc[4], acc[0]);
+        let r1 = _mm512_add_ps(acc[5], acc[1]);
+        let r2 = _mm512_add_ps(acc[6], acc[2]);
+        let r3 = _mm512_add_ps(acc[7], acc[3]);
+        let v = _mm512_add_ps(
+            _mm512_add_ps(_mm512_add_ps(r0, r2), _mm512_add_ps(r1, r3)),
+            summs,
+        );
+        let mut out = [0.0f32; 16];
+        // SAFETY: 64 writable bytes.
+        unsafe { _mm512_storeu_ps(out.as_mut_ptr(), if tiled { tacc } else { v }) };
+        out
+    }
+}
