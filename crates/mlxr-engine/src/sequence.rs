@@ -32,7 +32,6 @@ pub struct Sequence {
     pub num_computed: usize,
     pub max_tokens: usize,
     pub ignore_eos: bool,
-    pub want_logprobs: bool,
     sampler: Sampler,
     stop: StopMatcher,
     decoder: StreamDecoder,
@@ -67,7 +66,6 @@ impl Sequence {
             num_computed: 0,
             max_tokens,
             ignore_eos: req.ignore_eos,
-            want_logprobs: req.sampling.logprobs.is_some(),
             sampler: Sampler::new(req.sampling.clone())?,
             stop: StopMatcher::new(req.stop.clone()),
             decoder: StreamDecoder::new(),
@@ -125,7 +123,7 @@ impl Sequence {
         let event = Event::Token(TokenEvent {
             id,
             text: update.emit,
-            logprob: self.want_logprobs.then(|| logprob(id, sampled.logprob)),
+            logprob: sampled.logprob.map(|lp| logprob(id, lp)),
             top_logprobs: sampled
                 .top_logprobs
                 .iter()

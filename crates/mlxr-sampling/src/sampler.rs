@@ -9,10 +9,11 @@ use crate::{SamplingError, SamplingParams, TokenId};
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sampled {
     pub token: TokenId,
-    /// Log-probability of `token` under the log-softmax of the logits after
-    /// bias and penalties, before temperature and truncation (what vLLM and
-    /// OpenAI report).
-    pub logprob: f32,
+    /// With `logprobs` set: the log-probability of `token` under the
+    /// log-softmax of the logits after bias and penalties, before temperature
+    /// and truncation (what vLLM and OpenAI report). `None` otherwise, which
+    /// spares a pass over the vocabulary per token.
+    pub logprob: Option<f32>,
     /// With `logprobs: Some(k)`, the k most likely tokens and their
     /// logprobs (same distribution), most likely first; ties by lower id.
     pub top_logprobs: Vec<(TokenId, f32)>,
@@ -84,20 +85,23 @@ impl Sampler {
             self.draw()
         };
 
+        let Some(k) = self.params.logprobs else {
+            return Sampled {
+                token,
+                logprob: None,
+                top_logprobs: Vec::new(),
+            };
+        };
         let lse = log_sum_exp(&self.scores);
         let chosen = self
             .scores
             .get(token as usize)
             .copied()
             .unwrap_or(f32::NEG_INFINITY);
-        let top = match self.params.logprobs {
-            Some(k) => top_logprobs(&self.scores, k, lse, &mut self.scratch),
-            None => Vec::new(),
-        };
         Sampled {
             token,
-            logprob: logprob(chosen, lse),
-            top_logprobs: top,
+            logprob: Some(logprob(chosen, lse)),
+            top_logprobs: top_logprobs(&self.scores, k, lse, &mut self.scratch),
         }
     }
 
