@@ -260,7 +260,6 @@ fn matmul_with(
     assert_eq!(k % QK, 0, "k must be a multiple of {QK}");
     let kb = k / QK;
     let row_bytes = kb * kind.block_bytes();
-    assert!(w.len() >= n * row_bytes, "weight buffer too small");
     assert_eq!(x.len(), m * k);
     assert_eq!(out.len(), m * n);
     if m == 0 || n == 0 {
@@ -286,6 +285,8 @@ fn matmul_with(
         return q32_tile_matmul(tiles, &xq, (m, n, kb), out);
     }
     let _ = tiles;
+    // Only this path reads the GGUF blocks (tiles, when given, replace them).
+    assert!(w.len() >= n * row_bytes, "weight buffer too small");
 
     let dot = dot_fn(kind, simd);
     #[cfg(target_arch = "x86_64")]
@@ -489,7 +490,6 @@ fn kquant_matmul(
     }
     let kb = k / QK_K;
     let row_bytes = kb * kind.block_bytes();
-    assert!(w.len() >= n * row_bytes, "weight buffer too small");
     assert_eq!(x.len(), m * k);
     assert_eq!(out.len(), m * n);
     if m == 0 || n == 0 {
@@ -620,6 +620,8 @@ fn kquant_matmul(
         return;
     }
     let _ = tiles;
+    // Only the paths below read the GGUF blocks (tiles, when given, replace them).
+    assert!(w.len() >= n * row_bytes, "weight buffer too small");
 
     candle_core::cpu::kernels::par_for_each(n_threads, |t| {
         let lo = (t * per_thread).min(n);
@@ -747,6 +749,7 @@ fn q5k_matmul(
         return;
     }
     let _ = (tiles, simd);
+    assert!(w.len() >= n * row_bytes, "weight buffer too small");
     for r in 0..n {
         let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
         for tok in 0..m {
@@ -761,10 +764,18 @@ fn q5k_matmul(
     }
 }
 
-/// `x · Wᵀ` as a candle op for `W` in Q4_1/Q5_0/Q8_0 on the CPU.
+/// Where a [`QuantMatMul`]'s weights live.
+enum WeightData {
+    /// The GGUF blocks as candle loaded them.
+    Blocks(Arc<QTensor>),
+    /// Regrouped for the VNNI kernels; the blocks are not kept (every path
+    /// for this weight reads the tiles), so the weight is in memory once.
+    Tiles(Box<Tiles>),
+}
+
+/// `x · Wᵀ` as a candle op for a GGML-quantized `W` on the CPU.
 pub struct QuantMatMul {
-    w: Arc<QTensor>,
-    tiles: Option<Box<Tiles>>,
+    data: WeightData,
     order: RowOrder,
     kind: WeightKind,
     n: usize,
@@ -774,7 +785,9 @@ pub struct QuantMatMul {
 impl QuantMatMul {
     /// `Some` when `w` is a 2-D `[n, k]` Q4_1/Q5_0/Q8_0 tensor on the CPU with `k`
     /// a multiple of 32, or Q4_K/Q6_K with `k` a multiple of 256 (and, for
-    /// Q4_K, `n` a multiple of 8: otherwise ggml does not repack it).
+    /// Q4_K, `n` a multiple of 8: otherwise ggml does not repack it); Q4_0,
+    /// Q5_1 and Q5_K only where the 16-row tiles are built. With tiles, this
+    /// op drops its reference to `w` (see [`Self::replaces_blocks`]).
     pub fn new(w: Arc<QTensor>, order: RowOrder) -> Option<Self> {
         let kind = WeightKind::from_dtype(w.dtype())?;
         if !w.device().is_cpu() {
@@ -789,10 +802,12 @@ impl QuantMatMul {
         if kind.tiles_only() && (n % q32_tiles::TILE_ROWS != 0 || !q32_tiles::available()) {
             return None;
         }
-        let tiles = Tiles::new(kind, &w.data().ok()?, n, k).map(Box::new);
+        let data = match Tiles::new(kind, &w.data().ok()?, n, k) {
+            Some(tiles) => WeightData::Tiles(Box::new(tiles)),
+            None => WeightData::Blocks(w),
+        };
         Some(Self {
-            w,
-            tiles,
+            data,
             order,
             kind,
             n,
@@ -802,6 +817,12 @@ impl QuantMatMul {
 
     pub fn kind(&self) -> WeightKind {
         self.kind
+    }
+
+    /// Whether this op holds the weights in its own form, so the caller can
+    /// drop the `QTensor` (it computes every input itself).
+    pub fn replaces_blocks(&self) -> bool {
+        matches!(self.data, WeightData::Tiles(_))
     }
 
     /// `x`: `[.., k]` f32 on the CPU → `[.., n]`.
@@ -838,12 +859,15 @@ impl CustomOp1 for QuantMatMul {
         }
         let x = &data[start..end];
         let m = x.len() / self.k;
-        let w = self.w.data()?;
+        let (w, tiles) = match &self.data {
+            WeightData::Blocks(w) => (w.data()?, None),
+            WeightData::Tiles(t) => (std::borrow::Cow::Borrowed(&[][..]), Some(&**t)),
+        };
         let mut out = vec![0.0f32; m * self.n];
         matmul_with(
             self.kind,
             &w,
-            self.tiles.as_deref(),
+            tiles,
             x,
             (m, self.n, self.k),
             &mut out,
@@ -1100,6 +1124,48 @@ mod tests {
         }
         check(WeightKind::Q8_0, GgmlDType::Q8_0, (2, 16, 32));
         check(WeightKind::Q8_0, GgmlDType::Q8_0, (3, 32, 96));
+    }
+
+    /// With tiles, the op keeps no reference to the GGUF blocks (the weight
+    /// is in memory once); without, it shares the caller's tensor.
+    #[test]
+    fn tiled_ops_let_go_of_the_blocks() {
+        for dtype in [
+            GgmlDType::Q4_1,
+            GgmlDType::Q8_0,
+            GgmlDType::Q4K,
+            GgmlDType::Q6K,
+        ] {
+            let k = 512;
+            let w = Tensor::from_vec(rand_vec(48 * k, 5), (48, k), &Device::Cpu).unwrap();
+            let qt = Arc::new(QTensor::quantize(&w, dtype).unwrap());
+            let op = QuantMatMul::new(qt.clone(), RowOrder::Independent).unwrap();
+            assert_eq!(op.replaces_blocks(), q4k_tiles::available(), "{dtype:?}");
+            let refs = if op.replaces_blocks() { 1 } else { 2 };
+            assert_eq!(Arc::strong_count(&qt), refs, "{dtype:?}");
+            let x = Tensor::from_vec(rand_vec(3 * k, 6), (3, k), &Device::Cpu).unwrap();
+            let ours = op
+                .forward(&x)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap();
+            let data = qt.data().unwrap();
+            let mut blocks = vec![0.0f32; 3 * 48];
+            let kind = WeightKind::from_dtype(dtype).unwrap();
+            matmul_with(
+                kind,
+                &data,
+                None,
+                &x.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+                (3, 48, k),
+                &mut blocks,
+                true,
+                RowOrder::Independent,
+            );
+            assert_eq!(ours, blocks, "{dtype:?}");
+        }
     }
 
     #[test]

@@ -15,14 +15,16 @@ pub struct Linear {
 }
 
 enum LinearWeight {
-    /// A GGML tensor. Q4_1, Q5_0, Q8_0, Q6_K and Q4_K (row count a multiple
-    /// of 8) weights on the CPU go through [`QuantMatMul`] (ggml's exact x86
-    /// arithmetic, SIMD) for f32 activations; everything else through
-    /// candle's `QMatMul`.
+    /// A GGML tensor. Types with a kernel here (see [`QuantMatMul::new`]) go
+    /// through [`QuantMatMul`] (ggml's exact x86 arithmetic, SIMD) for f32
+    /// activations; everything else through candle's `QMatMul`.
     Ggml {
         inner: QMatMul,
         fast: Option<QuantMatMul>,
     },
+    /// A GGML tensor regrouped into our kernels' tiles; candle's copy is
+    /// dropped so the weight is in memory once.
+    Tiled(QuantMatMul),
     /// A float matrix `[out, in]` (safetensors F32/F16/BF16, read as f32).
     Dense(Tensor),
     /// MLX affine-quantized integers with per-group scales and biases.
@@ -53,7 +55,10 @@ impl Linear {
             QMatMul::QTensor(_) => QuantMatMul::new(t, order),
             _ => None,
         };
-        Ok(Self::new(LinearWeight::Ggml { inner, fast }))
+        Ok(Self::new(match fast {
+            Some(fast) if fast.replaces_blocks() => LinearWeight::Tiled(fast),
+            fast => LinearWeight::Ggml { inner, fast },
+        }))
     }
 
     /// `w`: `[out, in]`, f32.
@@ -78,7 +83,7 @@ impl Linear {
             LinearWeight::Ggml {
                 inner: QMatMul::QTensor(_),
                 ..
-            }
+            } | LinearWeight::Tiled(_)
         )
     }
 
@@ -90,6 +95,7 @@ impl Linear {
                 fast: Some(fast), ..
             } if cpu_f32 => fast.forward(x)?,
             LinearWeight::Ggml { inner, .. } => inner.forward(&x.contiguous()?)?,
+            LinearWeight::Tiled(fast) => fast.forward(&x.to_dtype(DType::F32)?)?,
             LinearWeight::Dense(w) => x.contiguous()?.matmul(&w.t()?)?,
             LinearWeight::Affine(w) => AffineMatMul(w).forward(x)?,
         };
