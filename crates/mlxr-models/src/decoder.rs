@@ -62,10 +62,10 @@ impl DecoderModel {
 
         let token_embd = w.embedding("token_embd.weight", config.vocab_size, h)?;
         // Files without `output.weight` tie the LM head to the embeddings.
-        let lm_head = if w.contains("output.weight") {
-            Linear::load(w, "output", config.vocab_size, h)?
+        let (token_embd, lm_head) = if w.contains("output.weight") {
+            (token_embd, Linear::load(w, "output", config.vocab_size, h)?)
         } else {
-            token_embd.as_linear(w.row_order())?
+            token_embd.tie(w.row_order())?
         };
 
         let mut ropes: Vec<Rope> = Vec::new();

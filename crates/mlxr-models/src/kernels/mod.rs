@@ -825,6 +825,36 @@ impl QuantMatMul {
         matches!(self.data, WeightData::Tiles(_))
     }
 
+    /// Whether [`Self::dequantize_row`] works (tiles of the 32-element types).
+    pub fn has_rows(&self) -> bool {
+        matches!(&self.data, WeightData::Tiles(t) if matches!(**t, Tiles::Q32(_)))
+    }
+
+    /// Row `r` of `W` (`k` values) as candle would dequantize it, from the
+    /// tiles; `false` when this op has no such rows (see [`Self::has_rows`]).
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) -> bool {
+        match &self.data {
+            WeightData::Tiles(t) => match &**t {
+                Tiles::Q32(t) if r < self.n && out.len() == self.k => {
+                    t.dequantize_row(r, out);
+                    true
+                }
+                _ => false,
+            },
+            WeightData::Blocks(_) => false,
+        }
+    }
+
+    /// Rows of `W`.
+    pub fn rows(&self) -> usize {
+        self.n
+    }
+
+    /// Columns of `W` (the input width).
+    pub fn cols(&self) -> usize {
+        self.k
+    }
+
     /// `x`: `[.., k]` f32 on the CPU → `[.., n]`.
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         x.contiguous()?.apply_op1_no_bwd(self)
@@ -1165,6 +1195,38 @@ mod tests {
                 RowOrder::Independent,
             );
             assert_eq!(ours, blocks, "{dtype:?}");
+        }
+    }
+
+    /// Rows read back from the tiles equal candle's dequantization.
+    #[test]
+    fn tile_rows_dequantize_like_candle() {
+        if !q32_tiles::available() {
+            return;
+        }
+        for dtype in [
+            GgmlDType::Q4_0,
+            GgmlDType::Q4_1,
+            GgmlDType::Q5_0,
+            GgmlDType::Q5_1,
+            GgmlDType::Q8_0,
+        ] {
+            let (n, k) = (48, 96);
+            let w = Tensor::from_vec(rand_vec(n * k, 8), (n, k), &Device::Cpu).unwrap();
+            let qt = Arc::new(QTensor::quantize(&w, dtype).unwrap());
+            let expected = qt
+                .dequantize(&Device::Cpu)
+                .unwrap()
+                .to_vec2::<f32>()
+                .unwrap();
+            let op = QuantMatMul::new(qt, RowOrder::Independent).unwrap();
+            assert!(op.has_rows(), "{dtype:?}");
+            for (r, want) in expected.iter().enumerate() {
+                let mut row = vec![0.0f32; k];
+                assert!(op.dequantize_row(r, &mut row));
+                assert_eq!(&row, want, "{dtype:?} row {r}");
+            }
+            assert!(!op.dequantize_row(n, &mut vec![0.0; k]));
         }
     }
 

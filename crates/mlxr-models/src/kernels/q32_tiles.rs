@@ -202,6 +202,42 @@ impl Q32Tiles {
         self.kind
     }
 
+    /// Row `r` of the matrix as f32, as candle dequantizes it (`q · d`, plus
+    /// `m` for Q4_1/Q5_1): lets a tied embedding read its rows here.
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        let shape = TileShape::of(self.kind);
+        let (group, c) = (self.group(r / TILE_ROWS), r % TILE_ROWS);
+        let f16_at = |line: usize, at: usize| {
+            let b = &group[line].0;
+            half::f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
+        };
+        for (b, out) in out.chunks_exact_mut(QK).enumerate() {
+            let (first, scale_line, d_at) = shape.locate(b);
+            let d = f16_at(scale_line, d_at + 2 * c);
+            let m = f16_at(scale_line, 32 + 2 * c);
+            let tile = &group[first..first + shape.own_lines];
+            for (e, y) in out.iter_mut().enumerate() {
+                if self.kind == WeightKind::Q8_0 {
+                    *y = ((tile[e / 4].0[4 * c + e % 4] ^ 0x80) as i8) as f32 * d;
+                    continue;
+                }
+                let byte = tile[(e % 16) / 4].0[4 * c + e % 4];
+                let nibble = if e < 16 { byte & 0x0F } else { byte >> 4 } as i32;
+                let high = shape.high_line.map_or(0, |h| {
+                    let mask = &tile[h].0[8 * (e / 4)..8 * (e / 4) + 8];
+                    let mask = u64::from_le_bytes(mask.try_into().expect("8 bytes"));
+                    ((mask >> (4 * c + e % 4)) & 1) as i32
+                });
+                let q = nibble | (high << 4);
+                *y = match self.kind {
+                    WeightKind::Q4_1 | WeightKind::Q5_1 => q as f32 * d + m,
+                    WeightKind::Q5_0 => (q - 16) as f32 * d,
+                    _ => (q - 8) as f32 * d,
+                };
+            }
+        }
+    }
+
     /// The tiles of row group `g`.
     pub fn group(&self, g: usize) -> &[Line] {
         &self.lines[g * self.group_lines..(g + 1) * self.group_lines]

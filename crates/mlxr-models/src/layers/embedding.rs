@@ -4,13 +4,15 @@ use candle_core::quantized::QTensor;
 use candle_core::{Device, Tensor};
 
 use crate::kernels::affine::AffineWeight;
-use crate::kernels::RowOrder;
+use crate::kernels::{QuantMatMul, RowOrder};
 use crate::layers::Linear;
 use crate::Result;
 
 /// The token embedding table `[vocab, hidden]`, in its stored form.
 pub enum Embedding {
     Ggml(Arc<QTensor>),
+    /// Rows read from the tied LM head's tiles (see [`Embedding::tie`]).
+    Tiled(Arc<QuantMatMul>),
     Dense(Tensor),
     Affine(Arc<AffineWeight>),
 }
@@ -21,20 +23,24 @@ impl Embedding {
         match self {
             Embedding::Ggml(t) => Ok(t.embedding(&Tensor::new(ids, device)?)?),
             Embedding::Dense(t) => Ok(t.embedding(&Tensor::new(ids, device)?)?),
-            Embedding::Affine(w) => {
-                let hidden = w.cols();
-                let mut out = vec![0.0f32; ids.len() * hidden];
-                for (row, &id) in out.chunks_exact_mut(hidden).zip(ids) {
-                    if id as usize >= w.rows() {
-                        return Err(crate::ModelError::InvalidBatch(format!(
-                            "token id {id} is outside the embedding table of {}",
-                            w.rows()
-                        )));
-                    }
-                    w.dequantize_row(id as usize, row);
-                }
-                Ok(Tensor::from_vec(out, (ids.len(), hidden), device)?)
-            }
+            Embedding::Affine(w) => gather(ids, w.rows(), w.cols(), device, |r, row| {
+                w.dequantize_row(r, row)
+            }),
+            Embedding::Tiled(op) => gather(ids, op.rows(), op.cols(), device, |r, row| {
+                op.dequantize_row(r, row);
+            }),
+        }
+    }
+
+    /// The table and a tied LM head over the same weights. When the head's
+    /// kernel keeps the table in tiles it can read rows from, the embedding
+    /// reads them there and the file's copy is dropped (Gemma 3's 262k-row
+    /// table would otherwise be in memory twice).
+    pub fn tie(self, order: RowOrder) -> Result<(Embedding, Linear)> {
+        let head = self.as_linear(order)?;
+        match (&self, head.row_source()) {
+            (Embedding::Ggml(_), Some(rows)) => Ok((Embedding::Tiled(rows), head)),
+            _ => Ok((self, head)),
         }
     }
 
@@ -42,8 +48,29 @@ impl Embedding {
     pub fn as_linear(&self, order: RowOrder) -> Result<Linear> {
         match self {
             Embedding::Ggml(t) => Linear::ggml(t.clone(), order),
+            Embedding::Tiled(op) => Ok(Linear::tiled(op.clone())),
             Embedding::Dense(t) => Ok(Linear::dense(t.clone())),
             Embedding::Affine(w) => Ok(Linear::affine(w.clone())),
         }
     }
+}
+
+/// `[ids.len(), cols]` from `row(id, out)`, refusing ids outside `rows`.
+fn gather(
+    ids: &[u32],
+    rows: usize,
+    cols: usize,
+    device: &Device,
+    row: impl Fn(usize, &mut [f32]),
+) -> Result<Tensor> {
+    let mut out = vec![0.0f32; ids.len() * cols];
+    for (dst, &id) in out.chunks_exact_mut(cols).zip(ids) {
+        if id as usize >= rows {
+            return Err(crate::ModelError::InvalidBatch(format!(
+                "token id {id} is outside the embedding table of {rows}"
+            )));
+        }
+        row(id as usize, dst);
+    }
+    Ok(Tensor::from_vec(out, (ids.len(), cols), device)?)
 }

@@ -23,8 +23,9 @@ enum LinearWeight {
         fast: Option<QuantMatMul>,
     },
     /// A GGML tensor regrouped into our kernels' tiles; candle's copy is
-    /// dropped so the weight is in memory once.
-    Tiled(QuantMatMul),
+    /// dropped so the weight is in memory once (shared with a tied
+    /// embedding that reads its rows from the same tiles).
+    Tiled(Arc<QuantMatMul>),
     /// A float matrix `[out, in]` (safetensors F32/F16/BF16, read as f32).
     Dense(Tensor),
     /// MLX affine-quantized integers with per-group scales and biases.
@@ -56,9 +57,23 @@ impl Linear {
             _ => None,
         };
         Ok(Self::new(match fast {
-            Some(fast) if fast.replaces_blocks() => LinearWeight::Tiled(fast),
+            Some(fast) if fast.replaces_blocks() => LinearWeight::Tiled(Arc::new(fast)),
             fast => LinearWeight::Ggml { inner, fast },
         }))
+    }
+
+    /// The tiled kernel behind this projection when it can also hand out
+    /// rows (for a tied embedding table).
+    pub fn row_source(&self) -> Option<Arc<QuantMatMul>> {
+        match &self.weight {
+            LinearWeight::Tiled(op) if op.has_rows() => Some(op.clone()),
+            _ => None,
+        }
+    }
+
+    /// A projection through an already tiled kernel (a tied head).
+    pub fn tiled(op: Arc<QuantMatMul>) -> Self {
+        Self::new(LinearWeight::Tiled(op))
     }
 
     /// `w`: `[out, in]`, f32.
