@@ -600,20 +600,32 @@ fn kquant_matmul(
             let hi = ((t + 1) * per_thread).min(groups);
             for g in lo..hi {
                 let gt = &tiles.tiles[g * kb..(g + 1) * kb];
-                for tok in 0..m {
+                let emit = |tok: usize, v: [f32; 16]| {
+                    for (i, v) in v.into_iter().enumerate() {
+                        // SAFETY: in bounds; only this thread owns rows of group g.
+                        unsafe { out_ptr.write(tok * n + g * q4k_tiles::TILE_ROWS + i, v) };
+                    }
+                };
+                let mut tok = 0;
+                while !tiled && tok + 2 <= m {
                     // SAFETY: `available()` checked the CPU features; `gt`
                     // has one tile per activation block.
-                    let v = unsafe {
+                    let [a, b] = unsafe {
+                        q4k_tiles::x86::q6k_gemv_tiles::<2>(gt, [xrow(tok), xrow(tok + 1)])
+                    };
+                    emit(tok, a);
+                    emit(tok + 1, b);
+                    tok += 2;
+                }
+                for tok in tok..m {
+                    // SAFETY: as above.
+                    emit(tok, unsafe {
                         if tiled {
                             q4k_tiles::x86::q6k_tiled_tile(gt, xrow(tok))
                         } else {
                             q4k_tiles::x86::q6k_gemv_tile(gt, xrow(tok))
                         }
-                    };
-                    for (i, v) in v.into_iter().enumerate() {
-                        // SAFETY: in bounds; only this thread owns rows of group g.
-                        unsafe { out_ptr.write(tok * n + g * q4k_tiles::TILE_ROWS + i, v) };
-                    }
+                    });
                 }
             }
         });

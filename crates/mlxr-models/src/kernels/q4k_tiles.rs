@@ -265,54 +265,71 @@ pub mod x86 {
     /// The CPU must support AVX-512 F/BW/VNNI; `tiles.len() == y.len()`.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     pub unsafe fn q6k_gemv_tile(tiles: &[Tile6], y: &[BlockQ8K]) -> [f32; 16] {
-        let mut acc = [_mm512_setzero_ps(); 8];
-        for (t, yb) in tiles.iter().zip(y) {
+        // SAFETY: forwarded.
+        unsafe { q6k_gemv_tiles::<1>(tiles, [y])[0] }
+    }
+
+    /// [`q6k_gemv_tile`] for `T` activation rows at once (each weight line
+    /// loaded once for all of them; every row's arithmetic unchanged).
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F/BW/VNNI; `tiles.len() == ys[t].len()`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub unsafe fn q6k_gemv_tiles<const T: usize>(
+        tiles: &[Tile6],
+        ys: [&[BlockQ8K]; T],
+    ) -> [[f32; 16]; T] {
+        let mut acc = [[_mm512_setzero_ps(); 8]; T];
+        for (b, t) in tiles.iter().enumerate() {
+            // SAFETY: every row has one block per tile.
+            let yb: [&BlockQ8K; T] = std::array::from_fn(|r| unsafe { ys[r].get_unchecked(b) });
             // SAFETY (loads below): 64-byte aligned rows of 16 i32 / 64 bytes.
             let scale = |s: usize| unsafe { _mm512_load_si512(t.scales[s].as_ptr() as *const _) };
             // Each 4-element sum fits in i16 (|Σ| ≤ 4·63·127), so `vpdpwssd`
             // against the scale's low 16 bits (high half cleared) adds
             // `scale · Σ` exactly in one instruction.
             let low16 = _mm512_set1_epi32(0xFFFF);
-            let mut lanes = [_mm512_setzero_si512(); 8];
+            let mut lanes = [[_mm512_setzero_si512(); 8]; T];
             for s in 0..16 {
                 let sc = _mm512_and_si512(scale(s), low16);
                 for g in 0..4 {
                     // SAFETY: `qs[4s + g]` is 64 readable bytes.
                     let w = unsafe { _mm512_loadu_si512(t.qs[4 * s + g].as_ptr() as *const _) };
-                    let p = _mm512_dpbusd_epi32(
-                        _mm512_setzero_si512(),
-                        w,
-                        bcast4(&yb.qs, 16 * s + 4 * g),
-                    );
                     let l = 4 * (s % 2) + g;
-                    lanes[l] = _mm512_dpwssd_epi32(lanes[l], p, sc);
+                    for r in 0..T {
+                        let p = _mm512_dpbusd_epi32(
+                            _mm512_setzero_si512(),
+                            w,
+                            bcast4(&yb[r].qs, 16 * s + 4 * g),
+                        );
+                        lanes[r][l] = _mm512_dpwssd_epi32(lanes[r][l], p, sc);
+                    }
                 }
             }
             // SAFETY: 64-byte aligned.
-            let dd = _mm512_mul_ps(
-                unsafe { _mm512_load_ps(t.d.as_ptr()) },
-                _mm512_set1_ps(yb.d),
-            );
-            for (l, a) in acc.iter_mut().enumerate() {
+            let d = unsafe { _mm512_load_ps(t.d.as_ptr()) };
+            for r in 0..T {
+                let dd = _mm512_mul_ps(d, _mm512_set1_ps(yb[r].d));
                 let off = |s: usize| {
-                    _mm512_mullo_epi32(scale(s), _mm512_set1_epi32(32 * yb.bsums[s] as i32))
+                    _mm512_mullo_epi32(scale(s), _mm512_set1_epi32(32 * yb[r].bsums[s] as i32))
                 };
-                let lane = _mm512_sub_epi32(lanes[l], _mm512_add_epi32(off(2 * l), off(2 * l + 1)));
-                *a = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(lane), *a);
+                for (l, a) in acc[r].iter_mut().enumerate() {
+                    let lane =
+                        _mm512_sub_epi32(lanes[r][l], _mm512_add_epi32(off(2 * l), off(2 * l + 1)));
+                    *a = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(lane), *a);
+                }
             }
         }
-        let r0 = _mm512_add_ps(acc[4], acc[0]);
-        let r1 = _mm512_add_ps(acc[5], acc[1]);
-        let r2 = _mm512_add_ps(acc[6], acc[2]);
-        let r3 = _mm512_add_ps(acc[7], acc[3]);
-        let mut out = [0.0f32; 16];
-        // SAFETY: 64 writable bytes.
-        unsafe {
-            _mm512_storeu_ps(
-                out.as_mut_ptr(),
-                _mm512_add_ps(_mm512_add_ps(r0, r2), _mm512_add_ps(r1, r3)),
-            )
-        };
+        let mut out = [[0.0f32; 16]; T];
+        for (acc, out) in acc.iter().zip(out.iter_mut()) {
+            let r0 = _mm512_add_ps(acc[4], acc[0]);
+            let r1 = _mm512_add_ps(acc[5], acc[1]);
+            let r2 = _mm512_add_ps(acc[6], acc[2]);
+            let r3 = _mm512_add_ps(acc[7], acc[3]);
+            let v = _mm512_add_ps(_mm512_add_ps(r0, r2), _mm512_add_ps(r1, r3));
+            // SAFETY: 64 writable bytes.
+            unsafe { _mm512_storeu_ps(out.as_mut_ptr(), v) };
+        }
         out
     }
 
