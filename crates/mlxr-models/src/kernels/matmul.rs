@@ -1,0 +1,631 @@
+//! The matmul drivers: activation quantization, then the tile, row or
+//! scalar kernels split over the thread pool (see the module above for the
+//! float orders).
+
+use std::sync::OnceLock;
+
+use super::q8::{self, BlockQ8, QK};
+use super::{dot, kquants, q32_tiles, q4k_tiles, q5k_tiles, q8k, RowOrder, Tiles, WeightKind};
+
+type DotFn = fn(&[u8], &[BlockQ8]) -> f32;
+
+fn simd_available() -> bool {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            dot::x86::available()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+fn dot_q4_1_simd(w: &[u8], y: &[BlockQ8]) -> f32 {
+    // SAFETY: only selected after `simd_available()`; `w` has `y.len()` blocks.
+    unsafe { dot::x86::dot_q4_1_q8_1(w, y) }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn dot_q8_0_simd(w: &[u8], y: &[BlockQ8]) -> f32 {
+    // SAFETY: only selected after `simd_available()`; `w` has `y.len()` blocks.
+    unsafe { dot::x86::dot_q8_0_q8_0(w, y) }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn dot_q5_0_simd(w: &[u8], y: &[BlockQ8]) -> f32 {
+    // SAFETY: only selected after `simd_available()`; `w` has `y.len()` blocks.
+    unsafe { dot::x86::dot_q5_0_q8_0(w, y) }
+}
+
+fn dot_fn(kind: WeightKind, simd: bool) -> DotFn {
+    #[cfg(target_arch = "x86_64")]
+    if simd && simd_available() && !kind.tiles_only() {
+        return match kind {
+            WeightKind::Q4_1 => dot_q4_1_simd,
+            WeightKind::Q5_0 => dot_q5_0_simd,
+            WeightKind::Q8_0 => dot_q8_0_simd,
+            _ => unreachable!("no single-row SIMD kernel for {kind:?}"),
+        };
+    }
+    let _ = simd;
+    match kind {
+        WeightKind::Q4_1 => dot::dot_q4_1_q8_1_scalar,
+        WeightKind::Q5_0 => dot::dot_q5_0_q8_0_scalar,
+        WeightKind::Q8_0 => dot::dot_q8_0_q8_0_scalar,
+        WeightKind::Q4_0 => dot::dot_q4_0_q8_0_scalar,
+        WeightKind::Q5_1 => dot::dot_q5_1_q8_1_scalar,
+        WeightKind::Q4K | WeightKind::Q6K | WeightKind::Q5K => {
+            unreachable!("K-quants use kquant_matmul")
+        }
+    }
+}
+
+/// A raw output pointer shared by threads that write disjoint elements.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: every thread writes a disjoint set of output elements.
+unsafe impl Send for OutPtr {}
+// SAFETY: as above.
+unsafe impl Sync for OutPtr {}
+
+impl OutPtr {
+    /// # Safety
+    /// `i` is in bounds and no other thread writes element `i`.
+    unsafe fn write(self, i: usize, v: f32) {
+        unsafe { *self.0.add(i) = v }
+    }
+}
+
+/// Tokens per tile: their quantized rows stay in L1 while weight rows stream.
+const TOKEN_TILE: usize = 16;
+
+/// `out[m, n] = x[m, k] · W[n, k]ᵀ` with `w` the raw GGUF blocks of `W`.
+/// `simd = false` forces the portable path (same results).
+pub fn matmul(
+    kind: WeightKind,
+    w: &[u8],
+    x: &[f32],
+    (m, n, k): (usize, usize, usize),
+    out: &mut [f32],
+    simd: bool,
+) {
+    matmul_with(kind, w, None, x, (m, n, k), out, simd, RowOrder::Ggml)
+}
+
+/// [`matmul`], with Q4_K weights optionally already in [`q4k_tiles`] form.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn matmul_with(
+    kind: WeightKind,
+    w: &[u8],
+    tiles: Option<&Tiles>,
+    x: &[f32],
+    (m, n, k): (usize, usize, usize),
+    out: &mut [f32],
+    simd: bool,
+    order: RowOrder,
+) {
+    if kind.is_k_quant() {
+        return kquant_matmul(kind, w, tiles, x, (m, n, k), out, simd, order);
+    }
+    assert_eq!(k % QK, 0, "k must be a multiple of {QK}");
+    let kb = k / QK;
+    let row_bytes = kb * kind.block_bytes();
+    assert_eq!(x.len(), m * k);
+    assert_eq!(out.len(), m * n);
+    if m == 0 || n == 0 {
+        return;
+    }
+
+    let mut xq = vec![BlockQ8::default(); m * kb];
+    let with_sum = kind.activation_has_sum();
+    for_each_row(&mut xq, kb, x, k, |_, xrow, row| {
+        q8::quantize_row(xrow, row, with_sum)
+    });
+
+    #[cfg(target_arch = "x86_64")]
+    if simd && n % q32_tiles::TILE_ROWS == 0 && q32_tiles::available() {
+        let local;
+        let tiles = match tiles {
+            Some(Tiles::Q32(t)) if t.kind() == kind => t,
+            _ => {
+                local = q32_tiles::Q32Tiles::new(kind, w, n, k);
+                &local
+            }
+        };
+        return q32_tile_matmul(tiles, &xq, (m, n, kb), out);
+    }
+    let _ = tiles;
+    // Only this path reads the GGUF blocks (tiles, when given, replace them).
+    assert!(w.len() >= n * row_bytes, "weight buffer too small");
+
+    let dot = dot_fn(kind, simd);
+    #[cfg(target_arch = "x86_64")]
+    let multi = simd && simd_available() && !kind.tiles_only();
+    #[cfg(not(target_arch = "x86_64"))]
+    let multi = false;
+    let n_threads = candle_core::utils::get_num_threads().clamp(1, n.div_ceil(8).max(1));
+    let per_thread = n.div_ceil(n_threads);
+    let out_ptr = OutPtr(out.as_mut_ptr());
+    let xq = &xq;
+    let xrow = |tok: usize| &xq[tok * kb..(tok + 1) * kb];
+    candle_core::cpu::kernels::par_for_each(n_threads, |t| {
+        let lo = (t * per_thread).min(n);
+        let hi = ((t + 1) * per_thread).min(n);
+        for t0 in (0..m).step_by(TOKEN_TILE) {
+            let t1 = (t0 + TOKEN_TILE).min(m);
+            for r in lo..hi {
+                let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
+                let mut tok = t0;
+                #[cfg(target_arch = "x86_64")]
+                if multi {
+                    while tok + 8 <= t1 {
+                        let rows = std::array::from_fn(|j| xrow(tok + j));
+                        // SAFETY: `multi` implies the CPU features; `wrow`
+                        // holds `kb` blocks, as does every activation row.
+                        let v = unsafe { dot::x86::dot_rows::<8>(kind.x86_code(), wrow, rows) };
+                        for (j, v) in v.into_iter().enumerate() {
+                            // SAFETY: in bounds; only this thread owns column r.
+                            unsafe { out_ptr.write((tok + j) * n + r, v) };
+                        }
+                        tok += 8;
+                    }
+                    while tok + 4 <= t1 {
+                        // SAFETY: `multi` implies the CPU features; `wrow`
+                        // holds `kb` blocks, as does every activation row.
+                        let v = unsafe {
+                            dot::x86::dot_rows::<4>(
+                                kind.x86_code(),
+                                wrow,
+                                [xrow(tok), xrow(tok + 1), xrow(tok + 2), xrow(tok + 3)],
+                            )
+                        };
+                        for (j, v) in v.into_iter().enumerate() {
+                            // SAFETY: in bounds; only this thread owns column r.
+                            unsafe { out_ptr.write((tok + j) * n + r, v) };
+                        }
+                        tok += 4;
+                    }
+                }
+                let _ = multi;
+                for tok in tok..t1 {
+                    let v = dot(wrow, xrow(tok));
+                    // SAFETY: (tok, r) is in bounds and only this thread owns
+                    // output column r.
+                    unsafe { out_ptr.write(tok * n + r, v) };
+                }
+            }
+        }
+    });
+}
+
+/// `f(t, x row t, out row t)` for every row (see [`par_rows`]).
+fn for_each_row<B: Send>(
+    out: &mut [B],
+    out_len: usize,
+    x: &[f32],
+    k: usize,
+    f: impl Fn(usize, &[f32], &mut [B]) + Send + Sync,
+) {
+    par_rows(out, out_len, |first, rows| {
+        let xs = &x[first * k..];
+        for (i, (row, xrow)) in rows
+            .chunks_exact_mut(out_len)
+            .zip(xs.chunks_exact(k))
+            .enumerate()
+        {
+            f(first + i, xrow, row);
+        }
+    });
+}
+
+/// `f(first row, rows)` over runs of whole rows of `out` (`row_len` each),
+/// on the thread pool when there are enough rows to be worth it (prefill),
+/// as one run on this thread otherwise. Row results must not depend on the
+/// split (every caller's rows are independent).
+pub(crate) fn par_rows<B: Send>(
+    out: &mut [B],
+    row_len: usize,
+    f: impl Fn(usize, &mut [B]) + Send + Sync,
+) {
+    use rayon::prelude::*;
+    const PARALLEL_FROM: usize = 16;
+    let rows = out.len() / row_len.max(1);
+    if rows < PARALLEL_FROM {
+        return f(0, out);
+    }
+    let per_run = rows.div_ceil(4 * rayon::current_num_threads()).max(4);
+    out.par_chunks_mut(per_run * row_len)
+        .enumerate()
+        .for_each(|(i, run)| f(i * per_run, run));
+}
+
+/// [`matmul`] for Q4_1/Q5_0/Q8_0 with [`q32_tiles`]: threads split the row
+/// groups; tokens go two at a time through each group's tiles.
+#[cfg(target_arch = "x86_64")]
+fn q32_tile_matmul(
+    tiles: &q32_tiles::Q32Tiles,
+    xq: &[BlockQ8],
+    (m, n, kb): (usize, usize, usize),
+    out: &mut [f32],
+) {
+    use q32_tiles::{x86::tile_rows, TILE_ROWS};
+    let kind = tiles.kind();
+    let offsets = q32_tiles::lane_offsets(kind, xq);
+    let groups = n / TILE_ROWS;
+    let n_threads = candle_core::utils::get_num_threads().clamp(1, groups);
+    let per_thread = groups.div_ceil(n_threads);
+    let out_ptr = OutPtr(out.as_mut_ptr());
+    let xrow = |tok: usize| &xq[tok * kb..(tok + 1) * kb];
+    let offsets_of = |tok: usize| {
+        if offsets.is_empty() {
+            &[][..]
+        } else {
+            &offsets[tok * kb..(tok + 1) * kb]
+        }
+    };
+    candle_core::cpu::kernels::par_for_each(n_threads, |t| {
+        let lo = (t * per_thread).min(groups);
+        let hi = ((t + 1) * per_thread).min(groups);
+        for t0 in (0..m).step_by(TOKEN_TILE) {
+            let t1 = (t0 + TOKEN_TILE).min(m);
+            for g in lo..hi {
+                let gt = tiles.group(g);
+                let mut tok = t0;
+                let emit = |tok: usize, v: [f32; TILE_ROWS]| {
+                    for (i, v) in v.into_iter().enumerate() {
+                        // SAFETY: in bounds; only this thread owns rows of group g.
+                        unsafe { out_ptr.write(tok * n + g * TILE_ROWS + i, v) };
+                    }
+                };
+                while tok + 2 <= t1 {
+                    let ys = [xrow(tok), xrow(tok + 1)];
+                    let os = [offsets_of(tok), offsets_of(tok + 1)];
+                    // SAFETY: `available()` checked the CPU features; `gt` has
+                    // one tile per activation block, `os` one entry per block.
+                    let v = unsafe {
+                        match kind {
+                            WeightKind::Q4_1 => tile_rows::<0, 2>(gt, ys, os),
+                            WeightKind::Q5_0 => tile_rows::<1, 2>(gt, ys, os),
+                            WeightKind::Q4_0 => tile_rows::<3, 2>(gt, ys, os),
+                            WeightKind::Q5_1 => tile_rows::<4, 2>(gt, ys, os),
+                            _ => tile_rows::<2, 2>(gt, ys, os),
+                        }
+                    };
+                    emit(tok, v[0]);
+                    emit(tok + 1, v[1]);
+                    tok += 2;
+                }
+                if tok < t1 {
+                    let (ys, os) = ([xrow(tok)], [offsets_of(tok)]);
+                    // SAFETY: as above.
+                    let v = unsafe {
+                        match kind {
+                            WeightKind::Q4_1 => tile_rows::<0, 1>(gt, ys, os),
+                            WeightKind::Q5_0 => tile_rows::<1, 1>(gt, ys, os),
+                            WeightKind::Q4_0 => tile_rows::<3, 1>(gt, ys, os),
+                            WeightKind::Q5_1 => tile_rows::<4, 1>(gt, ys, os),
+                            _ => tile_rows::<2, 1>(gt, ys, os),
+                        }
+                    };
+                    emit(tok, v[0]);
+                }
+            }
+        }
+    });
+}
+
+/// [`matmul`] for Q4_K/Q6_K weights: activations in Q8_K; for Q4_K the
+/// first `m - m % 4` tokens take ggml's gemm order (and its 4-row quantizer),
+/// the rest its gemv order, as in ggml's repack `forward_mul_mat`
+/// ([`RowOrder::Independent`]: every token in the one-token order).
+#[allow(clippy::too_many_arguments)]
+fn kquant_matmul(
+    kind: WeightKind,
+    w: &[u8],
+    tiles: Option<&Tiles>,
+    x: &[f32],
+    (m, n, k): (usize, usize, usize),
+    out: &mut [f32],
+    simd: bool,
+    order: RowOrder,
+) {
+    use q8k::{BlockQ8K, Q8KFlavor, QK_K};
+    assert_eq!(k % QK_K, 0, "k must be a multiple of {QK_K}");
+    if kind == WeightKind::Q4K {
+        assert_eq!(
+            n % 8,
+            0,
+            "Q4_K rows must come in groups of 8 (ggml repacks them)"
+        );
+    }
+    let kb = k / QK_K;
+    let row_bytes = kb * kind.block_bytes();
+    assert_eq!(x.len(), m * k);
+    assert_eq!(out.len(), m * n);
+    if m == 0 || n == 0 {
+        return;
+    }
+    let batched = order == RowOrder::Ggml;
+    let m4 = if kind == WeightKind::Q4K && batched {
+        m - m % 4
+    } else {
+        0
+    };
+    // ggml's tiled K-quant kernel takes non-repacked K-quant weights from 8 tokens on.
+    let tiled = kind == WeightKind::Q6K && m >= 8 && batched;
+    let mut xq = vec![BlockQ8K::default(); m * kb];
+    for_each_row(&mut xq, kb, x, k, |t, xrow, row| {
+        let flavor = if t < m4 {
+            Q8KFlavor::Interleaved4x8
+        } else {
+            Q8KFlavor::Reference
+        };
+        q8k::quantize_row(xrow, row, flavor);
+    });
+
+    if kind == WeightKind::Q5K {
+        let tiled = m >= 8 && batched;
+        return q5k_matmul(tiles, w, &xq, (m, n, k), out, simd, tiled);
+    }
+    #[cfg(target_arch = "x86_64")]
+    let simd = simd && simd_available();
+    #[cfg(not(target_arch = "x86_64"))]
+    let simd = false;
+    let n_threads = candle_core::utils::get_num_threads().clamp(1, n.div_ceil(8).max(1));
+    let per_thread = n.div_ceil(n_threads);
+    let out_ptr = OutPtr(out.as_mut_ptr());
+    let xq = &xq;
+    let xrow = |tok: usize| &xq[tok * kb..(tok + 1) * kb];
+
+    #[cfg(target_arch = "x86_64")]
+    if simd && kind == WeightKind::Q4K && n % q4k_tiles::TILE_ROWS == 0 && q4k_tiles::available() {
+        let local;
+        let tiles = match tiles {
+            Some(Tiles::Q4K(t)) => t,
+            _ => {
+                local = q4k_tiles::Q4KTiles::new(w, n, k);
+                &local
+            }
+        };
+        let groups = n / q4k_tiles::TILE_ROWS;
+        // Only tiny products stay on one thread (measured: single-threaded
+        // decode rows of Gemma's 640x1024 made the whole step slower).
+        let n_threads = if m * n * k < (1 << 16) {
+            1
+        } else {
+            n_threads.min(groups)
+        };
+        let per_thread = groups.div_ceil(n_threads);
+        candle_core::cpu::kernels::par_for_each(n_threads, |t| {
+            let lo = (t * per_thread).min(groups);
+            let hi = ((t + 1) * per_thread).min(groups);
+            for g in lo..hi {
+                let gt = &tiles.tiles[g * kb..(g + 1) * kb];
+                let emit = |tok: usize, v: [f32; 16]| {
+                    for (i, v) in v.into_iter().enumerate() {
+                        // SAFETY: in bounds; only this thread owns rows of group g.
+                        unsafe { out_ptr.write(tok * n + g * q4k_tiles::TILE_ROWS + i, v) };
+                    }
+                };
+                let mut tok = 0;
+                while tok + 2 <= m {
+                    // SAFETY: `available()` checked the CPU features; `gt`
+                    // has one tile per activation block.
+                    let [a, b] = unsafe {
+                        q4k_tiles::x86::gemv_tiles::<2>(
+                            gt,
+                            [xrow(tok), xrow(tok + 1)],
+                            [tok < m4, tok + 1 < m4],
+                        )
+                    };
+                    emit(tok, a);
+                    emit(tok + 1, b);
+                    tok += 2;
+                }
+                if tok < m {
+                    // SAFETY: as above.
+                    emit(tok, unsafe {
+                        q4k_tiles::x86::gemv_tile(gt, xrow(tok), tok < m4)
+                    });
+                }
+            }
+        });
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if simd && kind == WeightKind::Q6K && n % q4k_tiles::TILE_ROWS == 0 && q4k_tiles::available() {
+        let local;
+        let tiles = match tiles {
+            Some(Tiles::Q6K(t)) => t,
+            _ => {
+                local = q4k_tiles::Q6KTiles::new(w, n, k);
+                &local
+            }
+        };
+        let groups = n / q4k_tiles::TILE_ROWS;
+        let n_threads = n_threads.min(groups);
+        let per_thread = groups.div_ceil(n_threads);
+        candle_core::cpu::kernels::par_for_each(n_threads, |t| {
+            let lo = (t * per_thread).min(groups);
+            let hi = ((t + 1) * per_thread).min(groups);
+            for g in lo..hi {
+                let gt = &tiles.tiles[g * kb..(g + 1) * kb];
+                let emit = |tok: usize, v: [f32; 16]| {
+                    for (i, v) in v.into_iter().enumerate() {
+                        // SAFETY: in bounds; only this thread owns rows of group g.
+                        unsafe { out_ptr.write(tok * n + g * q4k_tiles::TILE_ROWS + i, v) };
+                    }
+                };
+                let mut tok = 0;
+                while !tiled && tok + 2 <= m {
+                    // SAFETY: `available()` checked the CPU features; `gt`
+                    // has one tile per activation block.
+                    let [a, b] = unsafe {
+                        q4k_tiles::x86::q6k_gemv_tiles::<2>(gt, [xrow(tok), xrow(tok + 1)])
+                    };
+                    emit(tok, a);
+                    emit(tok + 1, b);
+                    tok += 2;
+                }
+                for tok in tok..m {
+                    // SAFETY: as above.
+                    emit(tok, unsafe {
+                        if tiled {
+                            q4k_tiles::x86::q6k_tiled_tile(gt, xrow(tok))
+                        } else {
+                            q4k_tiles::x86::q6k_gemv_tile(gt, xrow(tok))
+                        }
+                    });
+                }
+            }
+        });
+        return;
+    }
+    let _ = tiles;
+    // Only the paths below read the GGUF blocks (tiles, when given, replace them).
+    assert!(w.len() >= n * row_bytes, "weight buffer too small");
+
+    candle_core::cpu::kernels::par_for_each(n_threads, |t| {
+        let lo = (t * per_thread).min(n);
+        let hi = ((t + 1) * per_thread).min(n);
+        for t0 in (0..m).step_by(TOKEN_TILE) {
+            let t1 = (t0 + TOKEN_TILE).min(m);
+            let mut r = lo;
+            // Tokens in the gemv order (decode; the last m % 4 of a batch):
+            // 8 weight rows at once.
+            #[cfg(target_arch = "x86_64")]
+            if simd && kind == WeightKind::Q4K && t0 >= m4 {
+                while r + 8 <= hi {
+                    for tok in t0..t1 {
+                        // SAFETY: `simd` implies the CPU features; rows r..r+8 exist.
+                        let v = unsafe {
+                            kquants::x86::dot_q4_k_gemv8(&w[r * row_bytes..], row_bytes, xrow(tok))
+                        };
+                        for (i, v) in v.into_iter().enumerate() {
+                            // SAFETY: in bounds; only this thread owns columns r..r+8.
+                            unsafe { out_ptr.write(tok * n + r + i, v) };
+                        }
+                    }
+                    r += 8;
+                }
+            }
+            for r in r..hi {
+                let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
+                let mut tok = t0;
+                #[cfg(target_arch = "x86_64")]
+                if simd {
+                    while tok + 4 <= t1 {
+                        let ys = [xrow(tok), xrow(tok + 1), xrow(tok + 2), xrow(tok + 3)];
+                        let pairs = [tok < m4, tok + 1 < m4, tok + 2 < m4, tok + 3 < m4];
+                        // SAFETY: `simd` implies the CPU features; `wrow` holds
+                        // `kb` blocks, as does every activation row.
+                        let v = unsafe {
+                            if kind == WeightKind::Q4K {
+                                kquants::x86::dot_q4_k_rows::<4>(wrow, ys, pairs)
+                            } else {
+                                kquants::x86::dot_q6_k_rows::<4>(wrow, ys, tiled)
+                            }
+                        };
+                        for (j, v) in v.into_iter().enumerate() {
+                            // SAFETY: in bounds; only this thread owns column r.
+                            unsafe { out_ptr.write((tok + j) * n + r, v) };
+                        }
+                        tok += 4;
+                    }
+                }
+                for tok in tok..t1 {
+                    let y = xrow(tok);
+                    #[cfg(target_arch = "x86_64")]
+                    let v = if simd {
+                        // SAFETY: as above.
+                        unsafe {
+                            if kind == WeightKind::Q4K {
+                                kquants::x86::dot_q4_k_rows::<1>(wrow, [y], [tok < m4])[0]
+                            } else {
+                                kquants::x86::dot_q6_k_rows::<1>(wrow, [y], tiled)[0]
+                            }
+                        }
+                    } else if kind == WeightKind::Q4K {
+                        kquants::dot_q4_k_scalar(wrow, y, tok < m4)
+                    } else {
+                        kquants::dot_q6_k_scalar(wrow, y, tiled)
+                    };
+                    #[cfg(not(target_arch = "x86_64"))]
+                    let v = if kind == WeightKind::Q4K {
+                        kquants::dot_q4_k_scalar(wrow, y, tok < m4)
+                    } else {
+                        kquants::dot_q6_k_scalar(wrow, y, tiled)
+                    };
+                    // SAFETY: (tok, r) is in bounds and only this thread owns
+                    // output column r.
+                    unsafe { out_ptr.write(tok * n + r, v) };
+                }
+            }
+        }
+    });
+}
+
+/// [`matmul`] for Q5_K: the 16-row tiles where this CPU has them (built here
+/// unless given), else the portable dot per row and token (same results);
+/// `tiled`: ggml's tiled-kernel order (see [`q5k_tiles`]).
+fn q5k_matmul(
+    tiles: Option<&Tiles>,
+    w: &[u8],
+    xq: &[q8k::BlockQ8K],
+    (m, n, k): (usize, usize, usize),
+    out: &mut [f32],
+    simd: bool,
+    tiled: bool,
+) {
+    let kb = k / q8k::QK_K;
+    let row_bytes = kb * q5k_tiles::Q5_K_BYTES;
+    let out_ptr = OutPtr(out.as_mut_ptr());
+    let xrow = |tok: usize| &xq[tok * kb..(tok + 1) * kb];
+    #[cfg(target_arch = "x86_64")]
+    if simd && n % q5k_tiles::TILE_ROWS == 0 && q4k_tiles::available() {
+        let local;
+        let tiles = match tiles {
+            Some(Tiles::Q5K(t)) => t,
+            _ => {
+                local = q5k_tiles::Q5KTiles::new(w, n, k);
+                &local
+            }
+        };
+        let groups = n / q5k_tiles::TILE_ROWS;
+        let n_threads = candle_core::utils::get_num_threads().clamp(1, groups);
+        let per_thread = groups.div_ceil(n_threads);
+        candle_core::cpu::kernels::par_for_each(n_threads, |t| {
+            for g in (t * per_thread).min(groups)..((t + 1) * per_thread).min(groups) {
+                let gt = &tiles.tiles[g * kb..(g + 1) * kb];
+                for tok in 0..m {
+                    // SAFETY: `available()` checked the CPU features; `gt`
+                    // has one tile per activation block.
+                    let v = unsafe { q5k_tiles::x86::gemv_tile(gt, xrow(tok), tiled) };
+                    for (i, v) in v.into_iter().enumerate() {
+                        // SAFETY: in bounds; only this thread owns rows of group g.
+                        unsafe { out_ptr.write(tok * n + g * q5k_tiles::TILE_ROWS + i, v) };
+                    }
+                }
+            }
+        });
+        return;
+    }
+    let _ = (tiles, simd);
+    assert!(w.len() >= n * row_bytes, "weight buffer too small");
+    for r in 0..n {
+        let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
+        for tok in 0..m {
+            // SAFETY: (tok, r) is in bounds; this loop is single-threaded.
+            unsafe {
+                out_ptr.write(
+                    tok * n + r,
+                    q5k_tiles::dot_q5_k_scalar(wrow, xrow(tok), tiled),
+                )
+            };
+        }
+    }
+}

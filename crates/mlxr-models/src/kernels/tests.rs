@@ -1,0 +1,416 @@
+use std::sync::Arc;
+
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+use candle_core::{Device, Module, Tensor};
+
+use super::matmul::matmul_with;
+use super::q8::{self, BlockQ8, QK};
+use super::*;
+
+/// Deterministic pseudo-random floats in [-1, 1) (xorshift).
+fn rand_vec(len: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn f16_at(b: &[u8], at: usize) -> f64 {
+    half::f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f64()
+}
+
+/// With `RowOrder::Independent` a row's result is the same whatever
+/// batch it is computed in (what "batched equals alone" rests on).
+#[test]
+fn independent_rows_do_not_depend_on_the_batch() {
+    use candle_core::quantized::{GgmlDType, QTensor};
+    let (n, k) = (64, 512);
+    for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
+        let w = Tensor::from_vec(rand_vec(n * k, 7), (n, k), &Device::Cpu).unwrap();
+        let qt = Arc::new(QTensor::quantize(&w, dtype).unwrap());
+        let op = QuantMatMul::new(qt, RowOrder::Independent).unwrap();
+        let m = 11;
+        let x = Tensor::from_vec(rand_vec(m * k, 9), (m, k), &Device::Cpu).unwrap();
+        let all = op.forward(&x).unwrap().to_vec2::<f32>().unwrap();
+        for (r, row) in all.iter().enumerate() {
+            let alone = op.forward(&x.narrow(0, r, 1).unwrap()).unwrap();
+            let alone = alone.to_vec2::<f32>().unwrap().remove(0);
+            assert!(
+                row.iter()
+                    .zip(&alone)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{dtype:?}: row {r} differs in a batch of {m}"
+            );
+        }
+    }
+}
+
+/// Plain f64 evaluation of the same quantized math.
+fn reference(kind: WeightKind, w: &[u8], x: &[f32], (m, n, k): (usize, usize, usize)) -> Vec<f64> {
+    let kb = k / QK;
+    let bb = kind.block_bytes();
+    let mut out = vec![0.0f64; m * n];
+    for i in 0..m {
+        let mut xq = vec![BlockQ8::default(); kb];
+        q8::quantize_row(&x[i * k..(i + 1) * k], &mut xq, kind.activation_has_sum());
+        for r in 0..n {
+            let mut acc = 0.0f64;
+            for (b, yb) in xq.iter().enumerate() {
+                let wb = &w[(r * kb + b) * bb..(r * kb + b + 1) * bb];
+                for e in 0..QK {
+                    let y = yb.d as f64 * yb.qs[e] as f64;
+                    let qs = match kind {
+                        WeightKind::Q4_1 => &wb[4..20],
+                        WeightKind::Q5_0 => &wb[6..22],
+                        WeightKind::Q8_0 => &wb[2..34],
+                        WeightKind::Q4_0 => &wb[2..18],
+                        WeightKind::Q5_1 => &wb[8..24],
+                        WeightKind::Q4K | WeightKind::Q6K | WeightKind::Q5K => unreachable!(),
+                    };
+                    let high = |at: usize| {
+                        let qh = u32::from_le_bytes([wb[at], wb[at + 1], wb[at + 2], wb[at + 3]]);
+                        ((qh >> e) & 1) as f64 * 16.0
+                    };
+                    let nib = if e < 16 { qs[e] & 15 } else { qs[e - 16] >> 4 } as f64;
+                    let wv = match kind {
+                        WeightKind::Q4_1 => f16_at(wb, 0) * nib + f16_at(wb, 2),
+                        WeightKind::Q5_0 => f16_at(wb, 0) * (nib + high(2) - 16.0),
+                        WeightKind::Q8_0 => f16_at(wb, 0) * (qs[e] as i8) as f64,
+                        WeightKind::Q4_0 => f16_at(wb, 0) * (nib - 8.0),
+                        WeightKind::Q5_1 => f16_at(wb, 0) * (nib + high(4)) + f16_at(wb, 2),
+                        WeightKind::Q4K | WeightKind::Q6K | WeightKind::Q5K => unreachable!(),
+                    };
+                    if kind == WeightKind::Q4_1 {
+                        // the offset term uses the stored sum s = d * Σq
+                        acc += f16_at(wb, 0) * nib * y;
+                    } else if kind == WeightKind::Q5_1 {
+                        acc += f16_at(wb, 0) * (nib + high(4)) * y;
+                    } else {
+                        acc += wv * y;
+                    }
+                }
+                if kind.activation_has_sum() {
+                    acc += f16_at(wb, 2) * yb.s as f64;
+                }
+            }
+            out[i * n + r] = acc;
+        }
+    }
+    out
+}
+
+fn check(kind: WeightKind, dtype: GgmlDType, (m, n, k): (usize, usize, usize)) {
+    let dev = Device::Cpu;
+    let wf = Tensor::from_vec(rand_vec(n * k, 7 + n as u64), (n, k), &dev).unwrap();
+    let qt = Arc::new(QTensor::quantize(&wf, dtype).unwrap());
+    let xv: Vec<f32> = rand_vec(m * k, 11 + m as u64)
+        .iter()
+        .map(|v| v * 3.0)
+        .collect();
+    let w = qt.data().unwrap().into_owned();
+
+    let mut simd = vec![0.0f32; m * n];
+    let mut scalar = vec![0.0f32; m * n];
+    matmul(kind, &w, &xv, (m, n, k), &mut simd, true);
+    matmul(kind, &w, &xv, (m, n, k), &mut scalar, false);
+    for (a, b) in simd.iter().zip(&scalar) {
+        assert_eq!(a.to_bits(), b.to_bits(), "simd {a} != scalar {b}");
+    }
+
+    let r = reference(kind, &w, &xv, (m, n, k));
+    let scale = r.iter().fold(0.0f64, |a, v| a.max(v.abs()));
+    for (a, b) in simd.iter().zip(&r) {
+        assert!(
+            ((*a as f64) - b).abs() <= 1e-4 * scale.max(b.abs()),
+            "{a} vs f64 {b}"
+        );
+    }
+
+    // vs candle's QMatMul (its own quantizer and order: close, not equal).
+    let x = Tensor::from_vec(xv, (m, k), &dev).unwrap();
+    let op = QuantMatMul::new(qt.clone(), RowOrder::Ggml).unwrap();
+    let ours = op.forward(&x).unwrap();
+    assert_eq!(ours.dims(), &[m, n]);
+    let ours: Vec<f32> = ours.flatten_all().unwrap().to_vec1().unwrap();
+    assert_eq!(ours, simd);
+    let theirs: Vec<f32> = QMatMul::from_arc(qt)
+        .unwrap()
+        .forward(&x)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    for (a, b) in ours.iter().zip(&theirs) {
+        assert!((a - b).abs() <= 1e-2 * scale as f32, "{a} vs candle {b}");
+    }
+}
+
+/// K-quants: SIMD and portable paths agree bit for bit, and both are
+/// close to candle's QMatMul.
+fn check_k(kind: WeightKind, dtype: GgmlDType, (m, n, k): (usize, usize, usize)) {
+    let dev = Device::Cpu;
+    let wf = Tensor::from_vec(rand_vec(n * k, 3 + n as u64), (n, k), &dev).unwrap();
+    let qt = Arc::new(QTensor::quantize(&wf, dtype).unwrap());
+    let xv: Vec<f32> = rand_vec(m * k, 5 + m as u64)
+        .iter()
+        .map(|v| v * 3.0)
+        .collect();
+    let w = qt.data().unwrap().into_owned();
+    let mut simd = vec![0.0f32; m * n];
+    let mut scalar = vec![0.0f32; m * n];
+    matmul(kind, &w, &xv, (m, n, k), &mut simd, true);
+    matmul(kind, &w, &xv, (m, n, k), &mut scalar, false);
+    for (a, b) in simd.iter().zip(&scalar) {
+        assert_eq!(a.to_bits(), b.to_bits(), "simd {a} != scalar {b}");
+    }
+    let x = Tensor::from_vec(xv, (m, k), &dev).unwrap();
+    let ours: Vec<f32> = QuantMatMul::new(qt.clone(), RowOrder::Ggml)
+        .unwrap()
+        .forward(&x)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    assert_eq!(ours, simd);
+    let theirs: Vec<f32> = QMatMul::from_arc(qt)
+        .unwrap()
+        .forward(&x)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    let scale = theirs.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+    for (a, b) in ours.iter().zip(&theirs) {
+        assert!((a - b).abs() <= 1e-2 * scale, "{a} vs candle {b}");
+    }
+}
+
+#[test]
+fn k_quants_simd_equals_scalar_and_are_close_to_candle() {
+    for m in [1, 2, 5, 8, 19] {
+        check_k(WeightKind::Q4K, GgmlDType::Q4K, (m, 40, 512));
+        // n a multiple of 16: the AVX-512 VNNI tile path where available.
+        check_k(WeightKind::Q4K, GgmlDType::Q4K, (m, 48, 768));
+        check_k(WeightKind::Q6K, GgmlDType::Q6K, (m, 36, 768));
+        check_k(WeightKind::Q6K, GgmlDType::Q6K, (m, 32, 512));
+        if q4k_tiles::available() {
+            check_k(WeightKind::Q5K, GgmlDType::Q5K, (m, 48, 768));
+            check_k(WeightKind::Q5K, GgmlDType::Q5K, (m, 32, 512));
+        }
+    }
+}
+
+#[test]
+fn q4_1_matches_reference_and_candle() {
+    check(WeightKind::Q4_1, GgmlDType::Q4_1, (19, 40, 576));
+    // n a multiple of 16: the AVX-512 VNNI tile path where available.
+    for m in [1, 2, 3, 5, 18, 19] {
+        check(WeightKind::Q4_1, GgmlDType::Q4_1, (m, 48, 576));
+    }
+    check(WeightKind::Q4_1, GgmlDType::Q4_1, (2, 16, 32));
+    check(WeightKind::Q4_1, GgmlDType::Q4_1, (3, 32, 96));
+}
+
+#[test]
+fn q5_0_matches_reference_and_candle() {
+    check(WeightKind::Q5_0, GgmlDType::Q5_0, (19, 40, 640));
+    // n a multiple of 16: the AVX-512 VNNI tile path where available.
+    for m in [1, 2, 3, 5, 18, 19] {
+        check(WeightKind::Q5_0, GgmlDType::Q5_0, (m, 48, 640));
+    }
+    check(WeightKind::Q5_0, GgmlDType::Q5_0, (2, 16, 32));
+    check(WeightKind::Q5_0, GgmlDType::Q5_0, (3, 32, 96));
+}
+
+#[test]
+fn q8_0_matches_reference_and_candle() {
+    check(WeightKind::Q8_0, GgmlDType::Q8_0, (19, 40, 640));
+    // n a multiple of 16: the AVX-512 VNNI tile path where available.
+    for m in [1, 2, 3, 5, 18, 19] {
+        check(WeightKind::Q8_0, GgmlDType::Q8_0, (m, 48, 640));
+    }
+    check(WeightKind::Q8_0, GgmlDType::Q8_0, (2, 16, 32));
+    check(WeightKind::Q8_0, GgmlDType::Q8_0, (3, 32, 96));
+}
+
+/// With tiles, the op keeps no reference to the GGUF blocks (the weight
+/// is in memory once); without, it shares the caller's tensor.
+#[test]
+fn tiled_ops_let_go_of_the_blocks() {
+    for dtype in [
+        GgmlDType::Q4_1,
+        GgmlDType::Q8_0,
+        GgmlDType::Q4K,
+        GgmlDType::Q6K,
+    ] {
+        let k = 512;
+        let w = Tensor::from_vec(rand_vec(48 * k, 5), (48, k), &Device::Cpu).unwrap();
+        let qt = Arc::new(QTensor::quantize(&w, dtype).unwrap());
+        let op = QuantMatMul::new(qt.clone(), RowOrder::Independent).unwrap();
+        assert_eq!(op.replaces_blocks(), q4k_tiles::available(), "{dtype:?}");
+        let refs = if op.replaces_blocks() { 1 } else { 2 };
+        assert_eq!(Arc::strong_count(&qt), refs, "{dtype:?}");
+        let x = Tensor::from_vec(rand_vec(3 * k, 6), (3, k), &Device::Cpu).unwrap();
+        let ours = op
+            .forward(&x)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        let data = qt.data().unwrap();
+        let mut blocks = vec![0.0f32; 3 * 48];
+        let kind = WeightKind::from_dtype(dtype).unwrap();
+        matmul_with(
+            kind,
+            &data,
+            None,
+            &x.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            (3, 48, k),
+            &mut blocks,
+            true,
+            RowOrder::Independent,
+        );
+        assert_eq!(ours, blocks, "{dtype:?}");
+    }
+}
+
+/// Rows read back from the tiles equal candle's dequantization.
+#[test]
+fn tile_rows_dequantize_like_candle() {
+    if !q32_tiles::available() {
+        return;
+    }
+    for dtype in [
+        GgmlDType::Q4_0,
+        GgmlDType::Q4_1,
+        GgmlDType::Q5_0,
+        GgmlDType::Q5_1,
+        GgmlDType::Q8_0,
+    ] {
+        let (n, k) = (48, 96);
+        let w = Tensor::from_vec(rand_vec(n * k, 8), (n, k), &Device::Cpu).unwrap();
+        let qt = Arc::new(QTensor::quantize(&w, dtype).unwrap());
+        let expected = qt
+            .dequantize(&Device::Cpu)
+            .unwrap()
+            .to_vec2::<f32>()
+            .unwrap();
+        let op = QuantMatMul::new(qt, RowOrder::Independent).unwrap();
+        assert!(op.has_rows(), "{dtype:?}");
+        for (r, want) in expected.iter().enumerate() {
+            let mut row = vec![0.0f32; k];
+            assert!(op.dequantize_row(r, &mut row));
+            assert_eq!(&row, want, "{dtype:?} row {r}");
+        }
+        assert!(!op.dequantize_row(n, &mut vec![0.0; k]));
+    }
+}
+
+#[test]
+fn q4_0_and_q5_1_match_reference_and_candle() {
+    for (kind, dtype) in [
+        (WeightKind::Q4_0, GgmlDType::Q4_0),
+        (WeightKind::Q5_1, GgmlDType::Q5_1),
+    ] {
+        if !q32_tiles::available() {
+            // Only the tile kernel exists; candle's kernel runs elsewhere.
+            let qt = QTensor::quantize(
+                &Tensor::zeros((16, 64), candle_core::DType::F32, &Device::Cpu).unwrap(),
+                dtype,
+            )
+            .unwrap();
+            assert!(QuantMatMul::new(Arc::new(qt), RowOrder::Ggml).is_none());
+            continue;
+        }
+        for m in [1, 2, 3, 5, 18, 19] {
+            check(kind, dtype, (m, 48, 640));
+        }
+        check(kind, dtype, (2, 16, 32));
+        check(kind, dtype, (3, 32, 96));
+    }
+}
+
+/// Compares against dumps of ggml's own CPU `mul_mat`, committed in
+/// tests/fixtures/ggml-matmul (written by scripts/llamacpp-reference/ggml-matmul-dump.c
+/// against the llama.cpp reference build: `<type>_m<m>.bin` holds u32 type, m, n, k,
+/// weight blocks, x as f32, y as f32). Q4_K comes from ggml's CPU_REPACK buffer
+/// (gemm for the first m - m % 4 rows, gemv for the rest, as in llama.cpp); Q6_K
+/// from a plain buffer (vec_dot below 8 rows, the tiled kernel from 8 on).
+#[test]
+fn bit_identical_to_ggml_dumps() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/ggml-matmul");
+    let mut files = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        let u = |i: usize| u32::from_le_bytes(bytes[i * 4..i * 4 + 4].try_into().unwrap());
+        let kind = match u(0) {
+            2 => WeightKind::Q4_0,
+            3 => WeightKind::Q4_1,
+            6 => WeightKind::Q5_0,
+            7 => WeightKind::Q5_1,
+            8 => WeightKind::Q8_0,
+            12 => WeightKind::Q4K,
+            13 => WeightKind::Q5K,
+            14 => WeightKind::Q6K,
+            t => panic!("{}: ggml type {t}", path.display()),
+        };
+        let (m, n, k) = (u(1) as usize, u(2) as usize, u(3) as usize);
+        let wlen = n * k / kind.block_elems() * kind.block_bytes();
+        let w = &bytes[16..16 + wlen];
+        let floats = |at: usize, len: usize| -> Vec<f32> {
+            bytes[at..at + 4 * len]
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect()
+        };
+        let x = floats(16 + wlen, m * k);
+        let expected = floats(16 + wlen + 4 * m * k, m * n);
+        // All rows, then (through the 16-row tile kernels where this CPU
+        // has them) the first rows that fill whole tiles.
+        let tiled_n = n - n % 16;
+        for (rows, simd) in [(n, true), (n, false), (tiled_n, true)] {
+            let w = &w[..rows * k / kind.block_elems() * kind.block_bytes()];
+            let mut out = vec![0.0f32; m * rows];
+            matmul(kind, w, &x, (m, rows, k), &mut out, simd);
+            for (i, a) in out.iter().enumerate() {
+                let b = expected[i / rows * n + i % rows];
+                assert_eq!(
+                    a.to_bits(),
+                    b.to_bits(),
+                    "{} ({rows} rows): [{i}] {a} vs ggml {b}",
+                    path.display()
+                );
+            }
+        }
+        files += 1;
+    }
+    assert_eq!(files, 32, "expected 8 weight types x 4 token counts");
+    eprintln!("{files} ggml dumps matched bit for bit");
+}
+
+#[test]
+fn q8_rounds_ties_to_even_and_stores_f32_sum_product() {
+    // amax = 127 → id = 1, d = 1: 0.5 → 0, 1.5 → 2, 2.5 → 2, -0.5 → -0.
+    let mut x = vec![0.0f32; QK];
+    x[0] = 127.0;
+    x[1] = 0.5;
+    x[2] = 1.5;
+    x[3] = 2.5;
+    x[4] = -0.5;
+    let mut b = [BlockQ8::default()];
+    q8::quantize_row(&x, &mut b, true);
+    assert_eq!(&b[0].qs[..5], &[127, 0, 2, 2, 0]);
+    assert_eq!(b[0].d, 1.0);
+    assert_eq!(b[0].s, 131.0);
+}
