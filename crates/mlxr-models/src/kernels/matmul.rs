@@ -243,6 +243,53 @@ pub(crate) fn par_rows<B: Send>(
         .for_each(|(i, run)| f(i * per_run, run));
 }
 
+/// The driver of every 16-row tile kernel: row groups split over
+/// `n_threads`; in each group tokens go in runs of [`TOKEN_TILE`], two at a
+/// time through `two(g, tok)` while `pairs(tok)` allows, else one at a time
+/// through `one(g, tok)`; each call's 16 results land in
+/// `out[tok, 16g..16g + 16]`.
+#[cfg(target_arch = "x86_64")]
+fn run_tiles(
+    n_threads: usize,
+    (m, n): (usize, usize),
+    out: &mut [f32],
+    pairs: impl Fn(usize) -> bool + Sync,
+    two: impl Fn(usize, usize) -> [[f32; TILE]; 2] + Sync,
+    one: impl Fn(usize, usize) -> [f32; TILE] + Sync,
+) {
+    let groups = n / TILE;
+    let n_threads = n_threads.clamp(1, groups.max(1));
+    let per_thread = groups.div_ceil(n_threads);
+    let out_ptr = OutPtr(out.as_mut_ptr());
+    candle_core::cpu::kernels::par_for_each(n_threads, |t| {
+        let emit = |g: usize, tok: usize, v: [f32; TILE]| {
+            for (i, v) in v.into_iter().enumerate() {
+                // SAFETY: in bounds; only this thread owns the rows of group g.
+                unsafe { out_ptr.write(tok * n + g * TILE + i, v) };
+            }
+        };
+        for t0 in (0..m).step_by(TOKEN_TILE) {
+            let t1 = (t0 + TOKEN_TILE).min(m);
+            for g in (t * per_thread).min(groups)..((t + 1) * per_thread).min(groups) {
+                let mut tok = t0;
+                while tok + 2 <= t1 && pairs(tok) {
+                    let [a, b] = two(g, tok);
+                    emit(g, tok, a);
+                    emit(g, tok + 1, b);
+                    tok += 2;
+                }
+                for tok in tok..t1 {
+                    emit(g, tok, one(g, tok));
+                }
+            }
+        }
+    });
+}
+
+/// Rows per tile, the same for every tile kind.
+#[cfg(target_arch = "x86_64")]
+const TILE: usize = q32_tiles::TILE_ROWS;
+
 /// [`matmul`] for Q4_1/Q5_0/Q8_0 with [`q32_tiles`]: threads split the row
 /// groups; tokens go two at a time through each group's tiles.
 #[cfg(target_arch = "x86_64")]
@@ -252,13 +299,9 @@ fn q32_tile_matmul(
     (m, n, kb): (usize, usize, usize),
     out: &mut [f32],
 ) {
-    use q32_tiles::{x86::tile_rows, TILE_ROWS};
+    use q32_tiles::x86::tile_rows;
     let kind = tiles.kind();
     let offsets = q32_tiles::lane_offsets(kind, xq);
-    let groups = n / TILE_ROWS;
-    let n_threads = candle_core::utils::get_num_threads().clamp(1, groups);
-    let per_thread = groups.div_ceil(n_threads);
-    let out_ptr = OutPtr(out.as_mut_ptr());
     let xrow = |tok: usize| &xq[tok * kb..(tok + 1) * kb];
     let offsets_of = |tok: usize| {
         if offsets.is_empty() {
@@ -267,55 +310,37 @@ fn q32_tile_matmul(
             &offsets[tok * kb..(tok + 1) * kb]
         }
     };
-    candle_core::cpu::kernels::par_for_each(n_threads, |t| {
-        let lo = (t * per_thread).min(groups);
-        let hi = ((t + 1) * per_thread).min(groups);
-        for t0 in (0..m).step_by(TOKEN_TILE) {
-            let t1 = (t0 + TOKEN_TILE).min(m);
-            for g in lo..hi {
-                let gt = tiles.group(g);
-                let mut tok = t0;
-                let emit = |tok: usize, v: [f32; TILE_ROWS]| {
-                    for (i, v) in v.into_iter().enumerate() {
-                        // SAFETY: in bounds; only this thread owns rows of group g.
-                        unsafe { out_ptr.write(tok * n + g * TILE_ROWS + i, v) };
-                    }
-                };
-                while tok + 2 <= t1 {
-                    let ys = [xrow(tok), xrow(tok + 1)];
-                    let os = [offsets_of(tok), offsets_of(tok + 1)];
-                    // SAFETY: `available()` checked the CPU features; `gt` has
-                    // one tile per activation block, `os` one entry per block.
-                    let v = unsafe {
-                        match kind {
-                            WeightKind::Q4_1 => tile_rows::<0, 2>(gt, ys, os),
-                            WeightKind::Q5_0 => tile_rows::<1, 2>(gt, ys, os),
-                            WeightKind::Q4_0 => tile_rows::<3, 2>(gt, ys, os),
-                            WeightKind::Q5_1 => tile_rows::<4, 2>(gt, ys, os),
-                            _ => tile_rows::<2, 2>(gt, ys, os),
-                        }
-                    };
-                    emit(tok, v[0]);
-                    emit(tok + 1, v[1]);
-                    tok += 2;
-                }
-                if tok < t1 {
-                    let (ys, os) = ([xrow(tok)], [offsets_of(tok)]);
-                    // SAFETY: as above.
-                    let v = unsafe {
-                        match kind {
-                            WeightKind::Q4_1 => tile_rows::<0, 1>(gt, ys, os),
-                            WeightKind::Q5_0 => tile_rows::<1, 1>(gt, ys, os),
-                            WeightKind::Q4_0 => tile_rows::<3, 1>(gt, ys, os),
-                            WeightKind::Q5_1 => tile_rows::<4, 1>(gt, ys, os),
-                            _ => tile_rows::<2, 1>(gt, ys, os),
-                        }
-                    };
-                    emit(tok, v[0]);
-                }
+    let n_threads = candle_core::utils::get_num_threads();
+    let two = |g: usize, tok: usize| {
+        let (gt, ys) = (tiles.group(g), [xrow(tok), xrow(tok + 1)]);
+        let os = [offsets_of(tok), offsets_of(tok + 1)];
+        // SAFETY: `available()` checked the CPU features; each group has one
+        // tile per activation block, `offsets_of` one entry per block.
+        unsafe {
+            match kind {
+                WeightKind::Q4_1 => tile_rows::<0, 2>(gt, ys, os),
+                WeightKind::Q5_0 => tile_rows::<1, 2>(gt, ys, os),
+                WeightKind::Q4_0 => tile_rows::<3, 2>(gt, ys, os),
+                WeightKind::Q5_1 => tile_rows::<4, 2>(gt, ys, os),
+                _ => tile_rows::<2, 2>(gt, ys, os),
             }
         }
-    });
+    };
+    let one = |g: usize, tok: usize| {
+        let (gt, ys, os) = (tiles.group(g), [xrow(tok)], [offsets_of(tok)]);
+        // SAFETY: as above.
+        let [v] = unsafe {
+            match kind {
+                WeightKind::Q4_1 => tile_rows::<0, 1>(gt, ys, os),
+                WeightKind::Q5_0 => tile_rows::<1, 1>(gt, ys, os),
+                WeightKind::Q4_0 => tile_rows::<3, 1>(gt, ys, os),
+                WeightKind::Q5_1 => tile_rows::<4, 1>(gt, ys, os),
+                _ => tile_rows::<2, 1>(gt, ys, os),
+            }
+        };
+        v
+    };
+    run_tiles(n_threads, (m, n), out, |_| true, two, one);
 }
 
 /// [`matmul`] for Q4_K/Q6_K weights: activations in Q8_K; for Q4_K the
@@ -391,49 +416,24 @@ fn kquant_matmul(
                 &local
             }
         };
-        let groups = n / q4k_tiles::TILE_ROWS;
         // Only tiny products stay on one thread (measured: single-threaded
         // decode rows of Gemma's 640x1024 made the whole step slower).
-        let n_threads = if m * n * k < (1 << 16) {
-            1
-        } else {
-            n_threads.min(groups)
+        let n_threads = if m * n * k < (1 << 16) { 1 } else { n_threads };
+        let group = |g: usize| &tiles.tiles[g * kb..(g + 1) * kb];
+        // SAFETY (both kernels): `available()` checked the CPU features; each
+        // group has one tile per activation block.
+        let two = |g: usize, tok: usize| unsafe {
+            q4k_tiles::x86::gemv_tiles::<2>(
+                group(g),
+                [xrow(tok), xrow(tok + 1)],
+                [tok < m4, tok + 1 < m4],
+            )
         };
-        let per_thread = groups.div_ceil(n_threads);
-        candle_core::cpu::kernels::par_for_each(n_threads, |t| {
-            let lo = (t * per_thread).min(groups);
-            let hi = ((t + 1) * per_thread).min(groups);
-            for g in lo..hi {
-                let gt = &tiles.tiles[g * kb..(g + 1) * kb];
-                let emit = |tok: usize, v: [f32; 16]| {
-                    for (i, v) in v.into_iter().enumerate() {
-                        // SAFETY: in bounds; only this thread owns rows of group g.
-                        unsafe { out_ptr.write(tok * n + g * q4k_tiles::TILE_ROWS + i, v) };
-                    }
-                };
-                let mut tok = 0;
-                while tok + 2 <= m {
-                    // SAFETY: `available()` checked the CPU features; `gt`
-                    // has one tile per activation block.
-                    let [a, b] = unsafe {
-                        q4k_tiles::x86::gemv_tiles::<2>(
-                            gt,
-                            [xrow(tok), xrow(tok + 1)],
-                            [tok < m4, tok + 1 < m4],
-                        )
-                    };
-                    emit(tok, a);
-                    emit(tok + 1, b);
-                    tok += 2;
-                }
-                if tok < m {
-                    // SAFETY: as above.
-                    emit(tok, unsafe {
-                        q4k_tiles::x86::gemv_tile(gt, xrow(tok), tok < m4)
-                    });
-                }
-            }
-        });
+        // SAFETY: as above.
+        let one = |g: usize, tok: usize| unsafe {
+            q4k_tiles::x86::gemv_tile(group(g), xrow(tok), tok < m4)
+        };
+        run_tiles(n_threads, (m, n), out, |_| true, two, one);
         return;
     }
     #[cfg(target_arch = "x86_64")]
@@ -446,43 +446,21 @@ fn kquant_matmul(
                 &local
             }
         };
-        let groups = n / q4k_tiles::TILE_ROWS;
-        let n_threads = n_threads.min(groups);
-        let per_thread = groups.div_ceil(n_threads);
-        candle_core::cpu::kernels::par_for_each(n_threads, |t| {
-            let lo = (t * per_thread).min(groups);
-            let hi = ((t + 1) * per_thread).min(groups);
-            for g in lo..hi {
-                let gt = &tiles.tiles[g * kb..(g + 1) * kb];
-                let emit = |tok: usize, v: [f32; 16]| {
-                    for (i, v) in v.into_iter().enumerate() {
-                        // SAFETY: in bounds; only this thread owns rows of group g.
-                        unsafe { out_ptr.write(tok * n + g * q4k_tiles::TILE_ROWS + i, v) };
-                    }
-                };
-                let mut tok = 0;
-                while !tiled && tok + 2 <= m {
-                    // SAFETY: `available()` checked the CPU features; `gt`
-                    // has one tile per activation block.
-                    let [a, b] = unsafe {
-                        q4k_tiles::x86::q6k_gemv_tiles::<2>(gt, [xrow(tok), xrow(tok + 1)])
-                    };
-                    emit(tok, a);
-                    emit(tok + 1, b);
-                    tok += 2;
-                }
-                for tok in tok..m {
-                    // SAFETY: as above.
-                    emit(tok, unsafe {
-                        if tiled {
-                            q4k_tiles::x86::q6k_tiled_tile(gt, xrow(tok))
-                        } else {
-                            q4k_tiles::x86::q6k_gemv_tile(gt, xrow(tok))
-                        }
-                    });
-                }
+        let group = |g: usize| &tiles.tiles[g * kb..(g + 1) * kb];
+        // SAFETY (both kernels): `available()` checked the CPU features; each
+        // group has one tile per activation block.
+        let two = |g: usize, tok: usize| unsafe {
+            q4k_tiles::x86::q6k_gemv_tiles::<2>(group(g), [xrow(tok), xrow(tok + 1)])
+        };
+        // SAFETY: as above.
+        let one = |g: usize, tok: usize| unsafe {
+            if tiled {
+                q4k_tiles::x86::q6k_tiled_tile(group(g), xrow(tok))
+            } else {
+                q4k_tiles::x86::q6k_gemv_tile(group(g), xrow(tok))
             }
-        });
+        };
+        run_tiles(n_threads, (m, n), out, |_| !tiled, two, one);
         return;
     }
     let _ = tiles;
@@ -595,23 +573,14 @@ fn q5k_matmul(
                 &local
             }
         };
-        let groups = n / q5k_tiles::TILE_ROWS;
-        let n_threads = candle_core::utils::get_num_threads().clamp(1, groups);
-        let per_thread = groups.div_ceil(n_threads);
-        candle_core::cpu::kernels::par_for_each(n_threads, |t| {
-            for g in (t * per_thread).min(groups)..((t + 1) * per_thread).min(groups) {
-                let gt = &tiles.tiles[g * kb..(g + 1) * kb];
-                for tok in 0..m {
-                    // SAFETY: `available()` checked the CPU features; `gt`
-                    // has one tile per activation block.
-                    let v = unsafe { q5k_tiles::x86::gemv_tile(gt, xrow(tok), tiled) };
-                    for (i, v) in v.into_iter().enumerate() {
-                        // SAFETY: in bounds; only this thread owns rows of group g.
-                        unsafe { out_ptr.write(tok * n + g * q5k_tiles::TILE_ROWS + i, v) };
-                    }
-                }
-            }
-        });
+        let group = |g: usize| &tiles.tiles[g * kb..(g + 1) * kb];
+        // SAFETY: `available()` checked the CPU features; each group has one
+        // tile per activation block.
+        let one =
+            |g: usize, tok: usize| unsafe { q5k_tiles::x86::gemv_tile(group(g), xrow(tok), tiled) };
+        let two = |g: usize, tok: usize| [one(g, tok), one(g, tok + 1)];
+        let n_threads = candle_core::utils::get_num_threads();
+        run_tiles(n_threads, (m, n), out, |_| false, two, one);
         return;
     }
     let _ = (tiles, simd);
