@@ -208,37 +208,22 @@ fn k_quants_simd_equals_scalar_and_are_close_to_candle() {
     }
 }
 
+/// The 32-element types through both the row path (n = 40) and the tiles.
 #[test]
-fn q4_1_matches_reference_and_candle() {
-    check(WeightKind::Q4_1, GgmlDType::Q4_1, (19, 40, 576));
-    // n a multiple of 16: the AVX-512 VNNI tile path where available.
-    for m in [1, 2, 3, 5, 18, 19] {
-        check(WeightKind::Q4_1, GgmlDType::Q4_1, (m, 48, 576));
+fn q4_1_q5_0_q8_0_match_reference_and_candle() {
+    for (kind, dtype, k) in [
+        (WeightKind::Q4_1, GgmlDType::Q4_1, 576),
+        (WeightKind::Q5_0, GgmlDType::Q5_0, 640),
+        (WeightKind::Q8_0, GgmlDType::Q8_0, 640),
+    ] {
+        check(kind, dtype, (19, 40, k));
+        // n a multiple of 16: the AVX-512 VNNI tile path where available.
+        for m in [1, 2, 3, 5, 18, 19] {
+            check(kind, dtype, (m, 48, k));
+        }
+        check(kind, dtype, (2, 16, 32));
+        check(kind, dtype, (3, 32, 96));
     }
-    check(WeightKind::Q4_1, GgmlDType::Q4_1, (2, 16, 32));
-    check(WeightKind::Q4_1, GgmlDType::Q4_1, (3, 32, 96));
-}
-
-#[test]
-fn q5_0_matches_reference_and_candle() {
-    check(WeightKind::Q5_0, GgmlDType::Q5_0, (19, 40, 640));
-    // n a multiple of 16: the AVX-512 VNNI tile path where available.
-    for m in [1, 2, 3, 5, 18, 19] {
-        check(WeightKind::Q5_0, GgmlDType::Q5_0, (m, 48, 640));
-    }
-    check(WeightKind::Q5_0, GgmlDType::Q5_0, (2, 16, 32));
-    check(WeightKind::Q5_0, GgmlDType::Q5_0, (3, 32, 96));
-}
-
-#[test]
-fn q8_0_matches_reference_and_candle() {
-    check(WeightKind::Q8_0, GgmlDType::Q8_0, (19, 40, 640));
-    // n a multiple of 16: the AVX-512 VNNI tile path where available.
-    for m in [1, 2, 3, 5, 18, 19] {
-        check(WeightKind::Q8_0, GgmlDType::Q8_0, (m, 48, 640));
-    }
-    check(WeightKind::Q8_0, GgmlDType::Q8_0, (2, 16, 32));
-    check(WeightKind::Q8_0, GgmlDType::Q8_0, (3, 32, 96));
 }
 
 /// With tiles, the op keeps no reference to the GGUF blocks (the weight
