@@ -152,7 +152,7 @@ pub mod x86 {
 
     use std::arch::x86_64::*;
 
-    use super::{BlockQ8, Q4_1_BYTES, Q5_0_BYTES, Q8_0_BYTES};
+    use super::{BlockQ8, Q4_0_BYTES, Q4_1_BYTES, Q5_0_BYTES, Q5_1_BYTES, Q8_0_BYTES};
 
     /// Whether this CPU can run the functions of this module.
     pub fn available() -> bool {
@@ -278,9 +278,30 @@ pub mod x86 {
         hsum8(acc)
     }
 
-    /// Weight block → (scale, unsigned bytes, sign source) for the
-    /// `u8 × i8` product: Q4_1 nibbles are already unsigned; Q5_0/Q8_0 values
-    /// are signed, so their absolute values multiply sign-transferred activations.
+    /// Where each byte of a block's 32 stands its fifth bit (from the `qh`
+    /// word at `p`): `0xFF` where set.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn fifth_bits(p: *const u8) -> __m256i {
+        // Byte i of the broadcast qh word goes to output bytes 8i..8i+8; each
+        // output byte then tests its own bit.
+        let spread = _mm256_set_epi64x(
+            0x0303_0303_0303_0303,
+            0x0202_0202_0202_0202,
+            0x0101_0101_0101_0101,
+            0,
+        );
+        let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+        // SAFETY: callers pass a pointer to 4 readable bytes.
+        let qh = unsafe { std::ptr::read_unaligned(p as *const i32) };
+        let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(qh), spread);
+        _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit)
+    }
+
+    /// Weight block → (scale, min, unsigned bytes, sign source) for the
+    /// `u8 × i8` product: Q4_1/Q5_1 values are already unsigned; Q5_0, Q8_0
+    /// and Q4_0 values are signed, so their absolute values multiply
+    /// sign-transferred activations.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn weight_block(kind: u8, p: *const u8) -> (f32, f32, __m256i, Option<__m256i>) {
@@ -289,20 +310,23 @@ pub mod x86 {
             match kind {
                 0 => (f16_at(p), f16_at(p.add(2)), unpack_nibbles(p.add(4)), None),
                 1 => {
-                    let spread = _mm256_set_epi64x(
-                        0x0303_0303_0303_0303,
-                        0x0202_0202_0202_0202,
-                        0x0101_0101_0101_0101,
-                        0,
-                    );
-                    let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
-                    let qh = std::ptr::read_unaligned(p.add(2) as *const i32);
-                    let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(qh), spread);
-                    let set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+                    let set = fifth_bits(p.add(2));
                     let high = _mm256_set1_epi8(0xF0u8 as i8);
                     let qx =
                         _mm256_or_si256(unpack_nibbles(p.add(6)), _mm256_andnot_si256(set, high));
                     (f16_at(p), 0.0, _mm256_sign_epi8(qx, qx), Some(qx))
+                }
+                3 => {
+                    let qx = _mm256_sub_epi8(unpack_nibbles(p.add(2)), _mm256_set1_epi8(8));
+                    (f16_at(p), 0.0, _mm256_sign_epi8(qx, qx), Some(qx))
+                }
+                4 => {
+                    let set = fifth_bits(p.add(4));
+                    let qx = _mm256_or_si256(
+                        unpack_nibbles(p.add(8)),
+                        _mm256_and_si256(set, _mm256_set1_epi8(0x10)),
+                    );
+                    (f16_at(p), f16_at(p.add(2)), qx, None)
                 }
                 _ => {
                     let qx = _mm256_loadu_si256(p.add(2) as *const __m256i);
@@ -314,7 +338,8 @@ pub mod x86 {
 
     /// One weight row against `R` activation rows at once (the weight block
     /// is unpacked once); each result has exactly the float operations of
-    /// the single-row functions above. `kind`: 0 = Q4_1, 1 = Q5_0, 2 = Q8_0.
+    /// the single-row functions above. `kind`: 0 = Q4_1, 1 = Q5_0, 2 = Q8_0,
+    /// 3 = Q4_0, 4 = Q5_1 (as `ggml_vec_dot_q4_0_q8_0`/`..._q5_1_q8_1`).
     ///
     /// # Safety
     /// The CPU must support AVX2, FMA and F16C; `w` holds `ys[i].len()` blocks
@@ -325,6 +350,8 @@ pub mod x86 {
         let block_bytes = match kind {
             0 => Q4_1_BYTES,
             1 => Q5_0_BYTES,
+            3 => Q4_0_BYTES,
+            4 => Q5_1_BYTES,
             _ => Q8_0_BYTES,
         };
         debug_assert!(w.len() >= nb * block_bytes);
@@ -353,7 +380,7 @@ pub mod x86 {
         }
         let mut out = [0.0f32; R];
         for r in 0..R {
-            out[r] = if kind == 0 {
+            out[r] = if kind == 0 || kind == 4 {
                 hsum8(acc[r]) + summs[r]
             } else {
                 hsum8(acc[r])

@@ -41,6 +41,18 @@ fn dot_q5_0_simd(w: &[u8], y: &[BlockQ8]) -> f32 {
     unsafe { dot::x86::dot_q5_0_q8_0(w, y) }
 }
 
+#[cfg(target_arch = "x86_64")]
+fn dot_q4_0_simd(w: &[u8], y: &[BlockQ8]) -> f32 {
+    // SAFETY: only selected after `simd_available()`; `w` has `y.len()` blocks.
+    unsafe { dot::x86::dot_rows::<1>(3, w, [y])[0] }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn dot_q5_1_simd(w: &[u8], y: &[BlockQ8]) -> f32 {
+    // SAFETY: only selected after `simd_available()`; `w` has `y.len()` blocks.
+    unsafe { dot::x86::dot_rows::<1>(4, w, [y])[0] }
+}
+
 fn dot_fn(kind: WeightKind, simd: bool) -> DotFn {
     #[cfg(target_arch = "x86_64")]
     if simd && simd_available() && !kind.tiles_only() {
@@ -48,6 +60,8 @@ fn dot_fn(kind: WeightKind, simd: bool) -> DotFn {
             WeightKind::Q4_1 => dot_q4_1_simd,
             WeightKind::Q5_0 => dot_q5_0_simd,
             WeightKind::Q8_0 => dot_q8_0_simd,
+            WeightKind::Q4_0 => dot_q4_0_simd,
+            WeightKind::Q5_1 => dot_q5_1_simd,
             _ => unreachable!("no single-row SIMD kernel for {kind:?}"),
         };
     }

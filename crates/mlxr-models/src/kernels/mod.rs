@@ -41,18 +41,17 @@ pub enum WeightKind {
     Q4_1,
     Q5_0,
     Q8_0,
-    /// Only through the AVX-512 VNNI tiles ([`q32_tiles`]); elsewhere
-    /// candle's kernel runs.
+    /// `ggml_vec_dot_q4_0_q8_0`'s order (llama.cpp repacks Q4_0 on AVX2
+    /// machines, which changes its order there).
     Q4_0,
-    /// Like [`Self::Q4_0`].
     Q5_1,
     /// Q4_K with Q8_K activations, as ggml's repacked `block_q4_Kx8` kernels
     /// compute it (the weight's row count must be a multiple of 8).
     Q4K,
     /// Q6_K with Q8_K activations (`ggml_vec_dot_q6_K_q8_K`).
     Q6K,
-    /// Q5_K with Q8_K activations (`ggml_vec_dot_q5_K_q8_K`); like
-    /// [`Self::Q4_0`], only through the tiles.
+    /// Q5_K with Q8_K activations (`ggml_vec_dot_q5_K_q8_K`); only through
+    /// the AVX-512 VNNI tiles ([`q5k_tiles`]), candle's kernel elsewhere.
     Q5K,
 }
 
@@ -103,14 +102,15 @@ impl WeightKind {
             Self::Q4_1 => 0,
             Self::Q5_0 => 1,
             Self::Q8_0 => 2,
-            Self::Q4_0 | Self::Q5_1 => unreachable!("Q4_0/Q5_1 run through the tiles"),
+            Self::Q4_0 => 3,
+            Self::Q5_1 => 4,
             Self::Q4K | Self::Q6K | Self::Q5K => unreachable!("K-quants use kquant_matmul"),
         }
     }
 
     /// Whether this kind has a kernel here only in [`q32_tiles`].
     fn tiles_only(self) -> bool {
-        matches!(self, Self::Q4_0 | Self::Q5_1 | Self::Q5K)
+        matches!(self, Self::Q5K)
     }
 
     /// Q4_1/Q5_1 pair with Q8_1 activations (which carry a sum), the others

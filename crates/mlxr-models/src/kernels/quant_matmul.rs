@@ -28,10 +28,10 @@ pub struct QuantMatMul {
 }
 
 impl QuantMatMul {
-    /// `Some` when `w` is a 2-D `[n, k]` Q4_1/Q5_0/Q8_0 tensor on the CPU with `k`
-    /// a multiple of 32, or Q4_K/Q6_K with `k` a multiple of 256 (and, for
-    /// Q4_K, `n` a multiple of 8: otherwise ggml does not repack it); Q4_0,
-    /// Q5_1 and Q5_K only where the 16-row tiles are built. With tiles, this
+    /// `Some` when `w` is a 2-D `[n, k]` Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 tensor on
+    /// the CPU with `k` a multiple of 32, or Q4_K/Q6_K with `k` a multiple of
+    /// 256 (and, for Q4_K, `n` a multiple of 8: otherwise ggml does not
+    /// repack it); Q5_K only where the 16-row tiles are built. With tiles, this
     /// op drops its reference to `w` (see [`Self::replaces_blocks`]).
     pub fn new(w: Arc<QTensor>, order: RowOrder) -> Option<Self> {
         let kind = WeightKind::from_dtype(w.dtype())?;

@@ -210,11 +210,13 @@ fn k_quants_simd_equals_scalar_and_are_close_to_candle() {
 
 /// The 32-element types through both the row path (n = 40) and the tiles.
 #[test]
-fn q4_1_q5_0_q8_0_match_reference_and_candle() {
+fn thirty_two_element_types_match_reference_and_candle() {
     for (kind, dtype, k) in [
         (WeightKind::Q4_1, GgmlDType::Q4_1, 576),
         (WeightKind::Q5_0, GgmlDType::Q5_0, 640),
         (WeightKind::Q8_0, GgmlDType::Q8_0, 640),
+        (WeightKind::Q4_0, GgmlDType::Q4_0, 640),
+        (WeightKind::Q5_1, GgmlDType::Q5_1, 576),
     ] {
         check(kind, dtype, (19, 40, k));
         // n a multiple of 16: the AVX-512 VNNI tile path where available.
@@ -297,30 +299,6 @@ fn tile_rows_dequantize_like_candle() {
             assert_eq!(&row, want, "{dtype:?} row {r}");
         }
         assert!(!op.dequantize_row(n, &mut vec![0.0; k]));
-    }
-}
-
-#[test]
-fn q4_0_and_q5_1_match_reference_and_candle() {
-    for (kind, dtype) in [
-        (WeightKind::Q4_0, GgmlDType::Q4_0),
-        (WeightKind::Q5_1, GgmlDType::Q5_1),
-    ] {
-        if !q32_tiles::available() {
-            // Only the tile kernel exists; candle's kernel runs elsewhere.
-            let qt = QTensor::quantize(
-                &Tensor::zeros((16, 64), candle_core::DType::F32, &Device::Cpu).unwrap(),
-                dtype,
-            )
-            .unwrap();
-            assert!(QuantMatMul::new(Arc::new(qt), RowOrder::Ggml).is_none());
-            continue;
-        }
-        for m in [1, 2, 3, 5, 18, 19] {
-            check(kind, dtype, (m, 48, 640));
-        }
-        check(kind, dtype, (2, 16, 32));
-        check(kind, dtype, (3, 32, 96));
     }
 }
 
