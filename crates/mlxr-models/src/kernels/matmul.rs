@@ -122,6 +122,17 @@ pub(super) fn matmul_with(
     simd: bool,
     order: RowOrder,
 ) {
+    // The tile kernels run wherever this CPU has them: on the tiles given
+    // (built at load), else on tiles built here; `simd = false` never uses them.
+    let built;
+    let tiles = match tiles {
+        _ if !simd => None,
+        Some(t) => Some(t),
+        None => {
+            built = Tiles::new(kind, w, n, k);
+            built.as_ref()
+        }
+    };
     if kind.is_k_quant() {
         return kquant_matmul(kind, w, tiles, x, (m, n, k), out, simd, order);
     }
@@ -141,15 +152,8 @@ pub(super) fn matmul_with(
     });
 
     #[cfg(target_arch = "x86_64")]
-    if simd && n % q32_tiles::TILE_ROWS == 0 && q32_tiles::available() {
-        let local;
-        let tiles = match tiles {
-            Some(Tiles::Q32(t)) if t.kind() == kind => t,
-            _ => {
-                local = q32_tiles::Q32Tiles::new(kind, w, n, k);
-                &local
-            }
-        };
+    if let Some(Tiles::Q32(tiles)) = tiles {
+        assert_eq!(tiles.kind(), kind, "tiles of another weight type");
         return q32_tile_matmul(tiles, &xq, (m, n, kb), out);
     }
     let _ = tiles;
@@ -328,7 +332,7 @@ fn q32_tile_matmul(
     let two = |g: usize, tok: usize| {
         let (gt, ys) = (tiles.group(g), [xrow(tok), xrow(tok + 1)]);
         let os = [offsets_of(tok), offsets_of(tok + 1)];
-        // SAFETY: `available()` checked the CPU features; each group has one
+        // SAFETY: the tiles exist only where the CPU has the features; each group has one
         // tile per activation block, `offsets_of` one entry per block.
         unsafe {
             match kind {
@@ -421,20 +425,12 @@ fn kquant_matmul(
     let xrow = |tok: usize| &xq[tok * kb..(tok + 1) * kb];
 
     #[cfg(target_arch = "x86_64")]
-    if simd && kind == WeightKind::Q4K && n % q4k_tiles::TILE_ROWS == 0 && q4k_tiles::available() {
-        let local;
-        let tiles = match tiles {
-            Some(Tiles::Q4K(t)) => t,
-            _ => {
-                local = q4k_tiles::Q4KTiles::new(w, n, k);
-                &local
-            }
-        };
+    if let Some(Tiles::Q4K(tiles)) = tiles {
         // Only tiny products stay on one thread (measured: single-threaded
         // decode rows of Gemma's 640x1024 made the whole step slower).
         let n_threads = if m * n * k < (1 << 16) { 1 } else { n_threads };
         let group = |g: usize| &tiles.tiles[g * kb..(g + 1) * kb];
-        // SAFETY (both kernels): `available()` checked the CPU features; each
+        // SAFETY (both kernels): the tiles exist only where the CPU has the features; each
         // group has one tile per activation block.
         let two = |g: usize, tok: usize| unsafe {
             q4k_tiles::x86::gemv_tiles::<2>(
@@ -451,17 +447,9 @@ fn kquant_matmul(
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if simd && kind == WeightKind::Q6K && n % q4k_tiles::TILE_ROWS == 0 && q4k_tiles::available() {
-        let local;
-        let tiles = match tiles {
-            Some(Tiles::Q6K(t)) => t,
-            _ => {
-                local = q4k_tiles::Q6KTiles::new(w, n, k);
-                &local
-            }
-        };
+    if let Some(Tiles::Q6K(tiles)) = tiles {
         let group = |g: usize| &tiles.tiles[g * kb..(g + 1) * kb];
-        // SAFETY (both kernels): `available()` checked the CPU features; each
+        // SAFETY (both kernels): the tiles exist only where the CPU has the features; each
         // group has one tile per activation block.
         let two = |g: usize, tok: usize| unsafe {
             q4k_tiles::x86::q6k_gemv_tiles::<2>(group(g), [xrow(tok), xrow(tok + 1)])
@@ -578,17 +566,9 @@ fn q5k_matmul(
     let out_ptr = OutPtr(out.as_mut_ptr());
     let xrow = |tok: usize| &xq[tok * kb..(tok + 1) * kb];
     #[cfg(target_arch = "x86_64")]
-    if simd && n % q5k_tiles::TILE_ROWS == 0 && q4k_tiles::available() {
-        let local;
-        let tiles = match tiles {
-            Some(Tiles::Q5K(t)) => t,
-            _ => {
-                local = q5k_tiles::Q5KTiles::new(w, n, k);
-                &local
-            }
-        };
+    if let Some(Tiles::Q5K(tiles)) = tiles {
         let group = |g: usize| &tiles.tiles[g * kb..(g + 1) * kb];
-        // SAFETY: `available()` checked the CPU features; each group has one
+        // SAFETY: the tiles exist only where the CPU has the features; each group has one
         // tile per activation block.
         let one =
             |g: usize, tok: usize| unsafe { q5k_tiles::x86::gemv_tile(group(g), xrow(tok), tiled) };
