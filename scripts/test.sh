@@ -29,5 +29,12 @@ fi
 cargo build --release -p mlxr
 MLXR_BIN="$PWD/target/release/mlxr" "$VENV/bin/python" -m pytest -q tests/api
 
+echo "== aarch64 (NEON): kernel tests and greedy replies of the real models under qemu-user"
+if [ "${MLXR_SKIP_AARCH64:-0}" = 1 ]; then
+    echo "skipped (MLXR_SKIP_AARCH64=1)"
+else
+    scripts/aarch64-tests.sh
+fi
+
 echo "== web UI end to end: Playwright (Debian chromium) against a real mlxr serve; screenshots in target/ui-screenshots"
 MLXR_BIN="$PWD/target/release/mlxr" scripts/ui-e2e.sh

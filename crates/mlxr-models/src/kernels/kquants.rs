@@ -86,7 +86,7 @@ fn q4k_subdots_scalar(wb: &[u8], y: &BlockQ8K) -> [i32; 8] {
 /// Float part shared by the SIMD and portable Q4_K paths.
 /// `pairs`: FMA per pair of sub-blocks (gemm) instead of per super-block (gemv).
 #[inline(always)]
-fn q4k_block_acc(
+pub(super) fn q4k_block_acc(
     wb: &[u8],
     y: &BlockQ8K,
     sub: &[i32; 8],
@@ -149,42 +149,65 @@ pub fn q6k_values(wb: &[u8]) -> [u8; QK_K] {
     v
 }
 
-/// Portable Q6_K · Q8_K in ggml's x86 order: `tiled` (batches of 8 or more
-/// tokens) is the tiled K-quant kernel, else `ggml_vec_dot_q6_K_q8_K`.
-#[allow(clippy::needless_range_loop)] // index arithmetic mirrors ggml's lane layout
-pub fn dot_q6_k_scalar(w: &[u8], y: &[BlockQ8K], tiled: bool) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let mut tacc = 0.0f32;
-    for (wb, yb) in w.chunks_exact(Q6_K_BYTES).zip(y) {
-        let v = q6k_values(wb);
-        let sc = |i: usize| wb[192 + i] as i8 as i32;
-        let d = yb.d * f16_at(wb, 208);
-        let mut lanes = [0i32; 8];
-        for l in 0..8 {
-            let mut s = 0i32;
-            for c in 0..8 {
-                for e in 32 * c + 4 * l..32 * c + 4 * l + 4 {
-                    s += sc(e / 16) * v[e] as i32 * yb.qs[e] as i32;
-                }
-            }
-            s -= 32
-                * (yb.bsums[2 * l] as i32 * sc(2 * l) + yb.bsums[2 * l + 1] as i32 * sc(2 * l + 1));
-            lanes[l] = s;
-        }
+/// `lanes[l] -= 32 · (bsums[2l] · sc[2l] + bsums[2l+1] · sc[2l+1])`: the
+/// offset of Q6_K's values (stored + 32) taken out per lane, as ggml does.
+#[inline(always)]
+pub(super) fn q6k_subtract_bsums(lanes: &mut [i32; 8], yb: &BlockQ8K, sc: &[i32; 16]) {
+    for (l, lane) in lanes.iter_mut().enumerate() {
+        *lane -=
+            32 * (yb.bsums[2 * l] as i32 * sc[2 * l] + yb.bsums[2 * l + 1] as i32 * sc[2 * l + 1]);
+    }
+}
+
+/// The float part of a Q6_K row dot, shared by the portable and NEON paths.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Q6kAcc {
+    acc: [f32; 8],
+    tacc: f32,
+}
+
+impl Q6kAcc {
+    /// Adds one block's 8 exact lanes.
+    #[inline(always)]
+    pub(super) fn add(&mut self, wb: &[u8], yb: &BlockQ8K, lanes: &[i32; 8], tiled: bool) {
+        let dw = f16_at(wb, 208);
         if tiled {
             let s1: i32 = lanes.iter().sum();
-            tacc = (s1 as f32 * f16_at(wb, 208)).mul_add(yb.d, tacc);
+            self.tacc = (s1 as f32 * dw).mul_add(yb.d, self.tacc);
         } else {
-            for (a, &s) in acc.iter_mut().zip(&lanes) {
+            let d = yb.d * dw;
+            for (a, &s) in self.acc.iter_mut().zip(lanes) {
                 *a = d.mul_add(s as f32, *a);
             }
         }
     }
-    if tiled {
-        tacc
-    } else {
-        hsum8(&acc)
+
+    pub(super) fn result(&self, tiled: bool) -> f32 {
+        if tiled {
+            self.tacc
+        } else {
+            hsum8(&self.acc)
+        }
     }
+}
+
+/// Portable Q6_K · Q8_K in ggml's x86 order: `tiled` (batches of 8 or more
+/// tokens) is the tiled K-quant kernel, else `ggml_vec_dot_q6_K_q8_K`.
+pub fn dot_q6_k_scalar(w: &[u8], y: &[BlockQ8K], tiled: bool) -> f32 {
+    let mut acc = Q6kAcc::default();
+    for (wb, yb) in w.chunks_exact(Q6_K_BYTES).zip(y) {
+        let v = q6k_values(wb);
+        let sc: [i32; 16] = std::array::from_fn(|i| wb[192 + i] as i8 as i32);
+        let mut lanes: [i32; 8] = std::array::from_fn(|l| {
+            (0..8)
+                .flat_map(|c| 32 * c + 4 * l..32 * c + 4 * l + 4)
+                .map(|e| sc[e / 16] * v[e] as i32 * yb.qs[e] as i32)
+                .sum()
+        });
+        q6k_subtract_bsums(&mut lanes, yb, &sc);
+        acc.add(wb, yb, &lanes, tiled);
+    }
+    acc.result(tiled)
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -2,81 +2,11 @@
 //! scalar kernels split over the thread pool (see the module above for the
 //! float orders).
 
-use std::sync::OnceLock;
-
 use super::q8::{self, BlockQ8, QK};
-use super::{dot, kquants, q32_tiles, q4k_tiles, q5k_tiles, q8k, RowOrder, Tiles, WeightKind};
-
-type DotFn = fn(&[u8], &[BlockQ8]) -> f32;
-
-fn simd_available() -> bool {
-    static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
-        #[cfg(target_arch = "x86_64")]
-        {
-            dot::x86::available()
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            false
-        }
-    })
-}
-
+use super::rows::RowKernels;
 #[cfg(target_arch = "x86_64")]
-fn dot_q4_1_simd(w: &[u8], y: &[BlockQ8]) -> f32 {
-    // SAFETY: only selected after `simd_available()`; `w` has `y.len()` blocks.
-    unsafe { dot::x86::dot_q4_1_q8_1(w, y) }
-}
-
-#[cfg(target_arch = "x86_64")]
-fn dot_q8_0_simd(w: &[u8], y: &[BlockQ8]) -> f32 {
-    // SAFETY: only selected after `simd_available()`; `w` has `y.len()` blocks.
-    unsafe { dot::x86::dot_q8_0_q8_0(w, y) }
-}
-
-#[cfg(target_arch = "x86_64")]
-fn dot_q5_0_simd(w: &[u8], y: &[BlockQ8]) -> f32 {
-    // SAFETY: only selected after `simd_available()`; `w` has `y.len()` blocks.
-    unsafe { dot::x86::dot_q5_0_q8_0(w, y) }
-}
-
-#[cfg(target_arch = "x86_64")]
-fn dot_q4_0_simd(w: &[u8], y: &[BlockQ8]) -> f32 {
-    // SAFETY: only selected after `simd_available()`; `w` has `y.len()` blocks.
-    unsafe { dot::x86::dot_rows::<1>(3, w, [y])[0] }
-}
-
-#[cfg(target_arch = "x86_64")]
-fn dot_q5_1_simd(w: &[u8], y: &[BlockQ8]) -> f32 {
-    // SAFETY: only selected after `simd_available()`; `w` has `y.len()` blocks.
-    unsafe { dot::x86::dot_rows::<1>(4, w, [y])[0] }
-}
-
-fn dot_fn(kind: WeightKind, simd: bool) -> DotFn {
-    #[cfg(target_arch = "x86_64")]
-    if simd && simd_available() && !kind.tiles_only() {
-        return match kind {
-            WeightKind::Q4_1 => dot_q4_1_simd,
-            WeightKind::Q5_0 => dot_q5_0_simd,
-            WeightKind::Q8_0 => dot_q8_0_simd,
-            WeightKind::Q4_0 => dot_q4_0_simd,
-            WeightKind::Q5_1 => dot_q5_1_simd,
-            _ => unreachable!("no single-row SIMD kernel for {kind:?}"),
-        };
-    }
-    let _ = simd;
-    match kind {
-        WeightKind::Q4_1 => dot::dot_q4_1_q8_1_scalar,
-        WeightKind::Q5_0 => dot::dot_q5_0_q8_0_scalar,
-        WeightKind::Q8_0 => dot::dot_q8_0_q8_0_scalar,
-        WeightKind::Q4_0 => dot::dot_q4_0_q8_0_scalar,
-        WeightKind::Q5_1 => dot::dot_q5_1_q8_1_scalar,
-        WeightKind::Q4K | WeightKind::Q6K | WeightKind::Q5K => {
-            unreachable!("K-quants use kquant_matmul")
-        }
-    }
-}
+use super::{q32_tiles, q4k_tiles, q5k_tiles};
+use super::{q8k, RowOrder, Tiles, WeightKind};
 
 /// A raw output pointer shared by threads that write disjoint elements.
 #[derive(Clone, Copy)]
@@ -160,11 +90,7 @@ pub(super) fn matmul_with(
     // Only this path reads the GGUF blocks (tiles, when given, replace them).
     assert!(w.len() >= n * row_bytes, "weight buffer too small");
 
-    let dot = dot_fn(kind, simd);
-    #[cfg(target_arch = "x86_64")]
-    let multi = simd && simd_available() && !kind.tiles_only();
-    #[cfg(not(target_arch = "x86_64"))]
-    let multi = false;
+    let rows = RowKernels::new(simd);
     let n_threads = candle_core::utils::get_num_threads().clamp(1, n.div_ceil(8).max(1));
     let per_thread = n.div_ceil(n_threads);
     let out_ptr = OutPtr(out.as_mut_ptr());
@@ -177,43 +103,25 @@ pub(super) fn matmul_with(
             let t1 = (t0 + TOKEN_TILE).min(m);
             for r in lo..hi {
                 let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
+                // SAFETY: in bounds; only this thread owns column r.
+                let emit = |tok: usize, v: f32| unsafe { out_ptr.write(tok * n + r, v) };
                 let mut tok = t0;
-                #[cfg(target_arch = "x86_64")]
-                if multi {
-                    while tok + 8 <= t1 {
-                        let rows = std::array::from_fn(|j| xrow(tok + j));
-                        // SAFETY: `multi` implies the CPU features; `wrow`
-                        // holds `kb` blocks, as does every activation row.
-                        let v = unsafe { dot::x86::dot_rows::<8>(kind.x86_code(), wrow, rows) };
-                        for (j, v) in v.into_iter().enumerate() {
-                            // SAFETY: in bounds; only this thread owns column r.
-                            unsafe { out_ptr.write((tok + j) * n + r, v) };
-                        }
-                        tok += 8;
-                    }
-                    while tok + 4 <= t1 {
-                        // SAFETY: `multi` implies the CPU features; `wrow`
-                        // holds `kb` blocks, as does every activation row.
-                        let v = unsafe {
-                            dot::x86::dot_rows::<4>(
-                                kind.x86_code(),
-                                wrow,
-                                [xrow(tok), xrow(tok + 1), xrow(tok + 2), xrow(tok + 3)],
-                            )
-                        };
-                        for (j, v) in v.into_iter().enumerate() {
-                            // SAFETY: in bounds; only this thread owns column r.
-                            unsafe { out_ptr.write((tok + j) * n + r, v) };
-                        }
-                        tok += 4;
-                    }
+                while tok + 8 <= t1 {
+                    let v = rows.dot32::<8>(kind, wrow, std::array::from_fn(|j| xrow(tok + j)));
+                    v.into_iter()
+                        .enumerate()
+                        .for_each(|(j, v)| emit(tok + j, v));
+                    tok += 8;
                 }
-                let _ = multi;
+                while tok + 4 <= t1 {
+                    let v = rows.dot32::<4>(kind, wrow, std::array::from_fn(|j| xrow(tok + j)));
+                    v.into_iter()
+                        .enumerate()
+                        .for_each(|(j, v)| emit(tok + j, v));
+                    tok += 4;
+                }
                 for tok in tok..t1 {
-                    let v = dot(wrow, xrow(tok));
-                    // SAFETY: (tok, r) is in bounds and only this thread owns
-                    // output column r.
-                    unsafe { out_ptr.write(tok * n + r, v) };
+                    emit(tok, rows.dot32::<1>(kind, wrow, [xrow(tok)])[0]);
                 }
             }
         }
@@ -399,7 +307,7 @@ fn kquant_matmul(
         0
     };
     // ggml's tiled K-quant kernel takes non-repacked K-quant weights from 8 tokens on.
-    let tiled = kind == WeightKind::Q6K && m >= 8 && batched;
+    let tiled = kind != WeightKind::Q4K && m >= 8 && batched;
     let mut xq = vec![BlockQ8K::default(); m * kb];
     for_each_row(&mut xq, kb, x, k, |t, xrow, row| {
         let flavor = if t < m4 {
@@ -410,14 +318,7 @@ fn kquant_matmul(
         q8k::quantize_row(xrow, row, flavor);
     });
 
-    if kind == WeightKind::Q5K {
-        let tiled = m >= 8 && batched;
-        return q5k_matmul(tiles, w, &xq, (m, n, k), out, simd, tiled);
-    }
-    #[cfg(target_arch = "x86_64")]
-    let simd = simd && simd_available();
-    #[cfg(not(target_arch = "x86_64"))]
-    let simd = false;
+    let rows = RowKernels::new(simd);
     let n_threads = candle_core::utils::get_num_threads().clamp(1, n.div_ceil(8).max(1));
     let per_thread = n.div_ceil(n_threads);
     let out_ptr = OutPtr(out.as_mut_ptr());
@@ -465,106 +366,6 @@ fn kquant_matmul(
         run_tiles(n_threads, (m, n), out, |_| !tiled, two, one);
         return;
     }
-    let _ = tiles;
-    // Only the paths below read the GGUF blocks (tiles, when given, replace them).
-    assert!(w.len() >= n * row_bytes, "weight buffer too small");
-
-    candle_core::cpu::kernels::par_for_each(n_threads, |t| {
-        let lo = (t * per_thread).min(n);
-        let hi = ((t + 1) * per_thread).min(n);
-        for t0 in (0..m).step_by(TOKEN_TILE) {
-            let t1 = (t0 + TOKEN_TILE).min(m);
-            let mut r = lo;
-            // Tokens in the gemv order (decode; the last m % 4 of a batch):
-            // 8 weight rows at once.
-            #[cfg(target_arch = "x86_64")]
-            if simd && kind == WeightKind::Q4K && t0 >= m4 {
-                while r + 8 <= hi {
-                    for tok in t0..t1 {
-                        // SAFETY: `simd` implies the CPU features; rows r..r+8 exist.
-                        let v = unsafe {
-                            kquants::x86::dot_q4_k_gemv8(&w[r * row_bytes..], row_bytes, xrow(tok))
-                        };
-                        for (i, v) in v.into_iter().enumerate() {
-                            // SAFETY: in bounds; only this thread owns columns r..r+8.
-                            unsafe { out_ptr.write(tok * n + r + i, v) };
-                        }
-                    }
-                    r += 8;
-                }
-            }
-            for r in r..hi {
-                let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
-                let mut tok = t0;
-                #[cfg(target_arch = "x86_64")]
-                if simd {
-                    while tok + 4 <= t1 {
-                        let ys = [xrow(tok), xrow(tok + 1), xrow(tok + 2), xrow(tok + 3)];
-                        let pairs = [tok < m4, tok + 1 < m4, tok + 2 < m4, tok + 3 < m4];
-                        // SAFETY: `simd` implies the CPU features; `wrow` holds
-                        // `kb` blocks, as does every activation row.
-                        let v = unsafe {
-                            if kind == WeightKind::Q4K {
-                                kquants::x86::dot_q4_k_rows::<4>(wrow, ys, pairs)
-                            } else {
-                                kquants::x86::dot_q6_k_rows::<4>(wrow, ys, tiled)
-                            }
-                        };
-                        for (j, v) in v.into_iter().enumerate() {
-                            // SAFETY: in bounds; only this thread owns column r.
-                            unsafe { out_ptr.write((tok + j) * n + r, v) };
-                        }
-                        tok += 4;
-                    }
-                }
-                for tok in tok..t1 {
-                    let y = xrow(tok);
-                    #[cfg(target_arch = "x86_64")]
-                    let v = if simd {
-                        // SAFETY: as above.
-                        unsafe {
-                            if kind == WeightKind::Q4K {
-                                kquants::x86::dot_q4_k_rows::<1>(wrow, [y], [tok < m4])[0]
-                            } else {
-                                kquants::x86::dot_q6_k_rows::<1>(wrow, [y], tiled)[0]
-                            }
-                        }
-                    } else if kind == WeightKind::Q4K {
-                        kquants::dot_q4_k_scalar(wrow, y, tok < m4)
-                    } else {
-                        kquants::dot_q6_k_scalar(wrow, y, tiled)
-                    };
-                    #[cfg(not(target_arch = "x86_64"))]
-                    let v = if kind == WeightKind::Q4K {
-                        kquants::dot_q4_k_scalar(wrow, y, tok < m4)
-                    } else {
-                        kquants::dot_q6_k_scalar(wrow, y, tiled)
-                    };
-                    // SAFETY: (tok, r) is in bounds and only this thread owns
-                    // output column r.
-                    unsafe { out_ptr.write(tok * n + r, v) };
-                }
-            }
-        }
-    });
-}
-
-/// [`matmul`] for Q5_K: the 16-row tiles where this CPU has them (built here
-/// unless given), else the portable dot per row and token (same results);
-/// `tiled`: ggml's tiled-kernel order (see [`q5k_tiles`]).
-fn q5k_matmul(
-    tiles: Option<&Tiles>,
-    w: &[u8],
-    xq: &[q8k::BlockQ8K],
-    (m, n, k): (usize, usize, usize),
-    out: &mut [f32],
-    simd: bool,
-    tiled: bool,
-) {
-    let kb = k / q8k::QK_K;
-    let row_bytes = kb * q5k_tiles::Q5_K_BYTES;
-    let out_ptr = OutPtr(out.as_mut_ptr());
-    let xrow = |tok: usize| &xq[tok * kb..(tok + 1) * kb];
     #[cfg(target_arch = "x86_64")]
     if let Some(Tiles::Q5K(tiles)) = tiles {
         let group = |g: usize| &tiles.tiles[g * kb..(g + 1) * kb];
@@ -577,18 +378,60 @@ fn q5k_matmul(
         run_tiles(n_threads, (m, n), out, |_| false, two, one);
         return;
     }
-    let _ = (tiles, simd);
+    let _ = tiles;
+    // Only the paths below read the GGUF blocks (tiles, when given, replace them).
     assert!(w.len() >= n * row_bytes, "weight buffer too small");
-    for r in 0..n {
-        let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
-        for tok in 0..m {
-            // SAFETY: (tok, r) is in bounds; this loop is single-threaded.
-            unsafe {
-                out_ptr.write(
-                    tok * n + r,
-                    q5k_tiles::dot_q5_k_scalar(wrow, xrow(tok), tiled),
-                )
-            };
+
+    candle_core::cpu::kernels::par_for_each(n_threads, |t| {
+        let lo = (t * per_thread).min(n);
+        let hi = ((t + 1) * per_thread).min(n);
+        for t0 in (0..m).step_by(TOKEN_TILE) {
+            let t1 = (t0 + TOKEN_TILE).min(m);
+            #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
+            let mut r = lo;
+            // Tokens in the gemv order (decode; the last m % 4 of a batch):
+            // 8 weight rows at once.
+            #[cfg(target_arch = "x86_64")]
+            if rows == RowKernels::Avx2 && kind == WeightKind::Q4K && t0 >= m4 {
+                while r + 8 <= hi {
+                    for tok in t0..t1 {
+                        // SAFETY: `Avx2` implies the CPU features; rows r..r+8 exist.
+                        let v = unsafe {
+                            super::kquants::x86::dot_q4_k_gemv8(
+                                &w[r * row_bytes..],
+                                row_bytes,
+                                xrow(tok),
+                            )
+                        };
+                        for (i, v) in v.into_iter().enumerate() {
+                            // SAFETY: in bounds; only this thread owns columns r..r+8.
+                            unsafe { out_ptr.write(tok * n + r + i, v) };
+                        }
+                    }
+                    r += 8;
+                }
+            }
+            for r in r..hi {
+                let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
+                // SAFETY: in bounds; only this thread owns column r.
+                let emit = |tok: usize, v: f32| unsafe { out_ptr.write(tok * n + r, v) };
+                let mut tok = t0;
+                while tok + 4 <= t1 {
+                    let ys = std::array::from_fn(|j| xrow(tok + j));
+                    let pairs = std::array::from_fn(|j| tok + j < m4);
+                    let v = rows.kquant::<4>(kind, wrow, ys, pairs, tiled);
+                    v.into_iter()
+                        .enumerate()
+                        .for_each(|(j, v)| emit(tok + j, v));
+                    tok += 4;
+                }
+                for tok in tok..t1 {
+                    emit(
+                        tok,
+                        rows.kquant::<1>(kind, wrow, [xrow(tok)], [tok < m4], tiled)[0],
+                    );
+                }
+            }
         }
-    }
+    });
 }

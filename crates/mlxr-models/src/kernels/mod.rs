@@ -18,6 +18,8 @@ pub mod dot;
 pub mod ggml_f32;
 pub mod kquants;
 mod matmul;
+#[cfg(target_arch = "aarch64")]
+mod neon;
 pub mod ops;
 pub mod q32_tiles;
 pub mod q4k_tiles;
@@ -25,6 +27,7 @@ pub mod q5k_tiles;
 pub mod q8;
 pub mod q8k;
 mod quant_matmul;
+mod rows;
 #[cfg(test)]
 mod tests;
 
@@ -50,8 +53,7 @@ pub enum WeightKind {
     Q4K,
     /// Q6_K with Q8_K activations (`ggml_vec_dot_q6_K_q8_K`).
     Q6K,
-    /// Q5_K with Q8_K activations (`ggml_vec_dot_q5_K_q8_K`); only through
-    /// the AVX-512 VNNI tiles ([`q5k_tiles`]), candle's kernel elsewhere.
+    /// Q5_K with Q8_K activations (`ggml_vec_dot_q5_K_q8_K`).
     Q5K,
 }
 
@@ -106,11 +108,6 @@ impl WeightKind {
             Self::Q5_1 => 4,
             Self::Q4K | Self::Q6K | Self::Q5K => unreachable!("K-quants use kquant_matmul"),
         }
-    }
-
-    /// Whether this kind has a kernel here only in [`q32_tiles`].
-    fn tiles_only(self) -> bool {
-        matches!(self, Self::Q5K)
     }
 
     /// Q4_1/Q5_1 pair with Q8_1 activations (which carry a sum), the others

@@ -10,7 +10,6 @@
 use half::f16;
 
 use super::kquants::{q4k_scales_mins, q6k_values, Q4_K_BYTES, Q6_K_BYTES};
-use super::q8k::BlockQ8K;
 
 /// Rows per tile.
 pub const TILE_ROWS: usize = 16;
@@ -139,7 +138,8 @@ impl Q6KTiles {
 pub mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{BlockQ8K, Tile, Tile6};
+    use super::super::q8k::BlockQ8K;
+    use super::{Tile, Tile6};
 
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]

@@ -47,12 +47,56 @@ fn min_sum(mins: &[u8; 8], yb: &BlockQ8K) -> i32 {
         .sum()
 }
 
+/// The float part of a Q5_K row dot, shared by the portable and NEON paths.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Q5kAcc {
+    acc: [f32; 8],
+    summs: f32,
+    tacc: f32,
+}
+
+impl Q5kAcc {
+    /// Adds one block's 8 exact scaled lanes (`tiled`: ggml's tiled order).
+    #[inline(always)]
+    pub(super) fn add(
+        &mut self,
+        wb: &[u8],
+        yb: &BlockQ8K,
+        lanes: &[i32; 8],
+        mins: &[u8; 8],
+        tiled: bool,
+    ) {
+        if tiled {
+            let s1: i32 = lanes.iter().sum();
+            let r = (-f16_at(wb, 2)).mul_add(min_sum(mins, yb) as f32, s1 as f32 * f16_at(wb, 0));
+            self.tacc = r.mul_add(yb.d, self.tacc);
+            return;
+        }
+        let d = yb.d * f16_at(wb, 0);
+        let dmin = -yb.d * f16_at(wb, 2);
+        self.summs = dmin.mul_add(min_sum(mins, yb) as f32, self.summs);
+        for (a, &lane) in self.acc.iter_mut().zip(lanes) {
+            *a = d.mul_add(lane as f32, *a);
+        }
+    }
+
+    pub(super) fn result(&self, tiled: bool) -> f32 {
+        if tiled {
+            return self.tacc;
+        }
+        let a = &self.acc;
+        let r0 = a[4] + a[0];
+        let r1 = a[5] + a[1];
+        let r2 = a[6] + a[2];
+        let r3 = a[7] + a[3];
+        ((r0 + r2) + (r1 + r3)) + self.summs
+    }
+}
+
 /// Portable Q5_K · Q8_K in ggml's x86 order: `tiled` (batches of 8 or more
 /// tokens) is its tiled K-quant kernel, else `ggml_vec_dot_q5_K_q8_K`.
 pub fn dot_q5_k_scalar(w: &[u8], y: &[BlockQ8K], tiled: bool) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let mut summs = 0.0f32;
-    let mut tacc = 0.0f32;
+    let mut acc = Q5kAcc::default();
     for (wb, yb) in w.chunks_exact(Q5_K_BYTES).zip(y) {
         let (scales, mins) = q4k_scales_mins(&wb[4..16]);
         let v = q5k_values(wb);
@@ -66,27 +110,9 @@ pub fn dot_q5_k_scalar(w: &[u8], y: &[BlockQ8K], tiled: bool) -> f32 {
             }
             lane
         });
-        if tiled {
-            let s1: i32 = lanes.iter().sum();
-            let r = (-f16_at(wb, 2)).mul_add(min_sum(&mins, yb) as f32, s1 as f32 * f16_at(wb, 0));
-            tacc = r.mul_add(yb.d, tacc);
-            continue;
-        }
-        let d = yb.d * f16_at(wb, 0);
-        let dmin = -yb.d * f16_at(wb, 2);
-        summs = dmin.mul_add(min_sum(&mins, yb) as f32, summs);
-        for (a, &lane) in acc.iter_mut().zip(&lanes) {
-            *a = d.mul_add(lane as f32, *a);
-        }
+        acc.add(wb, yb, &lanes, &mins, tiled);
     }
-    if tiled {
-        return tacc;
-    }
-    let r0 = acc[4] + acc[0];
-    let r1 = acc[5] + acc[1];
-    let r2 = acc[6] + acc[2];
-    let r3 = acc[7] + acc[3];
-    ((r0 + r2) + (r1 + r3)) + summs
+    acc.result(tiled)
 }
 
 /// One tile: 16 rows × one 256-element block.
@@ -154,7 +180,60 @@ impl Q5KTiles {
 pub mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{BlockQ8K, Tile5};
+    use super::{q4k_scales_mins, BlockQ8K, Q5kAcc, Tile5, Q5_K_BYTES};
+
+    /// One Q5_K weight row against `R` Q8_K rows with AVX2 (the block is
+    /// unpacked once): per sub-block `maddubs` (values ≤ 31, no saturation)
+    /// then `madd` with its scale gives the 8 exact lanes of
+    /// [`super::dot_q5_k_scalar`], whose float part follows.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, FMA and F16C; `w` holds `ys[r].len()`
+    /// blocks and all `ys` have the same length.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_q5_k_rows<const R: usize>(
+        w: &[u8],
+        ys: [&[BlockQ8K]; R],
+        tiled: bool,
+    ) -> [f32; R] {
+        let mut acc = [Q5kAcc::default(); R];
+        let m4 = _mm256_set1_epi8(0x0F);
+        for (b, wb) in w.chunks_exact(Q5_K_BYTES).take(ys[0].len()).enumerate() {
+            let (scales, mins) = q4k_scales_mins(&wb[4..16]);
+            // SAFETY: `wb` is one whole block: qh at 16..48, qs at 48..176.
+            let q: [__m256i; 8] = unsafe {
+                let qh = _mm256_loadu_si256(wb.as_ptr().add(16) as *const __m256i);
+                std::array::from_fn(|s| {
+                    let raw =
+                        _mm256_loadu_si256(wb.as_ptr().add(48 + 32 * (s / 2)) as *const __m256i);
+                    let nibble = if s % 2 == 0 {
+                        _mm256_and_si256(raw, m4)
+                    } else {
+                        _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4)
+                    };
+                    let bit = _mm256_set1_epi8(1 << s);
+                    let set = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit);
+                    _mm256_or_si256(nibble, _mm256_and_si256(set, _mm256_set1_epi8(0x10)))
+                })
+            };
+            for r in 0..R {
+                let yb = &ys[r][b];
+                let mut sum = _mm256_setzero_si256();
+                for (s, &sc) in scales.iter().enumerate() {
+                    // SAFETY: `qs` has 256 bytes.
+                    let y =
+                        unsafe { _mm256_loadu_si256(yb.qs.as_ptr().add(32 * s) as *const __m256i) };
+                    let p = _mm256_maddubs_epi16(q[s], y);
+                    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, _mm256_set1_epi16(sc as i16)));
+                }
+                let mut lanes = [0i32; 8];
+                // SAFETY: 32 writable bytes.
+                unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, sum) };
+                acc[r].add(wb, yb, &lanes, &mins, tiled);
+            }
+        }
+        std::array::from_fn(|r| acc[r].result(tiled))
+    }
 
     /// 16 rows (one row group's `tiles`, one per block) against one Q8_K row,
     /// bit-identical per row to [`super::dot_q5_k_scalar`] with the same `tiled`. Each 4-element

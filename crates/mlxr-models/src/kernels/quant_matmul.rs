@@ -7,7 +7,7 @@ use candle_core::quantized::QTensor;
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
 
 use super::matmul::matmul_with;
-use super::{q32_tiles, RowOrder, Tiles, WeightKind};
+use super::{RowOrder, Tiles, WeightKind};
 
 /// Where a [`QuantMatMul`]'s weights live.
 enum WeightData {
@@ -42,9 +42,6 @@ impl QuantMatMul {
             return None;
         };
         if k % kind.block_elems() != 0 || (kind == WeightKind::Q4K && n % 8 != 0) {
-            return None;
-        }
-        if kind.tiles_only() && (n % q32_tiles::TILE_ROWS != 0 || !q32_tiles::available()) {
             return None;
         }
         let data = match Tiles::new(kind, &w.data().ok()?, n, k) {

@@ -201,10 +201,9 @@ fn k_quants_simd_equals_scalar_and_are_close_to_candle() {
         check_k(WeightKind::Q4K, GgmlDType::Q4K, (m, 48, 768));
         check_k(WeightKind::Q6K, GgmlDType::Q6K, (m, 36, 768));
         check_k(WeightKind::Q6K, GgmlDType::Q6K, (m, 32, 512));
-        if q4k_tiles::available() {
-            check_k(WeightKind::Q5K, GgmlDType::Q5K, (m, 48, 768));
-            check_k(WeightKind::Q5K, GgmlDType::Q5K, (m, 32, 512));
-        }
+        check_k(WeightKind::Q5K, GgmlDType::Q5K, (m, 40, 512));
+        check_k(WeightKind::Q5K, GgmlDType::Q5K, (m, 48, 768));
+        check_k(WeightKind::Q5K, GgmlDType::Q5K, (m, 32, 512));
     }
 }
 
