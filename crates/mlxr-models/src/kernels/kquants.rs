@@ -228,7 +228,7 @@ pub mod x86 {
 
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    fn hsum8(acc: __m256) -> f32 {
+    pub(in super::super) fn hsum8(acc: __m256) -> f32 {
         let mut r = _mm_add_ps(_mm256_extractf128_ps(acc, 1), _mm256_castps256_ps128(acc));
         r = _mm_add_ps(r, _mm_movehl_ps(r, r));
         r = _mm_add_ss(r, _mm_movehdup_ps(r));
@@ -238,7 +238,7 @@ pub mod x86 {
     /// Exact sum of 8 i32 lanes.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    fn hsum_i32(v: __m256i) -> i32 {
+    pub(in super::super) fn hsum_i32(v: __m256i) -> i32 {
         let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
         let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
         let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01));

@@ -180,12 +180,12 @@ impl Q5KTiles {
 pub mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{q4k_scales_mins, BlockQ8K, Q5kAcc, Tile5, Q5_K_BYTES};
+    use super::{f16_at, q4k_scales_mins, BlockQ8K, Tile5, Q5_K_BYTES};
 
     /// One Q5_K weight row against `R` Q8_K rows with AVX2 (the block is
     /// unpacked once): per sub-block `maddubs` (values ≤ 31, no saturation)
     /// then `madd` with its scale gives the 8 exact lanes of
-    /// [`super::dot_q5_k_scalar`], whose float part follows.
+    /// [`super::dot_q5_k_scalar`], whose float operations follow lane-wise.
     ///
     /// # Safety
     /// The CPU must support AVX2, FMA and F16C; `w` holds `ys[r].len()`
@@ -196,10 +196,14 @@ pub mod x86 {
         ys: [&[BlockQ8K]; R],
         tiled: bool,
     ) -> [f32; R] {
-        let mut acc = [Q5kAcc::default(); R];
+        use super::super::kquants::x86::{hsum8, hsum_i32};
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut summs = [0.0f32; R];
+        let mut tacc = [0.0f32; R];
         let m4 = _mm256_set1_epi8(0x0F);
         for (b, wb) in w.chunks_exact(Q5_K_BYTES).take(ys[0].len()).enumerate() {
             let (scales, mins) = q4k_scales_mins(&wb[4..16]);
+            let (dw, dmin) = (f16_at(wb, 0), f16_at(wb, 2));
             // SAFETY: `wb` is one whole block: qh at 16..48, qs at 48..176.
             let q: [__m256i; 8] = unsafe {
                 let qh = _mm256_loadu_si256(wb.as_ptr().add(16) as *const __m256i);
@@ -216,23 +220,42 @@ pub mod x86 {
                     _mm256_or_si256(nibble, _mm256_and_si256(set, _mm256_set1_epi8(0x10)))
                 })
             };
+            let scv: [__m256i; 8] = std::array::from_fn(|s| _mm256_set1_epi16(scales[s] as i16));
+            // Each min twice: `madd` with the 16 bsums gives min[s] · (bsums[2s] + bsums[2s+1]).
+            let mins2 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(
+                _mm_loadl_epi64(mins.as_ptr() as *const __m128i),
+                _mm_loadl_epi64(mins.as_ptr() as *const __m128i),
+            ));
             for r in 0..R {
                 let yb = &ys[r][b];
-                let mut sum = _mm256_setzero_si256();
-                for (s, &sc) in scales.iter().enumerate() {
+                let mut lanes = _mm256_setzero_si256();
+                for s in 0..8 {
                     // SAFETY: `qs` has 256 bytes.
                     let y =
                         unsafe { _mm256_loadu_si256(yb.qs.as_ptr().add(32 * s) as *const __m256i) };
                     let p = _mm256_maddubs_epi16(q[s], y);
-                    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, _mm256_set1_epi16(sc as i16)));
+                    lanes = _mm256_add_epi32(lanes, _mm256_madd_epi16(p, scv[s]));
                 }
-                let mut lanes = [0i32; 8];
-                // SAFETY: 32 writable bytes.
-                unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, sum) };
-                acc[r].add(wb, yb, &lanes, &mins, tiled);
+                // SAFETY: 16 bsums.
+                let bsums = unsafe { _mm256_loadu_si256(yb.bsums.as_ptr() as *const __m256i) };
+                let mins = hsum_i32(_mm256_madd_epi16(bsums, mins2)) as f32;
+                if tiled {
+                    let r1 = (-dmin).mul_add(mins, hsum_i32(lanes) as f32 * dw);
+                    tacc[r] = r1.mul_add(yb.d, tacc[r]);
+                } else {
+                    summs[r] = (-yb.d * dmin).mul_add(mins, summs[r]);
+                    let d = _mm256_set1_ps(yb.d * dw);
+                    acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes), acc[r]);
+                }
             }
         }
-        std::array::from_fn(|r| acc[r].result(tiled))
+        std::array::from_fn(|r| {
+            if tiled {
+                tacc[r]
+            } else {
+                hsum8(acc[r]) + summs[r]
+            }
+        })
     }
 
     /// 16 rows (one row group's `tiles`, one per block) against one Q8_K row,
