@@ -21,8 +21,9 @@ pub struct Tile {
     /// `[pair p][group g][row c][4 bytes]`: bytes `32p + 4g .. 32p + 4g + 4`
     /// of row `c`'s packed nibbles (low nibble: sub-block `2p`, high: `2p + 1`).
     pub qs: [[u8; TILE_ROWS * 4]; 32],
-    pub scales: [[i32; TILE_ROWS]; 8],
-    pub mins: [[i32; TILE_ROWS]; 8],
+    /// Six-bit scales and mins per sub-block and row (widened in the kernel).
+    pub scales: [[u8; TILE_ROWS]; 8],
+    pub mins: [[u8; TILE_ROWS]; 8],
     pub d: [f32; TILE_ROWS],
     pub dmin: [f32; TILE_ROWS],
 }
@@ -68,8 +69,8 @@ impl Q4KTiles {
                     t.dmin[c] = f16::from_bits(u16::from_le_bytes([wb[2], wb[3]])).to_f32();
                     let (sc, mn) = q4k_scales_mins(&wb[4..16]);
                     for s in 0..8 {
-                        t.scales[s][c] = sc[s] as i32;
-                        t.mins[s][c] = mn[s] as i32;
+                        t.scales[s][c] = sc[s];
+                        t.mins[s][c] = mn[s];
                     }
                     for pg in 0..32 {
                         t.qs[pg][4 * c..4 * c + 4].copy_from_slice(&wb[16 + 4 * pg..20 + 4 * pg]);
@@ -89,7 +90,8 @@ pub struct Tile6 {
     /// `[sub-block s][group g][row c][4 bytes]`: the six-bit values (0..64) of
     /// elements `16s + 4g .. 16s + 4g + 4` of row `c`.
     pub qs: [[u8; TILE_ROWS * 4]; 64],
-    pub scales: [[i32; TILE_ROWS]; 16],
+    /// Signed 8-bit scales per sub-block and row (widened in the kernel).
+    pub scales: [[i8; TILE_ROWS]; 16],
     pub d: [f32; TILE_ROWS],
 }
 
@@ -117,7 +119,7 @@ impl Q6KTiles {
                     let wb = &w[at..at + Q6_K_BYTES];
                     t.d[c] = f16::from_bits(u16::from_le_bytes([wb[208], wb[209]])).to_f32();
                     for s in 0..16 {
-                        t.scales[s][c] = wb[192 + s] as i8 as i32;
+                        t.scales[s][c] = wb[192 + s] as i8;
                     }
                     let v = q6k_values(wb);
                     for sg in 0..64 {
@@ -147,6 +149,22 @@ pub mod x86 {
         // SAFETY: `at + 4 <= 256` for every caller.
         let v = unsafe { std::ptr::read_unaligned(qs.as_ptr().add(at) as *const i32) };
         _mm512_set1_epi32(v)
+    }
+
+    /// 16 unsigned bytes as 16 i32.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(in super::super) fn widen_u8(v: &[u8; 16]) -> __m512i {
+        // SAFETY: 16 readable bytes.
+        _mm512_cvtepu8_epi32(unsafe { _mm_loadu_si128(v.as_ptr() as *const __m128i) })
+    }
+
+    /// 16 signed bytes as 16 i32.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    fn widen_i8(v: &[i8; 16]) -> __m512i {
+        // SAFETY: 16 readable bytes.
+        _mm512_cvtepi8_epi32(unsafe { _mm_loadu_si128(v.as_ptr() as *const __m128i) })
     }
 
     /// 16 rows (one row group's `tiles`, one per block) against one Q8_K
@@ -204,13 +222,12 @@ pub mod x86 {
                     }
                 }
                 let (a, bb) = (2 * p, 2 * p + 1);
-                // SAFETY: 64-byte aligned rows of 16 i32.
-                let (sa, sb, ma, mb) = unsafe {
+                let (sa, sb, ma, mb) = {
                     (
-                        _mm512_load_si512(t.scales[a].as_ptr() as *const _),
-                        _mm512_load_si512(t.scales[bb].as_ptr() as *const _),
-                        _mm512_load_si512(t.mins[a].as_ptr() as *const _),
-                        _mm512_load_si512(t.mins[bb].as_ptr() as *const _),
+                        widen_u8(&t.scales[a]),
+                        widen_u8(&t.scales[bb]),
+                        widen_u8(&t.mins[a]),
+                        widen_u8(&t.mins[bb]),
                     )
                 };
                 for r in 0..T {
@@ -283,8 +300,7 @@ pub mod x86 {
         for (b, t) in tiles.iter().enumerate() {
             // SAFETY: every row has one block per tile.
             let yb: [&BlockQ8K; T] = std::array::from_fn(|r| unsafe { ys[r].get_unchecked(b) });
-            // SAFETY (loads below): 64-byte aligned rows of 16 i32 / 64 bytes.
-            let scale = |s: usize| unsafe { _mm512_load_si512(t.scales[s].as_ptr() as *const _) };
+            let scale = |s: usize| widen_i8(&t.scales[s]);
             // Each 4-element sum fits in i16 (|Σ| ≤ 4·63·127), so `vpdpwssd`
             // against the scale's low 16 bits (high half cleared) adds
             // `scale · Σ` exactly in one instruction.
@@ -351,8 +367,7 @@ pub mod x86 {
                     is = _mm512_dpbusd_epi32(is, w, bcast4(&yb.qs, 16 * s + 4 * g));
                 }
                 let corr = _mm512_set1_epi32(32 * yb.bsums[s] as i32);
-                // SAFETY: 64-byte aligned row of 16 i32.
-                let sc = unsafe { _mm512_load_si512(t.scales[s].as_ptr() as *const _) };
+                let sc = widen_i8(&t.scales[s]);
                 s1 = _mm512_add_epi32(s1, _mm512_mullo_epi32(sc, _mm512_sub_epi32(is, corr)));
             }
             // SAFETY: 64-byte aligned.

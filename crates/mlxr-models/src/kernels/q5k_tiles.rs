@@ -122,10 +122,10 @@ pub struct Tile5 {
     /// `[sub-block s][group g][row c][4 bytes]` at `8s + g`: the values
     /// (0..32) of elements `32s + 4g .. 32s + 4g + 4` of row `c`.
     pub qs: [[u8; TILE_ROWS * 4]; 64],
-    /// Six-bit scales and mins per sub-block and row (non-negative i32, so
-    /// their high 16 bits are clear: `vpdpwssd` operands).
-    pub scales: [[i32; TILE_ROWS]; 8],
-    pub mins: [[i32; TILE_ROWS]; 8],
+    /// Six-bit scales and mins per sub-block and row (widened to i32 in the
+    /// kernel, high 16 bits clear: `vpdpwssd` operands).
+    pub scales: [[u8; TILE_ROWS]; 8],
+    pub mins: [[u8; TILE_ROWS]; 8],
     pub d: [f32; TILE_ROWS],
     pub dmin: [f32; TILE_ROWS],
 }
@@ -160,8 +160,8 @@ impl Q5KTiles {
                     t.dmin[c] = f16_at(wb, 2);
                     let (scales, mins) = q4k_scales_mins(&wb[4..16]);
                     for s in 0..8 {
-                        t.scales[s][c] = scales[s] as i32;
-                        t.mins[s][c] = mins[s] as i32;
+                        t.scales[s][c] = scales[s];
+                        t.mins[s][c] = mins[s];
                     }
                     let v = q5k_values(wb);
                     for sg in 0..64 {
@@ -180,6 +180,7 @@ impl Q5KTiles {
 pub mod x86 {
     use std::arch::x86_64::*;
 
+    use super::super::q4k_tiles::x86::widen_u8;
     use super::{f16_at, q4k_scales_mins, BlockQ8K, Tile5, Q5_K_BYTES};
 
     /// One Q5_K weight row against `R` Q8_K rows with AVX2 (the block is
@@ -278,7 +279,7 @@ pub mod x86 {
                 // SAFETY: 64-byte aligned rows of 16 i32 / 64 bytes; `x`
                 // points at 256 activation bytes, read 4 at a time.
                 unsafe {
-                    let sc = _mm512_load_si512(t.scales[s].as_ptr() as *const _);
+                    let sc = widen_u8(&t.scales[s]);
                     for (g, lane) in lanes.iter_mut().enumerate() {
                         let w = _mm512_load_si512(t.qs[8 * s + g].as_ptr() as *const _);
                         let xs = _mm512_set1_epi32(std::ptr::read_unaligned(x.add(8 * s + g)));
@@ -286,7 +287,7 @@ pub mod x86 {
                         *lane = _mm512_dpwssd_epi32(*lane, p, sc);
                     }
                     let pair = yb.bsums[2 * s] as i32 + yb.bsums[2 * s + 1] as i32;
-                    let mn = _mm512_load_si512(t.mins[s].as_ptr() as *const _);
+                    let mn = widen_u8(&t.mins[s]);
                     mins = _mm512_add_epi32(mins, _mm512_mullo_epi32(mn, _mm512_set1_epi32(pair)));
                 }
             }
