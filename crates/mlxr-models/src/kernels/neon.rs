@@ -25,6 +25,28 @@ fn has_dotprod() -> bool {
     std::arch::is_aarch64_feature_detected!("dotprod")
 }
 
+/// `pub fn NAME<const R: usize>(..)` running `INNER::<true, R>` compiled
+/// with the dot-product extension where the CPU has it, `INNER::<false, R>`
+/// otherwise.
+macro_rules! with_sdot {
+    ($(#[$doc:meta])* pub fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty = $inner:ident;) => {
+        $(#[$doc])*
+        pub fn $name<const R: usize>($($arg: $ty),*) -> $ret {
+            #[target_feature(enable = "neon,dotprod")]
+            fn sdot<const R: usize>($($arg: $ty),*) -> $ret {
+                $inner::<true, R>($($arg),*)
+            }
+            if has_dotprod() {
+                // SAFETY: the CPU has the dot-product extension.
+                unsafe { sdot::<R>($($arg),*) }
+            } else {
+                // SAFETY: NEON is part of every aarch64 target.
+                unsafe { $inner::<false, R>($($arg),*) }
+            }
+        }
+    };
+}
+
 /// `acc + (Σ of each 4 consecutive a·b products)`: lane `i` adds elements
 /// `4i .. 4i + 4`.
 #[inline]
@@ -32,7 +54,7 @@ fn has_dotprod() -> bool {
 fn dot4<const SDOT: bool>(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
     if SDOT {
         let mut acc = acc;
-        // SAFETY: `SDOT` is true only below the `*_sdot` entry points, which
+        // SAFETY: `SDOT` is true only below `with_sdot!`'s dot-product functions, which
         // run after `has_dotprod()`; the instruction touches registers only.
         unsafe {
             asm!(
@@ -166,22 +188,11 @@ fn load32(q: &[i8]) -> [int8x16_t; 2] {
     unsafe { [vld1q_s8(q.as_ptr()), vld1q_s8(q[16..].as_ptr())] }
 }
 
-/// One weight row of a 32-element type against `R` Q8 activation rows (the
-/// weight block is unpacked once); each result equals the portable
-/// `dot::dot_*_scalar` of that kind.
-pub fn dot_rows<const R: usize>(kind: WeightKind, w: &[u8], ys: [&[BlockQ8]; R]) -> [f32; R] {
-    if has_dotprod() {
-        // SAFETY: the CPU has the dot-product extension.
-        unsafe { dot_rows_sdot(kind, w, ys) }
-    } else {
-        // SAFETY: NEON is part of every aarch64 target.
-        unsafe { dot_rows_in::<false, R>(kind, w, ys) }
-    }
-}
-
-#[target_feature(enable = "neon,dotprod")]
-fn dot_rows_sdot<const R: usize>(kind: WeightKind, w: &[u8], ys: [&[BlockQ8]; R]) -> [f32; R] {
-    dot_rows_in::<true, R>(kind, w, ys)
+with_sdot! {
+    /// One weight row of a 32-element type against `R` Q8 activation rows (the
+    /// weight block is unpacked once); each result equals the portable
+    /// `dot::dot_*_scalar` of that kind.
+    pub fn dot_rows(kind: WeightKind, w: &[u8], ys: [&[BlockQ8]; R]) -> [f32; R] = dot_rows_in;
 }
 
 #[inline]
@@ -219,21 +230,10 @@ fn dot_rows_in<const SDOT: bool, const R: usize>(
     })
 }
 
-/// One Q4_K weight row against `R` Q8_K rows; each result equals
-/// [`kquants::dot_q4_k_scalar`] with the same `pairs[r]`.
-pub fn dot_q4_k_rows<const R: usize>(w: &[u8], ys: [&[BlockQ8K]; R], pairs: [bool; R]) -> [f32; R] {
-    if has_dotprod() {
-        // SAFETY: the CPU has the dot-product extension.
-        unsafe { q4k_rows_sdot(w, ys, pairs) }
-    } else {
-        // SAFETY: NEON is part of every aarch64 target.
-        unsafe { q4k_rows_in::<false, R>(w, ys, pairs) }
-    }
-}
-
-#[target_feature(enable = "neon,dotprod")]
-fn q4k_rows_sdot<const R: usize>(w: &[u8], ys: [&[BlockQ8K]; R], pairs: [bool; R]) -> [f32; R] {
-    q4k_rows_in::<true, R>(w, ys, pairs)
+with_sdot! {
+    /// One Q4_K weight row against `R` Q8_K rows; each result equals
+    /// [`kquants::dot_q4_k_scalar`] with the same `pairs[r]`.
+    pub fn dot_q4_k_rows(w: &[u8], ys: [&[BlockQ8K]; R], pairs: [bool; R]) -> [f32; R] = q4k_rows_in;
 }
 
 #[inline]
@@ -267,21 +267,10 @@ fn q4k_rows_in<const SDOT: bool, const R: usize>(
     std::array::from_fn(|r| acc[r] - accm[r])
 }
 
-/// One Q6_K weight row against `R` Q8_K rows; each result equals
-/// [`kquants::dot_q6_k_scalar`] with the same `tiled`.
-pub fn dot_q6_k_rows<const R: usize>(w: &[u8], ys: [&[BlockQ8K]; R], tiled: bool) -> [f32; R] {
-    if has_dotprod() {
-        // SAFETY: the CPU has the dot-product extension.
-        unsafe { q6k_rows_sdot(w, ys, tiled) }
-    } else {
-        // SAFETY: NEON is part of every aarch64 target.
-        unsafe { q6k_rows_in::<false, R>(w, ys, tiled) }
-    }
-}
-
-#[target_feature(enable = "neon,dotprod")]
-fn q6k_rows_sdot<const R: usize>(w: &[u8], ys: [&[BlockQ8K]; R], tiled: bool) -> [f32; R] {
-    q6k_rows_in::<true, R>(w, ys, tiled)
+with_sdot! {
+    /// One Q6_K weight row against `R` Q8_K rows; each result equals
+    /// [`kquants::dot_q6_k_scalar`] with the same `tiled`.
+    pub fn dot_q6_k_rows(w: &[u8], ys: [&[BlockQ8K]; R], tiled: bool) -> [f32; R] = q6k_rows_in;
 }
 
 #[inline]
@@ -359,21 +348,10 @@ fn q6k_values(wb: &[u8]) -> [[int8x16_t; 2]; 8] {
     q
 }
 
-/// One Q5_K weight row against `R` Q8_K rows; each result equals
-/// [`q5k_tiles::dot_q5_k_scalar`] with the same `tiled`.
-pub fn dot_q5_k_rows<const R: usize>(w: &[u8], ys: [&[BlockQ8K]; R], tiled: bool) -> [f32; R] {
-    if has_dotprod() {
-        // SAFETY: the CPU has the dot-product extension.
-        unsafe { q5k_rows_sdot(w, ys, tiled) }
-    } else {
-        // SAFETY: NEON is part of every aarch64 target.
-        unsafe { q5k_rows_in::<false, R>(w, ys, tiled) }
-    }
-}
-
-#[target_feature(enable = "neon,dotprod")]
-fn q5k_rows_sdot<const R: usize>(w: &[u8], ys: [&[BlockQ8K]; R], tiled: bool) -> [f32; R] {
-    q5k_rows_in::<true, R>(w, ys, tiled)
+with_sdot! {
+    /// One Q5_K weight row against `R` Q8_K rows; each result equals
+    /// [`q5k_tiles::dot_q5_k_scalar`] with the same `tiled`.
+    pub fn dot_q5_k_rows(w: &[u8], ys: [&[BlockQ8K]; R], tiled: bool) -> [f32; R] = q5k_rows_in;
 }
 
 #[inline]
