@@ -44,21 +44,34 @@ async function pickModel(scope: Locator | Page, prefix: string) {
   await select.selectOption((await option.getAttribute("value")) ?? "");
 }
 
-/** Text lengths of the last assistant message, sampled until `done` resolves. */
-async function sampleReply(done: Promise<unknown>): Promise<number[]> {
-  const lengths: number[] = [];
-  let finished = false;
-  void done.finally(() => (finished = true));
-  while (!finished) {
-    const n = await page
-      .getByRole("article", { name: "Assistant" })
-      .last()
-      .evaluate((el) => el.querySelector(".markdown")?.textContent?.length ?? 0)
-      .catch(() => 0);
-    if (n && lengths[lengths.length - 1] !== n) lengths.push(n);
-    await sleep(20);
-  }
-  return lengths;
+type Recorder = { lengths: number[]; observer?: MutationObserver };
+
+/**
+ * Starts recording, in the page, the text length of the newest assistant
+ * message at every DOM change; `stopRecording` returns the distinct lengths.
+ * (Polling from the test misses steps when a reply takes well under a second.)
+ */
+async function startRecording() {
+  await page.evaluate(() => {
+    const w = window as unknown as { replyRecorder?: Recorder };
+    w.replyRecorder?.observer?.disconnect();
+    const rec: Recorder = { lengths: [] };
+    rec.observer = new MutationObserver(() => {
+      const all = document.querySelectorAll('article[aria-label="Assistant"]');
+      const n = all[all.length - 1]?.querySelector(".markdown")?.textContent?.length ?? 0;
+      if (n && rec.lengths[rec.lengths.length - 1] !== n) rec.lengths.push(n);
+    });
+    rec.observer.observe(document.body, { childList: true, subtree: true, characterData: true });
+    w.replyRecorder = rec;
+  });
+}
+
+async function stopRecording(): Promise<number[]> {
+  return page.evaluate(() => {
+    const rec = (window as unknown as { replyRecorder: Recorder }).replyRecorder;
+    rec.observer?.disconnect();
+    return rec.lengths;
+  });
 }
 
 describe("chat", () => {
@@ -66,10 +79,12 @@ describe("chat", () => {
     await page.goto("/ui/chat");
     await pickModel(page, MODEL);
     await page.getByRole("textbox", { name: "Message" }).fill("Write one sentence about the sea.");
+    await startRecording();
     const started = Date.now();
     await page.getByRole("button", { name: "Send" }).click();
     const stats = page.getByLabel("Reply statistics");
-    const lengths = await sampleReply(stats.waitFor({ timeout: 60_000 }));
+    await stats.waitFor({ timeout: 60_000 });
+    const lengths = await stopRecording();
     const text = await page.getByRole("article", { name: "Assistant" }).last().innerText();
     console.log(`chat reply in ${Date.now() - started} ms, ${lengths.length} visible updates: ${await stats.innerText()}`);
     expect(lengths.length, "the reply grew in several steps (streamed)").toBeGreaterThan(2);

@@ -91,7 +91,7 @@ pub(super) fn matmul_with(
     assert!(w.len() >= n * row_bytes, "weight buffer too small");
 
     let rows = RowKernels::new(simd);
-    let n_threads = candle_core::utils::get_num_threads().clamp(1, n.div_ceil(8).max(1));
+    let n_threads = rayon::current_num_threads().clamp(1, n.div_ceil(8).max(1));
     let per_thread = n.div_ceil(n_threads);
     let out_ptr = OutPtr(out.as_mut_ptr());
     let xq = &xq;
@@ -236,7 +236,7 @@ fn q32_tile_matmul(
             &offsets[tok * kb..(tok + 1) * kb]
         }
     };
-    let n_threads = candle_core::utils::get_num_threads();
+    let n_threads = rayon::current_num_threads();
     let two = |g: usize, tok: usize| {
         let (gt, ys) = (tiles.group(g), [xrow(tok), xrow(tok + 1)]);
         let os = [offsets_of(tok), offsets_of(tok + 1)];
@@ -319,7 +319,7 @@ fn kquant_matmul(
     });
 
     let rows = RowKernels::new(simd);
-    let n_threads = candle_core::utils::get_num_threads().clamp(1, n.div_ceil(8).max(1));
+    let n_threads = rayon::current_num_threads().clamp(1, n.div_ceil(8).max(1));
     let per_thread = n.div_ceil(n_threads);
     let out_ptr = OutPtr(out.as_mut_ptr());
     let xq = &xq;
@@ -374,7 +374,7 @@ fn kquant_matmul(
         let one =
             |g: usize, tok: usize| unsafe { q5k_tiles::x86::gemv_tile(group(g), xrow(tok), tiled) };
         let two = |g: usize, tok: usize| [one(g, tok), one(g, tok + 1)];
-        let n_threads = candle_core::utils::get_num_threads();
+        let n_threads = rayon::current_num_threads();
         run_tiles(n_threads, (m, n), out, |_| false, two, one);
         return;
     }
