@@ -371,21 +371,7 @@ impl CustomOp1 for AffineMatMul<'_> {
         storage: &CpuStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(data) = storage else {
-            candle_core::bail!("{}: only f32 activations are supported", self.name());
-        };
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("{}: activations must be contiguous", self.name());
-        };
-        let mut dims = layout.shape().dims().to_vec();
-        if dims.last() != Some(&self.0.cols) {
-            candle_core::bail!(
-                "{}: activations {dims:?} do not end in {}",
-                self.name(),
-                self.0.cols
-            );
-        }
-        let x = &data[start..end];
+        let (x, mut dims) = super::matmul_input(self.name(), storage, layout, self.0.cols)?;
         let y = self.0.matmul(x, x.len() / self.0.cols);
         *dims.last_mut().expect("checked") = self.0.rows;
         Ok((CpuStorage::F32(y), Shape::from(dims)))

@@ -2,6 +2,8 @@
 //! scalar kernels split over the thread pool (see the module above for the
 //! float orders).
 
+use std::ops::Range;
+
 use super::q8::{self, BlockQ8, QK};
 use super::rows::RowKernels;
 #[cfg(target_arch = "x86_64")]
@@ -91,41 +93,97 @@ pub(super) fn matmul_with(
     assert!(w.len() >= n * row_bytes, "weight buffer too small");
 
     let rows = RowKernels::new(simd);
-    let n_threads = rayon::current_num_threads().clamp(1, n.div_ceil(8).max(1));
-    let per_thread = n.div_ceil(n_threads);
-    let out_ptr = OutPtr(out.as_mut_ptr());
-    let xq = &xq;
     let xrow = |tok: usize| &xq[tok * kb..(tok + 1) * kb];
-    candle_core::cpu::kernels::par_for_each(n_threads, |t| {
-        let lo = (t * per_thread).min(n);
-        let hi = ((t + 1) * per_thread).min(n);
-        for t0 in (0..m).step_by(TOKEN_TILE) {
-            let t1 = (t0 + TOKEN_TILE).min(m);
-            for r in lo..hi {
-                let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
-                // SAFETY: in bounds; only this thread owns column r.
-                let emit = |tok: usize, v: f32| unsafe { out_ptr.write(tok * n + r, v) };
-                let mut tok = t0;
-                while tok + 8 <= t1 {
-                    let v = rows.dot32::<8>(kind, wrow, std::array::from_fn(|j| xrow(tok + j)));
-                    v.into_iter()
-                        .enumerate()
-                        .for_each(|(j, v)| emit(tok + j, v));
-                    tok += 8;
-                }
-                while tok + 4 <= t1 {
-                    let v = rows.dot32::<4>(kind, wrow, std::array::from_fn(|j| xrow(tok + j)));
-                    v.into_iter()
-                        .enumerate()
-                        .for_each(|(j, v)| emit(tok + j, v));
-                    tok += 4;
-                }
-                for tok in tok..t1 {
-                    emit(tok, rows.dot32::<1>(kind, wrow, [xrow(tok)])[0]);
-                }
-            }
+    run_rows((m, n), out, |weights, tokens, out| {
+        for r in weights {
+            let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
+            row_tokens(
+                tokens.clone(),
+                Some(|tok| rows.dot32::<8>(kind, wrow, std::array::from_fn(|j| xrow(tok + j)))),
+                |tok| rows.dot32::<4>(kind, wrow, std::array::from_fn(|j| xrow(tok + j))),
+                |tok| rows.dot32::<1>(kind, wrow, [xrow(tok)])[0],
+                |tok, v| out.set(tok, r, v),
+            );
         }
     });
+}
+
+/// Where one thread of [`run_rows`] stores its results: `out[tok, r]` for
+/// the weight rows `r` it owns.
+struct RowOut {
+    ptr: OutPtr,
+    m: usize,
+    n: usize,
+    rows: Range<usize>,
+}
+
+impl RowOut {
+    fn set(&self, tok: usize, r: usize, v: f32) {
+        assert!(
+            tok < self.m && self.rows.contains(&r),
+            "({tok}, {r}) outside this run"
+        );
+        // SAFETY: in bounds (checked); only this thread writes the columns of `rows`.
+        unsafe { self.ptr.write(tok * self.n + r, v) }
+    }
+}
+
+/// The driver of the row kernels: weight rows split over the pool (at
+/// least 8 per thread), tokens in runs of [`TOKEN_TILE`];
+/// `run(weight rows, tokens, out)` computes those rows for those tokens.
+fn run_rows(
+    (m, n): (usize, usize),
+    out: &mut [f32],
+    run: impl Fn(Range<usize>, Range<usize>, &RowOut) + Sync,
+) {
+    assert_eq!(out.len(), m * n);
+    let n_threads = rayon::current_num_threads().clamp(1, n.div_ceil(8).max(1));
+    let per_thread = n.div_ceil(n_threads);
+    let ptr = OutPtr(out.as_mut_ptr());
+    candle_core::cpu::kernels::par_for_each(n_threads, |t| {
+        let rows = (t * per_thread).min(n)..((t + 1) * per_thread).min(n);
+        let out = RowOut {
+            ptr,
+            m,
+            n,
+            rows: rows.clone(),
+        };
+        for t0 in (0..m).step_by(TOKEN_TILE) {
+            run(rows.clone(), t0..(t0 + TOKEN_TILE).min(m), &out);
+        }
+    });
+}
+
+/// The tokens of one weight row in batches: 8 at a time through `eight`
+/// where given, then 4 through `four`, then one at a time through `one`;
+/// `set(tok, v)` stores each result.
+fn row_tokens(
+    tokens: Range<usize>,
+    eight: Option<impl Fn(usize) -> [f32; 8]>,
+    four: impl Fn(usize) -> [f32; 4],
+    one: impl Fn(usize) -> f32,
+    set: impl Fn(usize, f32),
+) {
+    let mut tok = tokens.start;
+    if let Some(eight) = eight {
+        while tok + 8 <= tokens.end {
+            eight(tok)
+                .into_iter()
+                .enumerate()
+                .for_each(|(j, v)| set(tok + j, v));
+            tok += 8;
+        }
+    }
+    while tok + 4 <= tokens.end {
+        four(tok)
+            .into_iter()
+            .enumerate()
+            .for_each(|(j, v)| set(tok + j, v));
+        tok += 4;
+    }
+    for tok in tok..tokens.end {
+        set(tok, one(tok));
+    }
 }
 
 /// `f(t, x row t, out row t)` for every row (see [`par_rows`]).
@@ -319,9 +377,8 @@ fn kquant_matmul(
     });
 
     let rows = RowKernels::new(simd);
+    #[cfg(target_arch = "x86_64")]
     let n_threads = rayon::current_num_threads().clamp(1, n.div_ceil(8).max(1));
-    let per_thread = n.div_ceil(n_threads);
-    let out_ptr = OutPtr(out.as_mut_ptr());
     let xq = &xq;
     let xrow = |tok: usize| &xq[tok * kb..(tok + 1) * kb];
 
@@ -382,56 +439,43 @@ fn kquant_matmul(
     // Only the paths below read the GGUF blocks (tiles, when given, replace them).
     assert!(w.len() >= n * row_bytes, "weight buffer too small");
 
-    candle_core::cpu::kernels::par_for_each(n_threads, |t| {
-        let lo = (t * per_thread).min(n);
-        let hi = ((t + 1) * per_thread).min(n);
-        for t0 in (0..m).step_by(TOKEN_TILE) {
-            let t1 = (t0 + TOKEN_TILE).min(m);
-            #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
-            let mut r = lo;
-            // Tokens in the gemv order (decode; the last m % 4 of a batch):
-            // 8 weight rows at once.
-            #[cfg(target_arch = "x86_64")]
-            if rows == RowKernels::Avx2 && kind == WeightKind::Q4K && t0 >= m4 {
-                while r + 8 <= hi {
-                    for tok in t0..t1 {
-                        // SAFETY: `Avx2` implies the CPU features; rows r..r+8 exist.
-                        let v = unsafe {
-                            super::kquants::x86::dot_q4_k_gemv8(
-                                &w[r * row_bytes..],
-                                row_bytes,
-                                xrow(tok),
-                            )
-                        };
-                        for (i, v) in v.into_iter().enumerate() {
-                            // SAFETY: in bounds; only this thread owns columns r..r+8.
-                            unsafe { out_ptr.write(tok * n + r + i, v) };
-                        }
-                    }
-                    r += 8;
-                }
-            }
-            for r in r..hi {
-                let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
-                // SAFETY: in bounds; only this thread owns column r.
-                let emit = |tok: usize, v: f32| unsafe { out_ptr.write(tok * n + r, v) };
-                let mut tok = t0;
-                while tok + 4 <= t1 {
-                    let ys = std::array::from_fn(|j| xrow(tok + j));
-                    let pairs = std::array::from_fn(|j| tok + j < m4);
-                    let v = rows.kquant::<4>(kind, wrow, ys, pairs, tiled);
+    run_rows((m, n), out, |weights, tokens, out| {
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
+        let mut first = weights.start;
+        // Tokens in the gemv order (decode; the last m % 4 of a batch):
+        // 8 weight rows at once.
+        #[cfg(target_arch = "x86_64")]
+        if rows == RowKernels::Avx2 && kind == WeightKind::Q4K && tokens.start >= m4 {
+            while first + 8 <= weights.end {
+                for tok in tokens.clone() {
+                    // SAFETY: `Avx2` implies the CPU features; rows first..first+8 exist.
+                    let v = unsafe {
+                        super::kquants::x86::dot_q4_k_gemv8(
+                            &w[first * row_bytes..],
+                            row_bytes,
+                            xrow(tok),
+                        )
+                    };
                     v.into_iter()
                         .enumerate()
-                        .for_each(|(j, v)| emit(tok + j, v));
-                    tok += 4;
+                        .for_each(|(i, v)| out.set(tok, first + i, v));
                 }
-                for tok in tok..t1 {
-                    emit(
-                        tok,
-                        rows.kquant::<1>(kind, wrow, [xrow(tok)], [tok < m4], tiled)[0],
-                    );
-                }
+                first += 8;
             }
+        }
+        for r in first..weights.end {
+            let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
+            row_tokens(
+                tokens.clone(),
+                None::<fn(usize) -> [f32; 8]>,
+                |tok| {
+                    let ys = std::array::from_fn(|j| xrow(tok + j));
+                    let pairs = std::array::from_fn(|j| tok + j < m4);
+                    rows.kquant::<4>(kind, wrow, ys, pairs, tiled)
+                },
+                |tok| rows.kquant::<1>(kind, wrow, [xrow(tok)], [tok < m4], tiled)[0],
+                |tok, v| out.set(tok, r, v),
+            );
         }
     });
 }

@@ -32,6 +32,7 @@ mod rows;
 mod tests;
 
 use candle_core::quantized::GgmlDType;
+use candle_core::{CpuStorage, Layout};
 
 pub use matmul::matmul;
 pub(crate) use matmul::par_rows;
@@ -152,4 +153,25 @@ impl Tiles {
             _ => Self::Q32(q32_tiles::Q32Tiles::new(kind, w, n, k)),
         })
     }
+}
+
+/// A matmul op's activations: contiguous f32 `[.., k]` (the values and the
+/// dims), or an error naming `op`.
+fn matmul_input<'a>(
+    op: &str,
+    storage: &'a CpuStorage,
+    layout: &Layout,
+    k: usize,
+) -> candle_core::Result<(&'a [f32], Vec<usize>)> {
+    let CpuStorage::F32(data) = storage else {
+        candle_core::bail!("{op}: only f32 activations are supported");
+    };
+    let Some((start, end)) = layout.contiguous_offsets() else {
+        candle_core::bail!("{op}: activations must be contiguous");
+    };
+    let dims = layout.shape().dims().to_vec();
+    if dims.last() != Some(&k) {
+        candle_core::bail!("{op}: activations {dims:?} do not end in {k}");
+    }
+    Ok((&data[start..end], dims))
 }

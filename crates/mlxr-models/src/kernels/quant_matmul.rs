@@ -113,23 +113,7 @@ impl CustomOp1 for QuantMatMul {
         storage: &CpuStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(data) = storage else {
-            candle_core::bail!("{}: only f32 activations are supported", self.name());
-        };
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("{}: activations must be contiguous", self.name());
-        };
-        let dims = layout.shape().dims();
-        match dims.last() {
-            Some(&k) if k == self.k => {}
-            _ => candle_core::bail!(
-                "{}: activations {:?} do not end in {}",
-                self.name(),
-                dims,
-                self.k
-            ),
-        }
-        let x = &data[start..end];
+        let (x, mut dims) = super::matmul_input(self.name(), storage, layout, self.k)?;
         let m = x.len() / self.k;
         let (w, tiles) = match &self.data {
             WeightData::Blocks(w) => (w.data()?, None),
@@ -146,8 +130,7 @@ impl CustomOp1 for QuantMatMul {
             true,
             self.order,
         );
-        let mut out_dims = dims.to_vec();
-        *out_dims.last_mut().expect("non-empty dims") = self.n;
-        Ok((CpuStorage::F32(out), Shape::from(out_dims)))
+        *dims.last_mut().expect("checked") = self.n;
+        Ok((CpuStorage::F32(out), Shape::from(dims)))
     }
 }
