@@ -4,7 +4,7 @@ use crate::batch::SeqChunk;
 use crate::config::ModelConfig;
 use crate::kv_cache::{AttentionSpec, KvCache};
 use crate::layers::rope::RopeTables;
-use crate::layers::{Linear, RmsNorm, Rope};
+use crate::layers::{Linear, Projections, RmsNorm, Rope};
 use crate::weights::Weights;
 use crate::Result;
 
@@ -12,21 +12,12 @@ use crate::Result;
 /// optional sliding window, over a batch of sequence chunks.
 pub struct Attention {
     layer: usize,
+    /// Q, then K, then V.
     qkv: Projections,
     wo: Linear,
     q_norm: Option<RmsNorm>,
     k_norm: Option<RmsNorm>,
     spec: AttentionSpec,
-}
-
-enum Projections {
-    Split {
-        q: Linear,
-        k: Linear,
-        v: Linear,
-    },
-    /// One matrix with the Q rows, then K, then V (Phi-3).
-    Fused(Linear),
 }
 
 impl Attention {
@@ -43,18 +34,17 @@ impl Attention {
                 .transpose()
         };
         let qkv = if w.contains(&format!("{p}.attn_qkv.weight")) {
-            Projections::Fused(Linear::load(
-                w,
-                &format!("{p}.attn_qkv"),
-                q_dim + 2 * kv_dim,
-                h,
-            )?)
+            // One matrix with the Q rows, then K, then V (Phi-3).
+            let all = Linear::load(w, &format!("{p}.attn_qkv"), q_dim + 2 * kv_dim, h)?;
+            Projections::stored_stacked(all, vec![q_dim, kv_dim, kv_dim])
         } else {
-            Projections::Split {
-                q: Linear::load(w, &format!("{p}.attn_q"), q_dim, h)?,
-                k: Linear::load(w, &format!("{p}.attn_k"), kv_dim, h)?,
-                v: Linear::load(w, &format!("{p}.attn_v"), kv_dim, h)?,
-            }
+            let layer = |name: &str, out: usize| (format!("{p}.{name}"), out);
+            let layers = [
+                layer("attn_q", q_dim),
+                layer("attn_k", kv_dim),
+                layer("attn_v", kv_dim),
+            ];
+            Projections::load(w, &layers, h)?
         };
         Ok(Self {
             layer,
@@ -83,20 +73,10 @@ impl Attention {
     ) -> Result<Tensor> {
         let tokens = x.dim(0)?;
         let (n_heads, n_kv, d) = (self.spec.n_heads, self.spec.n_kv_heads, self.spec.head_dim);
-        let (q, k, v) = match &self.qkv {
-            Projections::Split { q, k, v } => (q.forward(x)?, k.forward(x)?, v.forward(x)?),
-            Projections::Fused(qkv) => {
-                let y = qkv.forward(x)?;
-                (
-                    y.narrow(1, 0, n_heads * d)?,
-                    y.narrow(1, n_heads * d, n_kv * d)?.contiguous()?,
-                    y.narrow(1, (n_heads + n_kv) * d, n_kv * d)?.contiguous()?,
-                )
-            }
-        };
+        let [q, k, v]: [Tensor; 3] = self.qkv.forward(x)?.try_into().expect("three projections");
         let mut q = q.contiguous()?.reshape((tokens, n_heads, d))?;
-        let mut k = k.reshape((tokens, n_kv, d))?;
-        let v = v.reshape((tokens, n_kv, d))?;
+        let mut k = k.contiguous()?.reshape((tokens, n_kv, d))?;
+        let v = v.contiguous()?.reshape((tokens, n_kv, d))?;
         if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
             q = qn.forward(&q)?;
             k = kn.forward(&k)?;

@@ -49,6 +49,36 @@ impl Linear {
         Ok(linear)
     }
 
+    /// The layers `(prefix, out_features)` stacked into one
+    /// `[Σ out_features, in_features]` layer (biases too), when the weights
+    /// allow it (see [`Weights::stacked_linear`]) and either all or none of
+    /// them have a bias.
+    pub fn load_stacked(
+        w: &dyn Weights,
+        layers: &[(String, usize)],
+        in_features: usize,
+    ) -> Result<Option<Self>> {
+        let biases: Vec<String> = layers.iter().map(|(p, _)| format!("{p}.bias")).collect();
+        let with_bias = biases.iter().filter(|b| w.contains(b)).count();
+        if with_bias != 0 && with_bias != biases.len() {
+            return Ok(None);
+        }
+        let names: Vec<String> = layers.iter().map(|(p, _)| format!("{p}.weight")).collect();
+        let outs: Vec<usize> = layers.iter().map(|(_, out)| *out).collect();
+        let Some(mut linear) = w.stacked_linear(&names, &outs, in_features)? else {
+            return Ok(None);
+        };
+        if with_bias != 0 {
+            let parts = biases
+                .iter()
+                .zip(&outs)
+                .map(|(b, &out)| w.vector(b, out))
+                .collect::<Result<Vec<_>>>()?;
+            linear.bias = Some(Tensor::cat(&parts, 0)?);
+        }
+        Ok(Some(linear))
+    }
+
     pub fn ggml(t: Arc<QTensor>, order: RowOrder) -> Result<Self> {
         let inner = QMatMul::from_arc(t.clone())?;
         // candle dequantizes when asked to (CANDLE_DEQUANTIZE_ALL); keep that.

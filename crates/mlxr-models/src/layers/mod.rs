@@ -6,6 +6,7 @@ pub mod embedding;
 pub mod linear;
 pub mod mlp;
 pub mod norm;
+pub mod projections;
 pub mod rope;
 
 pub use attention::Attention;
@@ -14,4 +15,5 @@ pub use embedding::Embedding;
 pub use linear::Linear;
 pub use mlp::Mlp;
 pub use norm::RmsNorm;
+pub use projections::Projections;
 pub use rope::Rope;

@@ -7,7 +7,7 @@ use candle_core::{Device, Tensor};
 use mlxr_formats::gguf::{GgmlType, GgufFile};
 
 use super::Weights;
-use crate::kernels::RowOrder;
+use crate::kernels::{RowOrder, WeightKind};
 use crate::layers::{Embedding, Linear};
 use crate::ModelError;
 
@@ -43,6 +43,13 @@ impl<'a> GgufWeights<'a> {
     /// The tensor `name` in its stored (possibly quantized) type. `shape` is in
     /// row-major order (outermost first), the reverse of GGUF's `ne` order.
     pub fn qtensor(&self, name: &str, shape: &[usize]) -> Result<QTensor, ModelError> {
+        let (dtype, bytes) = self.stored(name, shape)?;
+        qtensor_from_ggml(dtype, bytes, shape.to_vec(), &self.device)
+            .map_err(|e| ModelError::candle(format!("loading tensor '{name}'"), e))
+    }
+
+    /// The type and raw data of `name`, checked to have `shape`.
+    fn stored(&self, name: &str, shape: &[usize]) -> Result<(GgmlDType, &'a [u8]), ModelError> {
         let info = self
             .file
             .tensor(name)
@@ -61,9 +68,24 @@ impl<'a> GgufWeights<'a> {
                 ggml_type: info.ggml_type,
             })
         })?;
-        let bytes = self.file.tensor_data(info)?;
-        qtensor_from_ggml(dtype, bytes, stored, &self.device)
-            .map_err(|e| ModelError::candle(format!("loading tensor '{name}'"), e))
+        Ok((dtype, self.file.tensor_data(info)?))
+    }
+
+    /// The type all of `names` share, when they exist, there are several, the
+    /// weights load on the CPU and our kernels compute that type.
+    fn common_kernel_type(&self, names: &[String]) -> Option<GgmlDType> {
+        if names.len() < 2 || !self.device.is_cpu() {
+            return None;
+        }
+        let mut types = names
+            .iter()
+            .map(|n| self.file.tensor(n).map(|i| i.ggml_type));
+        let first = types.next()??;
+        if !types.all(|t| t == Some(first)) {
+            return None;
+        }
+        let dtype = candle_dtype(first)?;
+        WeightKind::from_dtype(dtype).map(|_| dtype)
     }
 
     /// The tensor `name` dequantized to f32 (norm weights and other small vectors).
@@ -81,6 +103,26 @@ impl Weights for GgufWeights<'_> {
 
     fn linear(&self, name: &str, out: usize, inp: usize) -> Result<Linear, ModelError> {
         Linear::ggml(Arc::new(self.qtensor(name, &[out, inp])?), self.row_order)
+    }
+
+    fn stacked_linear(
+        &self,
+        names: &[String],
+        outs: &[usize],
+        inp: usize,
+    ) -> Result<Option<Linear>, ModelError> {
+        let Some(dtype) = self.common_kernel_type(names) else {
+            return Ok(None);
+        };
+        // Rows are stored one after another, so the stack is the concatenation.
+        let mut bytes = Vec::new();
+        for (name, &out) in names.iter().zip(outs) {
+            bytes.extend_from_slice(self.stored(name, &[out, inp])?.1);
+        }
+        let rows = outs.iter().sum();
+        let stacked = qtensor_from_ggml(dtype, &bytes, vec![rows, inp], &self.device)
+            .map_err(|e| ModelError::candle(format!("stacking {names:?}"), e))?;
+        Ok(Some(Linear::ggml(Arc::new(stacked), self.row_order)?))
     }
 
     fn vector(&self, name: &str, len: usize) -> Result<Tensor, ModelError> {

@@ -27,6 +27,19 @@ pub trait Weights {
     fn vector(&self, name: &str, len: usize) -> Result<Tensor>;
     /// The token embedding table `[vocab, hidden]`.
     fn embedding(&self, name: &str, vocab: usize, hidden: usize) -> Result<Embedding>;
+    /// The matrices `names` (`[outs[i], inp]` each) stacked into one
+    /// `[Σ outs, inp]` layer, when this source computes the stack exactly as
+    /// the parts (GGUF: the same quantized type with a CPU kernel here);
+    /// `None` otherwise.
+    fn stacked_linear(
+        &self,
+        names: &[String],
+        outs: &[usize],
+        inp: usize,
+    ) -> Result<Option<Linear>> {
+        let _ = (names, outs, inp);
+        Ok(None)
+    }
     /// The arithmetic order of quantized matmuls (GGUF only).
     fn row_order(&self) -> RowOrder {
         RowOrder::Independent
