@@ -1,12 +1,14 @@
 //! The engine thread: owns the model and the paged KV cache, takes requests
 //! from a channel, and runs the scheduler's steps, one forward pass each.
 
+use std::borrow::Cow;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::Instant;
 
 use mlxr_models::paged::{PagedKvStore, PagedKvView};
 use mlxr_models::SeqChunk;
+use mlxr_models::Workspace;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::events::{Event, FinishReason};
@@ -30,6 +32,8 @@ pub(crate) struct EngineLoop {
     pub metrics: Arc<EngineMetrics>,
     /// Tokens one sequence may reach: the context size or the KV capacity.
     pub seq_limit: usize,
+    /// The buffers of the model's buffered pass, reused every step.
+    pub workspace: Workspace,
 }
 
 impl EngineLoop {
@@ -158,11 +162,19 @@ impl EngineLoop {
         // loops start inside the pool rather than each waking it from this
         // thread (two thread wake-ups per matmul otherwise).
         let model = &self.model.model;
+        let mut workspace = std::mem::take(&mut self.workspace);
         let logits = rayon::scope(|_| {
-            model
-                .forward(&tokens, &seq_chunks, &mut view)
-                .and_then(|l| Ok(l.to_vec2::<f32>()?))
+            if model.supports_buffered() {
+                model
+                    .forward_into(&tokens, &seq_chunks, &mut view, &mut workspace)
+                    .map(Cow::Borrowed)
+            } else {
+                model
+                    .forward(&tokens, &seq_chunks, &mut view)
+                    .and_then(|l| Ok(Cow::Owned(l.flatten_all()?.to_vec1::<f32>()?)))
+            }
         });
+        drop(view);
         match logits {
             Ok(rows) => self.process_outputs(&chunks, &rows),
             Err(e) => {
@@ -175,10 +187,13 @@ impl EngineLoop {
                 }
             }
         }
+        self.workspace = workspace;
     }
 
-    fn process_outputs(&mut self, chunks: &[ScheduledChunk], logits: &[Vec<f32>]) {
-        for (chunk, row) in chunks.iter().zip(logits) {
+    /// `logits`: `[chunks.len(), vocab]`, row-major.
+    fn process_outputs(&mut self, chunks: &[ScheduledChunk], logits: &[f32]) {
+        let vocab = self.model.model.config().vocab_size;
+        for (chunk, row) in chunks.iter().zip(logits.chunks_exact(vocab)) {
             self.scheduler.chunk_computed(chunk);
             if !chunk.samples {
                 continue;

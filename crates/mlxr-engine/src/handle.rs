@@ -81,6 +81,7 @@ impl EngineHandle {
             commands: rx,
             metrics: metrics.clone(),
             seq_limit,
+            workspace: Default::default(),
         };
         std::thread::Builder::new()
             .name("mlxr-engine".into())

@@ -10,7 +10,9 @@ use crate::config::ModelConfig;
 use crate::kernels::RowOrder;
 use crate::kv_cache::KvCache;
 use crate::layers::{Attention, Embedding, Linear, Mlp, RmsNorm, Rope};
+use crate::paged::PagedKvView;
 use crate::weights::{GgufWeights, SafetensorsWeights, Weights};
+use crate::workspace::{sized, Workspace};
 use crate::{ModelError, Result};
 
 struct DecoderLayer {
@@ -32,6 +34,8 @@ pub struct DecoderModel {
     ropes: Vec<Rope>,
     output_norm: RmsNorm,
     lm_head: Linear,
+    /// Whether [`Self::forward_into`] can run (every weight has a kernel).
+    buffered: bool,
 }
 
 impl DecoderModel {
@@ -96,6 +100,12 @@ impl DecoderModel {
                 rope,
             });
         }
+        let buffered = device.is_cpu()
+            && token_embd.has_rows()
+            && lm_head.has_kernel()
+            && layers
+                .iter()
+                .all(|l| l.attention.has_kernels() && l.mlp.has_kernels());
         Ok(Self {
             output_norm: norm("output_norm.weight")?,
             config,
@@ -104,7 +114,15 @@ impl DecoderModel {
             layers,
             ropes,
             lm_head,
+            buffered,
         })
+    }
+
+    /// Whether [`Self::forward_into`] runs this model: on the CPU, with a
+    /// kernel for every weight (GGUF types listed in [`crate::kernels`],
+    /// regrouped into tiles where the CPU has AVX-512 VNNI).
+    pub fn supports_buffered(&self) -> bool {
+        self.buffered
     }
 
     pub fn config(&self) -> &ModelConfig {
@@ -124,23 +142,7 @@ impl DecoderModel {
         seqs: &[SeqChunk],
         kv: &mut dyn KvCache,
     ) -> Result<Tensor> {
-        let total: usize = seqs.iter().map(|s| s.len).sum();
-        if total != tokens.len() || seqs.iter().any(|s| s.len == 0) {
-            return Err(ModelError::InvalidBatch(format!(
-                "{} tokens for chunks of lengths {:?}",
-                tokens.len(),
-                seqs.iter().map(|s| s.len).collect::<Vec<_>>()
-            )));
-        }
-        if let Some(&bad) = tokens
-            .iter()
-            .find(|&&t| t as usize >= self.config.vocab_size)
-        {
-            return Err(ModelError::InvalidBatch(format!(
-                "token id {bad} is outside the vocabulary of {}",
-                self.config.vocab_size
-            )));
-        }
+        self.check_batch(tokens, seqs)?;
         let positions: Vec<usize> = seqs.iter().flat_map(|s| s.positions()).collect();
         let tables = self
             .ropes
@@ -185,5 +187,113 @@ impl DecoderModel {
         }
         let x = self.output_norm.forward(&x)?;
         self.lm_head.forward(&x)
+    }
+
+    /// [`Self::forward`] over the buffers of `ws` with the paged cache, the
+    /// same logits bit for bit (`[seqs.len(), vocab_size]`, row-major, in
+    /// `ws`). Once `ws` has seen a batch this large, nothing is allocated.
+    /// Only for models that [`Self::supports_buffered`].
+    pub fn forward_into<'w>(
+        &self,
+        tokens: &[u32],
+        seqs: &[SeqChunk],
+        kv: &mut PagedKvView,
+        ws: &'w mut Workspace,
+    ) -> Result<&'w [f32]> {
+        if !self.buffered {
+            return Err(ModelError::InvalidBatch(
+                "this model has weights without a CPU kernel; use the tensor forward pass".into(),
+            ));
+        }
+        self.check_batch(tokens, seqs)?;
+        let (n, h) = (tokens.len(), self.config.hidden_size);
+        ws.positions.clear();
+        ws.positions.extend(seqs.iter().flat_map(|s| s.positions()));
+        ws.rope_tables
+            .resize_with(self.ropes.len(), Default::default);
+        for (rope, (cos, sin)) in self.ropes.iter().zip(&mut ws.rope_tables) {
+            rope.fill_tables(&ws.positions, cos, sin);
+        }
+        let x = sized(&mut ws.x, n * h);
+        for (row, &id) in x.chunks_exact_mut(h).zip(tokens) {
+            self.token_embd.row_into(id, row)?;
+        }
+        if let Some(scale) = self.config.embedding_scale {
+            // As candle's affine op computes `x * scale` (plus 0).
+            x.iter_mut().for_each(|v| *v = *v * scale + 0.0);
+        }
+        ws.last.clear();
+        let mut end = 0;
+        for seq in seqs {
+            end += seq.len;
+            ws.last.push(end - 1);
+        }
+        let mut rows = n;
+        let n_layers = self.layers.len();
+        for (i, layer) in self.layers.iter().enumerate() {
+            layer
+                .attn_norm
+                .forward_into(&ws.x, sized(&mut ws.normed, rows * h));
+            let (cos, sin) = std::mem::take(&mut ws.rope_tables[layer.rope]);
+            let rope = &self.ropes[layer.rope];
+            let attended = layer
+                .attention
+                .forward_into(ws, rows, rope, (&cos, &sin), seqs, kv);
+            ws.rope_tables[layer.rope] = (cos, sin);
+            attended?;
+            Self::add_branch(ws, layer.post_attn_norm.as_ref());
+            if i + 1 == n_layers {
+                // Only each chunk's last row goes on (see `forward`).
+                for (j, &row) in ws.last.iter().enumerate() {
+                    ws.x.copy_within(row * h..(row + 1) * h, j * h);
+                }
+                rows = seqs.len();
+                ws.x.truncate(rows * h);
+            }
+            layer
+                .ffn_norm
+                .forward_into(&ws.x, sized(&mut ws.normed, rows * h));
+            layer.mlp.forward_into(ws, rows)?;
+            Self::add_branch(ws, layer.post_ffn_norm.as_ref());
+        }
+        self.output_norm
+            .forward_into(&ws.x, sized(&mut ws.normed, rows * h));
+        let logits = sized(&mut ws.logits, rows * self.config.vocab_size);
+        self.lm_head
+            .forward_into(&ws.normed, logits, &mut ws.matmul)?;
+        Ok(&ws.logits)
+    }
+
+    /// `x += branch`, normed first when the layer has a post-norm.
+    fn add_branch(ws: &mut Workspace, post_norm: Option<&RmsNorm>) {
+        let branch = match post_norm {
+            Some(norm) => {
+                norm.forward_into(&ws.branch, sized(&mut ws.normed, ws.branch.len()));
+                &ws.normed
+            }
+            None => &ws.branch,
+        };
+        ws.x.iter_mut().zip(branch).for_each(|(x, b)| *x += b);
+    }
+
+    fn check_batch(&self, tokens: &[u32], seqs: &[SeqChunk]) -> Result<()> {
+        let total: usize = seqs.iter().map(|s| s.len).sum();
+        if total != tokens.len() || seqs.iter().any(|s| s.len == 0) {
+            return Err(ModelError::InvalidBatch(format!(
+                "{} tokens for chunks of lengths {:?}",
+                tokens.len(),
+                seqs.iter().map(|s| s.len).collect::<Vec<_>>()
+            )));
+        }
+        if let Some(&bad) = tokens
+            .iter()
+            .find(|&&t| t as usize >= self.config.vocab_size)
+        {
+            return Err(ModelError::InvalidBatch(format!(
+                "token id {bad} is outside the vocabulary of {}",
+                self.config.vocab_size
+            )));
+        }
+        Ok(())
     }
 }

@@ -14,6 +14,7 @@ pub mod kv_cache;
 pub mod layers;
 pub mod paged;
 pub mod weights;
+mod workspace;
 
 pub use batch::SeqChunk;
 pub use config::{Activation, LayerAttention, ModelConfig, RopeStyle};
@@ -21,6 +22,7 @@ pub use decoder::DecoderModel;
 pub use kernels::RowOrder;
 pub use kv_cache::{AttentionSpec, ContiguousKvCache, KvCache};
 pub use paged::{PagedKvStore, PagedKvView};
+pub use workspace::Workspace;
 
 use mlxr_formats::gguf::GgufError;
 

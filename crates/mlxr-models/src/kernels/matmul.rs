@@ -29,6 +29,30 @@ impl OutPtr {
 /// Tokens per tile: their quantized rows stay in L1 while weight rows stream.
 const TOKEN_TILE: usize = 16;
 
+/// The quantized activations of a matmul, kept between calls so a forward
+/// pass over preallocated buffers allocates nothing.
+#[derive(Default)]
+pub struct MatmulScratch {
+    q8: Vec<BlockQ8>,
+    q8k: Vec<q8k::BlockQ8K>,
+    offsets: Vec<[i32; 8]>,
+}
+
+/// `f(t)` for `t` in `0..n`, on the pool when `n > 1`. Splits by
+/// `rayon::join`, which keeps its jobs on the stack (a scope's spawned
+/// jobs are boxed: one allocation per thread and call).
+pub(crate) fn for_each_thread(n: usize, f: impl Fn(usize) + Sync) {
+    fn split(range: Range<usize>, f: &(impl Fn(usize) + Sync)) {
+        if range.len() <= 1 {
+            range.for_each(f);
+            return;
+        }
+        let mid = range.start + range.len() / 2;
+        rayon::join(|| split(range.start..mid, f), || split(mid..range.end, f));
+    }
+    split(0..n, &f)
+}
+
 /// `out[m, n] = x[m, k] · W[n, k]ᵀ` with `w` the raw GGUF blocks of `W`.
 /// `simd = false` forces the portable path (same results).
 pub fn matmul(
@@ -39,7 +63,18 @@ pub fn matmul(
     out: &mut [f32],
     simd: bool,
 ) {
-    matmul_with(kind, w, None, x, (m, n, k), out, simd, RowOrder::Ggml)
+    let scratch = &mut MatmulScratch::default();
+    matmul_with(
+        kind,
+        w,
+        None,
+        x,
+        (m, n, k),
+        out,
+        simd,
+        RowOrder::Ggml,
+        scratch,
+    )
 }
 
 /// [`matmul`], with Q4_K weights optionally already in [`q4k_tiles`] form.
@@ -53,6 +88,7 @@ pub(super) fn matmul_with(
     out: &mut [f32],
     simd: bool,
     order: RowOrder,
+    scratch: &mut MatmulScratch,
 ) {
     // The tile kernels run wherever this CPU has them: on the tiles given
     // (built at load), else on tiles built here; `simd = false` never uses them.
@@ -66,7 +102,7 @@ pub(super) fn matmul_with(
         }
     };
     if kind.is_k_quant() {
-        return kquant_matmul(kind, w, tiles, x, (m, n, k), out, simd, order);
+        return kquant_matmul(kind, w, tiles, x, (m, n, k), out, simd, order, scratch);
     }
     assert_eq!(k % QK, 0, "k must be a multiple of {QK}");
     let kb = k / QK;
@@ -77,16 +113,20 @@ pub(super) fn matmul_with(
         return;
     }
 
-    let mut xq = vec![BlockQ8::default(); m * kb];
+    let xq = &mut scratch.q8;
+    xq.clear();
+    xq.resize(m * kb, BlockQ8::default());
     let with_sum = kind.activation_has_sum();
-    for_each_row(&mut xq, kb, x, k, |_, xrow, row| {
+    for_each_row(xq, kb, x, k, |_, xrow, row| {
         q8::quantize_row(xrow, row, with_sum)
     });
+    let xq = &scratch.q8;
 
     #[cfg(target_arch = "x86_64")]
     if let Some(Tiles::Q32(tiles)) = tiles {
         assert_eq!(tiles.kind(), kind, "tiles of another weight type");
-        return q32_tile_matmul(tiles, &xq, (m, n, kb), out);
+        q32_tiles::lane_offsets(kind, xq, &mut scratch.offsets);
+        return q32_tile_matmul(tiles, xq, &scratch.offsets, (m, n, kb), out);
     }
     let _ = tiles;
     // Only this path reads the GGUF blocks (tiles, when given, replace them).
@@ -140,7 +180,7 @@ fn run_rows(
     let n_threads = rayon::current_num_threads().clamp(1, n.div_ceil(8).max(1));
     let per_thread = n.div_ceil(n_threads);
     let ptr = OutPtr(out.as_mut_ptr());
-    candle_core::cpu::kernels::par_for_each(n_threads, |t| {
+    for_each_thread(n_threads, |t| {
         let rows = (t * per_thread).min(n)..((t + 1) * per_thread).min(n);
         let out = RowOut {
             ptr,
@@ -245,7 +285,7 @@ fn run_tiles(
     let n_threads = n_threads.clamp(1, groups.max(1));
     let per_thread = groups.div_ceil(n_threads);
     let out_ptr = OutPtr(out.as_mut_ptr());
-    candle_core::cpu::kernels::par_for_each(n_threads, |t| {
+    for_each_thread(n_threads, |t| {
         let emit = |g: usize, tok: usize, v: [f32; TILE]| {
             for (i, v) in v.into_iter().enumerate() {
                 // SAFETY: in bounds; only this thread owns the rows of group g.
@@ -280,12 +320,12 @@ const TILE: usize = q32_tiles::TILE_ROWS;
 fn q32_tile_matmul(
     tiles: &q32_tiles::Q32Tiles,
     xq: &[BlockQ8],
+    offsets: &[[i32; 8]],
     (m, n, kb): (usize, usize, usize),
     out: &mut [f32],
 ) {
     use q32_tiles::x86::tile_rows;
     let kind = tiles.kind();
-    let offsets = q32_tiles::lane_offsets(kind, xq);
     let xrow = |tok: usize| &xq[tok * kb..(tok + 1) * kb];
     let offsets_of = |tok: usize| {
         if offsets.is_empty() {
@@ -341,6 +381,7 @@ fn kquant_matmul(
     out: &mut [f32],
     simd: bool,
     order: RowOrder,
+    scratch: &mut MatmulScratch,
 ) {
     use q8k::{BlockQ8K, Q8KFlavor, QK_K};
     assert_eq!(k % QK_K, 0, "k must be a multiple of {QK_K}");
@@ -366,8 +407,10 @@ fn kquant_matmul(
     };
     // ggml's tiled K-quant kernel takes non-repacked K-quant weights from 8 tokens on.
     let tiled = kind != WeightKind::Q4K && m >= 8 && batched;
-    let mut xq = vec![BlockQ8K::default(); m * kb];
-    for_each_row(&mut xq, kb, x, k, |t, xrow, row| {
+    let xq = &mut scratch.q8k;
+    xq.clear();
+    xq.resize(m * kb, BlockQ8K::default());
+    for_each_row(xq, kb, x, k, |t, xrow, row| {
         let flavor = if t < m4 {
             Q8KFlavor::Interleaved4x8
         } else {
@@ -379,7 +422,7 @@ fn kquant_matmul(
     let rows = RowKernels::new(simd);
     #[cfg(target_arch = "x86_64")]
     let n_threads = rayon::current_num_threads().clamp(1, n.div_ceil(8).max(1));
-    let xq = &xq;
+    let xq = &scratch.q8k;
     let xrow = |tok: usize| &xq[tok * kb..(tok + 1) * kb];
 
     #[cfg(target_arch = "x86_64")]

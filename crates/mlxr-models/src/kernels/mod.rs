@@ -34,8 +34,8 @@ mod tests;
 use candle_core::quantized::GgmlDType;
 use candle_core::{CpuStorage, Layout};
 
-pub use matmul::matmul;
 pub(crate) use matmul::par_rows;
+pub use matmul::{matmul, MatmulScratch};
 use q8::QK;
 pub use quant_matmul::QuantMatMul;
 

@@ -16,6 +16,14 @@ fn f32_data<'a>(op: &str, s: &'a CpuStorage, l: &Layout) -> candle_core::Result<
     Ok(&data[start..end])
 }
 
+/// `out = rms_norm(x) · w` for rows of `w.len()` (`x` and `out` alike long).
+pub(crate) fn rms_norm_rows(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let dim = w.len();
+    super::par_rows(out, dim, |first, rows| {
+        ggml_f32::rms_norm(&x[first * dim..][..rows.len()], w, eps, rows)
+    });
+}
+
 /// RMSNorm times weight over the last dimension (`x`, `w`).
 pub struct RmsNormOp {
     pub eps: f32,
@@ -39,10 +47,7 @@ impl CustomOp2 for RmsNormOp {
             candle_core::bail!("{}: {:?} vs weight {}", self.name(), l1.shape(), w.len());
         }
         let mut out = vec![0f32; x.len()];
-        let dim = w.len();
-        super::par_rows(&mut out, dim, |first, rows| {
-            ggml_f32::rms_norm(&x[first * dim..][..rows.len()], w, self.eps, rows)
-        });
+        rms_norm_rows(x, w, self.eps, &mut out);
         Ok((CpuStorage::F32(out), l1.shape().clone()))
     }
 }
@@ -54,6 +59,21 @@ pub struct RopeOp<'a> {
     pub sin: &'a [f32],
     pub rot: usize,
     pub neox: bool,
+}
+
+impl RopeOp<'_> {
+    /// Rotates `x` (`[tokens, heads, head_dim]`, tables checked by the caller).
+    pub(crate) fn apply_in_place(&self, x: &mut [f32], tokens: usize, head_dim: usize) {
+        let (row, half) = (x.len() / tokens.max(1), self.rot / 2);
+        super::par_rows(x, row, |first, rows| {
+            let t = first..first + rows.len() / row;
+            let (cos, sin) = (
+                &self.cos[t.start * half..t.end * half],
+                &self.sin[t.start * half..t.end * half],
+            );
+            ggml_f32::rope(rows, head_dim, self.rot, self.neox, cos, sin)
+        });
+    }
 }
 
 impl CustomOp1 for RopeOp<'_> {
@@ -74,15 +94,7 @@ impl CustomOp1 for RopeOp<'_> {
             candle_core::bail!("{}: tables do not match {tokens} tokens", self.name());
         }
         let mut out = x.to_vec();
-        let (row, half) = (x.len() / tokens.max(1), self.rot / 2);
-        super::par_rows(&mut out, row, |first, rows| {
-            let t = first..first + rows.len() / row;
-            let (cos, sin) = (
-                &self.cos[t.start * half..t.end * half],
-                &self.sin[t.start * half..t.end * half],
-            );
-            ggml_f32::rope(rows, head_dim, self.rot, self.neox, cos, sin)
-        });
+        self.apply_in_place(&mut out, tokens, head_dim);
         Ok((CpuStorage::F32(out), layout.shape().clone()))
     }
 }
@@ -111,7 +123,15 @@ impl CustomOp2 for GluOp {
         }
         let n = *l1.shape().dims().last().unwrap_or(&1);
         let mut out = vec![0f32; g.len()];
-        super::par_rows(&mut out, n, |first, rows| {
+        self.rows(g, u, n, &mut out);
+        Ok((CpuStorage::F32(out), l1.shape().clone()))
+    }
+}
+
+impl GluOp {
+    /// `out = act(gate) · up` for rows of `n` (all three the same length).
+    pub(crate) fn rows(&self, g: &[f32], u: &[f32], n: usize, out: &mut [f32]) {
+        super::par_rows(out, n, |first, rows| {
             let (g, u) = (&g[first * n..], &u[first * n..]);
             for ((gr, ur), yr) in g
                 .chunks_exact(n)
@@ -125,7 +145,6 @@ impl CustomOp2 for GluOp {
                 }
             }
         });
-        Ok((CpuStorage::F32(out), l1.shape().clone()))
     }
 }
 

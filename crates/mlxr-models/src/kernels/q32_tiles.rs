@@ -245,26 +245,25 @@ impl Q32Tiles {
 }
 
 /// What each ggml lane's integer sum starts from for Q5_0/Q8_0 weights
-/// (stored with an offset): `-offset · Σ` of the lane's four activations;
-/// empty for Q4_1/Q5_1, whose sums start from 0.
-pub fn lane_offsets(kind: WeightKind, y: &[BlockQ8]) -> Vec<[i32; 8]> {
+/// (stored with an offset): `-offset · Σ` of the lane's four activations,
+/// written into `out` (left empty for Q4_1/Q5_1, whose sums start from 0).
+pub fn lane_offsets(kind: WeightKind, y: &[BlockQ8], out: &mut Vec<[i32; 8]>) {
+    out.clear();
     let offset = match kind {
         WeightKind::Q4_0 => 8,
         WeightKind::Q5_0 => 16,
         WeightKind::Q8_0 => 128,
-        _ => return Vec::new(),
+        _ => return,
     };
-    y.iter()
-        .map(|yb| {
-            std::array::from_fn(|l| {
-                -offset
-                    * yb.qs[4 * l..4 * l + 4]
-                        .iter()
-                        .map(|&q| q as i32)
-                        .sum::<i32>()
-            })
+    out.extend(y.iter().map(|yb| {
+        std::array::from_fn(|l| {
+            -offset
+                * yb.qs[4 * l..4 * l + 4]
+                    .iter()
+                    .map(|&q| q as i32)
+                    .sum::<i32>()
         })
-        .collect()
+    }));
 }
 
 #[cfg(target_arch = "x86_64")]

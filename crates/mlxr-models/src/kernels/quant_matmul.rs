@@ -6,7 +6,7 @@ use std::sync::Arc;
 use candle_core::quantized::QTensor;
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
 
-use super::matmul::matmul_with;
+use super::matmul::{matmul_with, MatmulScratch};
 use super::{RowOrder, Tiles, WeightKind};
 
 /// Where a [`QuantMatMul`]'s weights live.
@@ -97,6 +97,35 @@ impl QuantMatMul {
         self.k
     }
 
+    /// `out[m, n] = x[m, k] · Wᵀ` over caller-owned buffers.
+    pub fn matmul_into(
+        &self,
+        x: &[f32],
+        out: &mut [f32],
+        scratch: &mut MatmulScratch,
+    ) -> candle_core::Result<()> {
+        let m = x.len() / self.k;
+        if x.len() != m * self.k || out.len() != m * self.n {
+            candle_core::bail!(
+                "{}: {} inputs and {} outputs for a [{}, {}] weight",
+                self.name(),
+                x.len(),
+                out.len(),
+                self.n,
+                self.k
+            );
+        }
+        let (w, tiles) = match &self.data {
+            WeightData::Blocks(w) => (w.data()?, None),
+            WeightData::Tiles(t) => (std::borrow::Cow::Borrowed(&[][..]), Some(&**t)),
+        };
+        let shape = (m, self.n, self.k);
+        matmul_with(
+            self.kind, &w, tiles, x, shape, out, true, self.order, scratch,
+        );
+        Ok(())
+    }
+
     /// `x`: `[.., k]` f32 on the CPU → `[.., n]`.
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         x.contiguous()?.apply_op1_no_bwd(self)
@@ -115,21 +144,8 @@ impl CustomOp1 for QuantMatMul {
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let (x, mut dims) = super::matmul_input(self.name(), storage, layout, self.k)?;
         let m = x.len() / self.k;
-        let (w, tiles) = match &self.data {
-            WeightData::Blocks(w) => (w.data()?, None),
-            WeightData::Tiles(t) => (std::borrow::Cow::Borrowed(&[][..]), Some(&**t)),
-        };
         let mut out = vec![0.0f32; m * self.n];
-        matmul_with(
-            self.kind,
-            &w,
-            tiles,
-            x,
-            (m, self.n, self.k),
-            &mut out,
-            true,
-            self.order,
-        );
+        self.matmul_into(x, &mut out, &mut MatmulScratch::default())?;
         *dims.last_mut().expect("checked") = self.n;
         Ok((CpuStorage::F32(out), Shape::from(dims)))
     }

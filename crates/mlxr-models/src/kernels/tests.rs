@@ -224,6 +224,7 @@ fn tiled_ops_let_go_of_the_blocks() {
             &mut blocks,
             true,
             RowOrder::Independent,
+            &mut Default::default(),
         );
         assert_eq!(ours, blocks, "{dtype:?}");
     }

@@ -5,7 +5,9 @@ use crate::config::ModelConfig;
 use crate::kv_cache::{AttentionSpec, KvCache};
 use crate::layers::rope::RopeTables;
 use crate::layers::{Linear, Projections, RmsNorm, Rope};
+use crate::paged::PagedKvView;
 use crate::weights::Weights;
+use crate::workspace::{sized, Workspace};
 use crate::Result;
 
 /// Multi-head attention with grouped KV heads, optional QK-norm and an
@@ -85,5 +87,61 @@ impl Attention {
         let k = rope.apply(&k, tables)?;
         let out = kv.attend(self.layer, &self.spec, seqs, &q, &k, &v)?;
         self.wo.forward(&out)
+    }
+
+    /// Whether every projection has a kernel for [`Self::forward_into`].
+    pub fn has_kernels(&self) -> bool {
+        self.qkv.has_kernels() && self.wo.has_kernel()
+    }
+
+    /// [`Self::forward`] over `ws`, bit for bit: `ws.normed` `[tokens,
+    /// hidden]` in, the output projection into `ws.branch`.
+    pub fn forward_into(
+        &self,
+        ws: &mut Workspace,
+        tokens: usize,
+        rope: &Rope,
+        tables: (&[f32], &[f32]),
+        seqs: &[SeqChunk],
+        kv: &mut PagedKvView,
+    ) -> Result<()> {
+        let Workspace {
+            normed,
+            q,
+            k,
+            v,
+            head_norm,
+            attn,
+            branch,
+            stacked,
+            matmul,
+            attention,
+            ..
+        } = ws;
+        let (n_heads, n_kv, d) = (self.spec.n_heads, self.spec.n_kv_heads, self.spec.head_dim);
+        let q = sized(q, tokens * n_heads * d);
+        let k = sized(k, tokens * n_kv * d);
+        let v = sized(v, tokens * n_kv * d);
+        self.qkv.forward_into(
+            normed,
+            tokens,
+            &mut [&mut *q, &mut *k, &mut *v],
+            stacked,
+            matmul,
+        )?;
+        if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
+            for (x, norm) in [(&mut *q, qn), (&mut *k, kn)] {
+                let out = sized(head_norm, x.len());
+                norm.forward_into(x, out);
+                x.copy_from_slice(out);
+            }
+        }
+        rope.apply_in_place(q, tokens, d, tables);
+        rope.apply_in_place(k, tokens, d, tables);
+        let attn = sized(attn, tokens * n_heads * d);
+        kv.attend_into(self.layer, &self.spec, seqs, [q, k, v], attn, attention)?;
+        let hidden = self.wo.rows();
+        self.wo
+            .forward_into(attn, sized(branch, tokens * hidden), matmul)
     }
 }

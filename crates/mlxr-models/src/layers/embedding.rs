@@ -32,6 +32,29 @@ impl Embedding {
         }
     }
 
+    /// Whether [`Self::row_into`] works (rows read from kernel tiles).
+    pub fn has_rows(&self) -> bool {
+        matches!(self, Embedding::Tiled(_))
+    }
+
+    /// Row `id` into `out` (`hidden` values), as [`Self::forward`] gives it;
+    /// an error for ids outside the table or tables without
+    /// [`Self::has_rows`].
+    pub fn row_into(&self, id: u32, out: &mut [f32]) -> Result<()> {
+        let Embedding::Tiled(op) = self else {
+            return Err(crate::ModelError::InvalidBatch(
+                "this embedding table has no rows for buffered passes".into(),
+            ));
+        };
+        if !op.dequantize_row(id as usize, out) {
+            return Err(crate::ModelError::InvalidBatch(format!(
+                "token id {id} is outside the embedding table of {}",
+                op.rows()
+            )));
+        }
+        Ok(())
+    }
+
     /// The table and a tied LM head over the same weights. When the head's
     /// kernel keeps the table in tiles it can read rows from, the embedding
     /// reads them there and the file's copy is dropped (Gemma 3's 262k-row

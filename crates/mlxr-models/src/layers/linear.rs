@@ -4,7 +4,7 @@ use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::{DType, Module, Tensor};
 
 use crate::kernels::affine::{AffineMatMul, AffineWeight};
-use crate::kernels::{QuantMatMul, RowOrder};
+use crate::kernels::{MatmulScratch, QuantMatMul, RowOrder};
 use crate::weights::Weights;
 use crate::Result;
 
@@ -12,6 +12,8 @@ use crate::Result;
 pub struct Linear {
     weight: LinearWeight,
     bias: Option<Tensor>,
+    /// The bias values, for [`Self::forward_into`].
+    bias_values: Option<Vec<f32>>,
 }
 
 enum LinearWeight {
@@ -44,7 +46,7 @@ impl Linear {
         let mut linear = w.linear(&format!("{prefix}.weight"), out_features, in_features)?;
         let bias = format!("{prefix}.bias");
         if w.contains(&bias) {
-            linear.bias = Some(w.vector(&bias, out_features)?);
+            linear.set_bias(w.vector(&bias, out_features)?)?;
         }
         Ok(linear)
     }
@@ -74,7 +76,7 @@ impl Linear {
                 .zip(&outs)
                 .map(|(b, &out)| w.vector(b, out))
                 .collect::<Result<Vec<_>>>()?;
-            linear.bias = Some(Tensor::cat(&parts, 0)?);
+            linear.set_bias(Tensor::cat(&parts, 0)?)?;
         }
         Ok(Some(linear))
     }
@@ -116,7 +118,66 @@ impl Linear {
     }
 
     fn new(weight: LinearWeight) -> Self {
-        Self { weight, bias: None }
+        Self {
+            weight,
+            bias: None,
+            bias_values: None,
+        }
+    }
+
+    fn set_bias(&mut self, bias: Tensor) -> Result<()> {
+        self.bias_values = Some(bias.to_dtype(DType::F32)?.to_vec1()?);
+        self.bias = Some(bias);
+        Ok(())
+    }
+
+    /// The kernel [`Self::forward_into`] runs, when this weight has one
+    /// (GGML types with a kernel here, on the CPU).
+    fn kernel(&self) -> Option<&QuantMatMul> {
+        match &self.weight {
+            LinearWeight::Ggml {
+                fast: Some(fast), ..
+            } => Some(fast),
+            LinearWeight::Tiled(fast) => Some(fast),
+            _ => None,
+        }
+    }
+
+    /// Output features (`W`'s rows), where [`Self::forward_into`] works.
+    pub fn rows(&self) -> usize {
+        self.kernel().map_or(0, QuantMatMul::rows)
+    }
+
+    /// Input features (`W`'s columns), where [`Self::forward_into`] works.
+    pub fn cols(&self) -> usize {
+        self.kernel().map_or(0, QuantMatMul::cols)
+    }
+
+    /// Whether [`Self::forward_into`] works for this weight.
+    pub fn has_kernel(&self) -> bool {
+        self.kernel().is_some()
+    }
+
+    /// [`Self::forward`] over buffers: `out[m, out_features] = x[m,
+    /// in_features] Wᵀ (+ b)`, the same values bit for bit.
+    pub fn forward_into(
+        &self,
+        x: &[f32],
+        out: &mut [f32],
+        scratch: &mut MatmulScratch,
+    ) -> Result<()> {
+        let Some(op) = self.kernel() else {
+            return Err(crate::ModelError::InvalidBatch(
+                "this weight type has no kernel for buffered passes".into(),
+            ));
+        };
+        op.matmul_into(x, out, scratch)?;
+        if let Some(bias) = &self.bias_values {
+            for row in out.chunks_exact_mut(bias.len()) {
+                row.iter_mut().zip(bias).for_each(|(y, b)| *y += b);
+            }
+        }
+        Ok(())
     }
 
     /// Whether `W` is a GGML-quantized tensor computed with ggml's arithmetic

@@ -4,6 +4,7 @@ use crate::config::{Activation, ModelConfig};
 use crate::kernels::ops::GluOp;
 use crate::layers::{Linear, Projections};
 use crate::weights::Weights;
+use crate::workspace::{sized, Workspace};
 use crate::Result;
 
 /// Gated feed-forward block: `down(act(gate(x)) * up(x))`.
@@ -54,5 +55,36 @@ impl Mlp {
             Activation::GeluTanh => gate.gelu()?,
         };
         self.down.forward(&(gate * up)?)
+    }
+
+    /// Whether every projection has a kernel for [`Self::forward_into`].
+    pub fn has_kernels(&self) -> bool {
+        self.gate_up.has_kernels() && self.down.has_kernel()
+    }
+
+    /// [`Self::forward`] over `ws`, bit for bit (on the kernels' path):
+    /// `ws.normed` `[tokens, hidden]` in, the down projection into `ws.branch`.
+    pub fn forward_into(&self, ws: &mut Workspace, tokens: usize) -> Result<()> {
+        let Workspace {
+            normed,
+            gate,
+            up,
+            act,
+            branch,
+            stacked,
+            matmul,
+            ..
+        } = ws;
+        let inter = self.down.cols();
+        let gate = sized(gate, tokens * inter);
+        let up = sized(up, tokens * inter);
+        self.gate_up
+            .forward_into(normed, tokens, &mut [&mut *gate, &mut *up], stacked, matmul)?;
+        let act = sized(act, tokens * inter);
+        let gelu = self.activation == Activation::GeluTanh;
+        GluOp { gelu }.rows(gate, up, inter, act);
+        let hidden = self.down.rows();
+        self.down
+            .forward_into(act, sized(branch, tokens * hidden), matmul)
     }
 }

@@ -1,6 +1,6 @@
 use candle_core::{DType, Tensor};
 
-use crate::kernels::ops::RmsNormOp;
+use crate::kernels::ops::{rms_norm_rows, RmsNormOp};
 
 use crate::weights::Weights;
 use crate::Result;
@@ -9,6 +9,8 @@ use crate::Result;
 /// computes, bit for bit (`kernels::ggml_f32::rms_norm`).
 pub struct RmsNorm {
     weight: Tensor,
+    /// The weight's values, for [`Self::forward_into`].
+    values: Vec<f32>,
     eps: f32,
 }
 
@@ -19,7 +21,17 @@ impl RmsNorm {
         if offset != 0.0 {
             weight = (weight + offset as f64)?;
         }
-        Ok(Self { weight, eps })
+        let values = weight.to_dtype(DType::F32)?.to_vec1()?;
+        Ok(Self {
+            weight,
+            values,
+            eps,
+        })
+    }
+
+    /// [`Self::forward`] over buffers: rows of `x` into `out` (alike long).
+    pub fn forward_into(&self, x: &[f32], out: &mut [f32]) {
+        rms_norm_rows(x, &self.values, self.eps, out)
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {

@@ -1,5 +1,6 @@
 use candle_core::Tensor;
 
+use crate::kernels::MatmulScratch;
 use crate::layers::Linear;
 use crate::weights::Weights;
 use crate::Result;
@@ -54,6 +55,45 @@ impl Projections {
     /// [`Linear::is_ggml_quantized`]).
     pub fn is_ggml_quantized(&self) -> bool {
         self.parts[0].0.is_ggml_quantized()
+    }
+
+    /// Whether every matmul has a kernel for [`Self::forward_into`].
+    pub fn has_kernels(&self) -> bool {
+        self.parts.iter().all(|(linear, _)| linear.has_kernel())
+    }
+
+    /// [`Self::forward`] over buffers: `x` `[m, inp]`, projection `j` into
+    /// `outs[j]` (`[m, out_j]`); a stacked matmul's rows pass through
+    /// `stacked` on their way.
+    pub fn forward_into(
+        &self,
+        x: &[f32],
+        m: usize,
+        outs: &mut [&mut [f32]],
+        stacked: &mut Vec<f32>,
+        scratch: &mut MatmulScratch,
+    ) -> Result<()> {
+        let mut next = 0;
+        for (linear, widths) in &self.parts {
+            if let [_] = widths.as_slice() {
+                linear.forward_into(x, outs[next], scratch)?;
+                next += 1;
+                continue;
+            }
+            let total: usize = widths.iter().sum();
+            stacked.resize(m * total, 0.0);
+            linear.forward_into(x, &mut stacked[..m * total], scratch)?;
+            let mut start = 0;
+            for &width in widths {
+                let out = &mut *outs[next];
+                for (dst, src) in out.chunks_exact_mut(width).zip(stacked.chunks_exact(total)) {
+                    dst.copy_from_slice(&src[start..start + width]);
+                }
+                start += width;
+                next += 1;
+            }
+        }
+        Ok(())
     }
 
     /// `x`: `[tokens, inp]` → one `[tokens, out]` per projection, in order
@@ -120,8 +160,9 @@ mod tests {
         GgufFile::from_bytes(w.build()).unwrap()
     }
 
-    /// Loads the layers as [`Projections`] and checks each output equals the
-    /// layer loaded alone, bit for bit; returns how many matmuls ran.
+    /// Loads the layers as [`Projections`] and checks each output, from
+    /// tensors and from buffers, equals the layer loaded alone, bit for bit;
+    /// returns how many matmuls ran.
     fn check(layers: &[(&str, usize, GgmlType, bool)]) -> usize {
         let file = file(layers);
         let weights = GgufWeights::new(&file, &Device::Cpu);
@@ -135,13 +176,26 @@ mod tests {
             let x = Tensor::from_vec(x, (tokens, INP), &Device::Cpu).unwrap();
             let outs = projections.forward(&x).unwrap();
             assert_eq!(outs.len(), layers.len());
-            for ((name, rows), out) in named.iter().zip(&outs) {
+            let mut buffers: Vec<Vec<f32>> =
+                named.iter().map(|l| vec![0.0; tokens * l.1]).collect();
+            let mut slices: Vec<&mut [f32]> = buffers.iter_mut().map(Vec::as_mut_slice).collect();
+            let x_values = x.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let (mut stacked, mut scratch) = (Vec::new(), Default::default());
+            projections
+                .forward_into(&x_values, tokens, &mut slices, &mut stacked, &mut scratch)
+                .unwrap();
+            for (((name, rows), out), buffer) in named.iter().zip(&outs).zip(&buffers) {
                 let alone = Linear::load(&weights, name, *rows, INP).unwrap();
                 let want = alone.forward(&x).unwrap().to_vec2::<f32>().unwrap();
                 assert_eq!(
                     out.to_vec2::<f32>().unwrap(),
                     want,
                     "{name}, {tokens} tokens"
+                );
+                assert_eq!(
+                    buffer,
+                    &want.concat(),
+                    "{name} from buffers, {tokens} tokens"
                 );
             }
         }

@@ -47,19 +47,43 @@ impl Rope {
 
     /// The same angles as plain `cos`/`sin` vectors, `[tokens, dim / 2]`.
     pub fn raw_tables(&self, positions: &[usize]) -> (Vec<f32>, Vec<f32>) {
-        let half = self.dim / 2;
+        let (mut cos, mut sin) = (Vec::new(), Vec::new());
+        self.fill_tables(positions, &mut cos, &mut sin);
+        (cos, sin)
+    }
+
+    /// [`Self::raw_tables`] into `cos` and `sin` (replacing what they held).
+    pub fn fill_tables(&self, positions: &[usize], cos: &mut Vec<f32>, sin: &mut Vec<f32>) {
         let theta_scale = self.base.powf(-2.0 / self.dim as f32);
-        let mut cos = Vec::with_capacity(positions.len() * half);
-        let mut sin = Vec::with_capacity(positions.len() * half);
+        cos.clear();
+        sin.clear();
         for &pos in positions {
             let mut theta = pos as f32;
-            for _ in 0..half {
+            for _ in 0..self.dim / 2 {
                 cos.push(theta.cos());
                 sin.push(theta.sin());
                 theta *= theta_scale;
             }
         }
-        (cos, sin)
+    }
+
+    /// [`Self::apply`] on the CPU over a buffer, in place: `x` `[tokens,
+    /// heads, head_dim]` with `cos`/`sin` from [`Self::fill_tables`].
+    pub fn apply_in_place(
+        &self,
+        x: &mut [f32],
+        tokens: usize,
+        head_dim: usize,
+        (cos, sin): (&[f32], &[f32]),
+    ) {
+        let op = RopeOp {
+            cos,
+            sin,
+            rot: self.dim,
+            neox: self.style == RopeStyle::Halves,
+        };
+        assert_eq!(cos.len(), tokens * self.dim / 2, "one table row per token");
+        op.apply_in_place(x, tokens, head_dim);
     }
 
     /// `x`: `[tokens, heads, head_dim]`, one position per token. On the CPU

@@ -35,7 +35,7 @@ pub struct PagedSeq<'a> {
 /// BF16 or F32, both alike); the result is `[tokens, n_heads * head_dim]` f32.
 /// Query head `h` reads KV head `h / (n_heads / n_kv_heads)`.
 pub struct PagedAttentionOp<'a> {
-    seqs: Vec<PagedSeq<'a>>,
+    seqs: &'a [PagedSeq<'a>],
     scale: f32,
     sliding_window: Option<usize>,
 }
@@ -43,7 +43,7 @@ pub struct PagedAttentionOp<'a> {
 impl<'a> PagedAttentionOp<'a> {
     /// A query at position `p` sees keys `j <= p` with `p - j < window` when
     /// `sliding_window` is `Some(window)`; scores are `scale * q·k`.
-    pub fn new(seqs: Vec<PagedSeq<'a>>, scale: f32, sliding_window: Option<usize>) -> Self {
+    pub fn new(seqs: &'a [PagedSeq<'a>], scale: f32, sliding_window: Option<usize>) -> Self {
         Self {
             seqs,
             scale,
@@ -111,26 +111,74 @@ impl CustomOp3 for PagedAttentionOp<'_> {
         v: &CpuStorage,
         v_layout: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let dims = self.dims(q_layout, k_layout, v_layout)?;
+        let &[tokens, n_heads, head_dim] = q_layout.dims() else {
+            bail!("paged-attention: q shape {:?} is not 3-d", q_layout.dims())
+        };
         let q = contiguous::<f32>(q, q_layout, "paged-attention: q")?;
-        let out = match (k, v) {
+        let mut out = vec![0f32; tokens * n_heads * head_dim];
+        let scratch = &mut AttentionScratch::default();
+        self.attend_into(
+            [n_heads, head_dim],
+            q,
+            (k, k_layout),
+            (v, v_layout),
+            &mut out,
+            scratch,
+        )?;
+        Ok((
+            CpuStorage::F32(out),
+            Shape::from((tokens, n_heads * head_dim)),
+        ))
+    }
+}
+
+/// Buffers of [`PagedAttentionOp::attend_into`], kept between calls.
+#[derive(Default)]
+pub struct AttentionScratch {
+    /// The cache slot of each token ([`super::PagedKvView::attend_into`]).
+    pub(super) slots: Vec<u32>,
+    items: Vec<WorkItem>,
+    /// Per thread: its buffers and one work item's output.
+    threads: Vec<(Scratch, Vec<f32>)>,
+}
+
+impl PagedAttentionOp<'_> {
+    /// The op over buffers: `q` `[tokens, n_heads, head_dim]` (with `heads
+    /// = [n_heads, head_dim]`), the caches as candle stores them, the
+    /// result into `out` (`[tokens, n_heads * head_dim]`).
+    pub fn attend_into(
+        &self,
+        heads: [usize; 2],
+        q: &[f32],
+        (k, k_layout): (&CpuStorage, &Layout),
+        (v, v_layout): (&CpuStorage, &Layout),
+        out: &mut [f32],
+        scratch: &mut AttentionScratch,
+    ) -> Result<()> {
+        let dims = self.dims(heads, q.len(), k_layout, v_layout)?;
+        if out.len() != q.len() {
+            bail!(
+                "paged-attention: {} outputs for {} queries",
+                out.len(),
+                q.len()
+            )
+        }
+        match (k, v) {
             (CpuStorage::F32(_), CpuStorage::F32(_)) => {
-                self.run_exact(&dims, q, k, k_layout, v, v_layout)?
+                self.run_exact(&dims, q, k, k_layout, v, v_layout, out, scratch)
             }
             (CpuStorage::F16(_), CpuStorage::F16(_)) => {
-                self.run::<f16>(&dims, q, k, k_layout, v, v_layout)?
+                self.run::<f16>(&dims, q, k, k_layout, v, v_layout, out, scratch)
             }
             (CpuStorage::BF16(_), CpuStorage::BF16(_)) => {
-                self.run::<bf16>(&dims, q, k, k_layout, v, v_layout)?
+                self.run::<bf16>(&dims, q, k, k_layout, v, v_layout, out, scratch)
             }
             _ => bail!(
                 "paged-attention: unsupported cache dtypes {:?}/{:?}",
                 k.dtype(),
                 v.dtype()
             ),
-        };
-        let shape = Shape::from((dims.tokens, dims.n_heads * dims.head_dim));
-        Ok((CpuStorage::F32(out), shape))
+        }
     }
 }
 
@@ -163,13 +211,21 @@ struct Scratch {
     scores: Vec<f32>,
     /// One block's key or value rows as f32.
     block: Vec<f32>,
+    inv_sums: Vec<f32>,
 }
 
 impl PagedAttentionOp<'_> {
-    fn dims(&self, q: &Layout, k: &Layout, v: &Layout) -> Result<Dims> {
-        let &[tokens, n_heads, head_dim] = q.dims() else {
-            bail!("paged-attention: q shape {:?} is not 3-d", q.dims())
-        };
+    fn dims(
+        &self,
+        [n_heads, head_dim]: [usize; 2],
+        q_len: usize,
+        k: &Layout,
+        v: &Layout,
+    ) -> Result<Dims> {
+        let tokens = q_len / (n_heads * head_dim).max(1);
+        if tokens * n_heads * head_dim != q_len {
+            bail!("paged-attention: {q_len} query values are not rows of {n_heads} heads of {head_dim}")
+        }
         let &[num_blocks, n_kv_heads, block_size, cache_head_dim] = k.dims() else {
             bail!("paged-attention: cache shape {:?} is not 4-d", k.dims())
         };
@@ -183,7 +239,7 @@ impl PagedAttentionOp<'_> {
         if head_dim != cache_head_dim || n_kv_heads == 0 || n_heads % n_kv_heads != 0 {
             bail!(
                 "paged-attention: q {:?} does not fit the cache {:?}",
-                q.dims(),
+                [tokens, n_heads, head_dim],
                 k.dims()
             )
         }
@@ -191,8 +247,7 @@ impl PagedAttentionOp<'_> {
         if chunk_tokens != tokens {
             bail!("paged-attention: the chunks hold {chunk_tokens} tokens, q has {tokens}")
         }
-        if let Err(msg) =
-            check_block_tables(&self.seqs, block_size, num_blocks, self.sliding_window)
+        if let Err(msg) = check_block_tables(self.seqs, block_size, num_blocks, self.sliding_window)
         {
             bail!("paged-attention: {msg}")
         }
@@ -206,8 +261,8 @@ impl PagedAttentionOp<'_> {
         })
     }
 
-    fn work_items(&self, dims: &Dims) -> Vec<WorkItem> {
-        let mut items = Vec::new();
+    fn work_items(&self, dims: &Dims, items: &mut Vec<WorkItem>) {
+        items.clear();
         let mut first_token = 0;
         for (seq_index, seq) in self.seqs.iter().enumerate() {
             for tile in (0..seq.len).step_by(QUERY_TILE) {
@@ -223,9 +278,9 @@ impl PagedAttentionOp<'_> {
             }
             first_token += seq.len;
         }
-        items
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn run<T: CacheElement + candle_core::WithDType>(
         &self,
         dims: &Dims,
@@ -234,28 +289,32 @@ impl PagedAttentionOp<'_> {
         k_layout: &Layout,
         v: &CpuStorage,
         v_layout: &Layout,
-    ) -> Result<Vec<f32>> {
+        out: &mut [f32],
+        scratch: &mut AttentionScratch,
+    ) -> Result<()> {
         let k = contiguous::<T>(k, k_layout, "paged-attention: key cache")?;
         let v = contiguous::<T>(v, v_layout, "paged-attention: value cache")?;
         #[cfg(target_arch = "x86_64")]
         let wide = super::vector::avx2_fma_available();
-        Ok(self.run_items(dims, |scratch, item| {
+        self.run_items(dims, out, scratch, |scratch, item, out| {
             // Every item that fits the tiled kernel takes it, decode steps
             // included: a row's result then depends only on its position and
             // keys, never on how its sequence was chunked or batched.
             if dims.head_dim % 16 == 0 {
-                return tiled::attend_tile(&self.tile(dims, item, q, k, v), &mut scratch.tile);
+                return tiled::attend_tile(&self.tile(dims, item, q, k, v), &mut scratch.tile, out);
             }
             #[cfg(target_arch = "x86_64")]
             if wide {
                 // SAFETY: the CPU has AVX2 and FMA (checked above).
-                return unsafe { self.attend_avx2(dims, item, q, k, v, scratch) };
+                return unsafe { self.attend_avx2(dims, item, q, k, v, scratch, out) };
             }
-            self.attend::<T, Portable>(dims, item, q, k, v, scratch)
-        }))
+            self.attend::<T, Portable>(dims, item, q, k, v, scratch, out)
+        });
+        Ok(())
     }
 
     /// An F32 store, in llama.cpp's arithmetic ([`exact`]).
+    #[allow(clippy::too_many_arguments)]
     fn run_exact(
         &self,
         dims: &Dims,
@@ -264,11 +323,13 @@ impl PagedAttentionOp<'_> {
         k_layout: &Layout,
         v: &CpuStorage,
         v_layout: &Layout,
-    ) -> Result<Vec<f32>> {
+        out: &mut [f32],
+        scratch: &mut AttentionScratch,
+    ) -> Result<()> {
         let k = contiguous::<f32>(k, k_layout, "paged-attention: key cache")?;
         let v = contiguous::<f32>(v, v_layout, "paged-attention: value cache")?;
         let hd = dims.head_dim;
-        Ok(self.run_items(dims, |scratch, item| {
+        self.run_items(dims, out, scratch, |scratch, item, out| {
             let seq = &self.seqs[item.seq];
             let rows = |cache| exact::HeadRows {
                 cache,
@@ -279,7 +340,8 @@ impl PagedAttentionOp<'_> {
                 head_dim: hd,
             };
             let (keys, values) = (rows(k), rows(v));
-            let mut out = vec![0f32; item.len * dims.group * hd];
+            out.clear();
+            out.resize(item.len * dims.group * hd, 0.0);
             for (t, out) in out.chunks_exact_mut(dims.group * hd).enumerate() {
                 let pos = item.first_pos + t;
                 let range = (first_key(pos, self.sliding_window), pos + 1);
@@ -300,8 +362,8 @@ impl PagedAttentionOp<'_> {
                     );
                 }
             }
-            out
-        }))
+        });
+        Ok(())
     }
 
     fn tile<'s, T>(
@@ -338,31 +400,47 @@ impl PagedAttentionOp<'_> {
     /// Runs `attend` over the work items in parallel and places each item's
     /// output `[len, group, head_dim]` (per token, the contiguous run of its
     /// KV head's query heads) into `[tokens, n_heads * head_dim]`.
-    fn run_items<F>(&self, dims: &Dims, attend: F) -> Vec<f32>
+    ///
+    /// Thread `t` of `n` takes items `t, t + n, ...` (later items of a
+    /// prompt see more keys, so neighbours go to different threads) with its
+    /// own buffers from `scratch`.
+    fn run_items<F>(&self, dims: &Dims, out: &mut [f32], scratch: &mut AttentionScratch, attend: F)
     where
-        F: Fn(&mut Scratch, &WorkItem) -> Vec<f32> + Sync,
+        F: Fn(&mut Scratch, &WorkItem, &mut Vec<f32>) + Sync,
     {
-        let items = self.work_items(dims);
-        let results: Vec<Vec<f32>> = items
-            .par_iter()
-            .map_init(Scratch::default, |scratch, item| attend(scratch, item))
-            .collect();
+        let AttentionScratch { items, threads, .. } = scratch;
+        self.work_items(dims, items);
+        let n = rayon::current_num_threads().clamp(1, items.len().max(1));
+        if threads.len() < n {
+            threads.resize_with(n, Default::default);
+        }
         let row = dims.n_heads * dims.head_dim;
         let run = dims.group * dims.head_dim;
-        let mut out = vec![0f32; dims.tokens * row];
-        for (item, result) in items.iter().zip(&results) {
-            for (t, src) in result.chunks_exact(run).enumerate() {
-                let at = (item.first_token + t) * row + item.kv_head * run;
-                out[at..at + run].copy_from_slice(src);
-            }
-        }
-        out
+        assert_eq!(out.len(), dims.tokens * row);
+        let out = OutRows(out.as_mut_ptr());
+        let items = &*items;
+        threads[..n]
+            .par_iter_mut()
+            .enumerate()
+            .for_each(|(t, (scratch, result))| {
+                for item in items.iter().skip(t).step_by(n) {
+                    attend(scratch, item, result);
+                    for (i, src) in result.chunks_exact(run).enumerate() {
+                        let at = (item.first_token + i) * row + item.kv_head * run;
+                        assert!(at + run <= dims.tokens * row);
+                        // SAFETY: in bounds (checked); items own disjoint
+                        // (token, KV head) runs of the output.
+                        unsafe { out.write(at, src) };
+                    }
+                }
+            });
     }
 
     /// [`Self::attend`] with the AVX2+FMA vector ops, compiled for AVX2 so
     /// they inline (and the remaining loops vectorize 8 wide).
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
     unsafe fn attend_avx2<T: CacheElement>(
         &self,
         dims: &Dims,
@@ -371,11 +449,13 @@ impl PagedAttentionOp<'_> {
         k: &[T],
         v: &[T],
         scratch: &mut Scratch,
-    ) -> Vec<f32> {
-        self.attend::<T, super::vector::Avx2Fma>(dims, item, q, k, v, scratch)
+        out: &mut Vec<f32>,
+    ) {
+        self.attend::<T, super::vector::Avx2Fma>(dims, item, q, k, v, scratch, out)
     }
 
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn attend<T: CacheElement, V: VectorOps>(
         &self,
         dims: &Dims,
@@ -384,7 +464,8 @@ impl PagedAttentionOp<'_> {
         k: &[T],
         v: &[T],
         scratch: &mut Scratch,
-    ) -> Vec<f32> {
+        out: &mut Vec<f32>,
+    ) {
         let (hd, group, bs) = (dims.head_dim, dims.group, dims.block_size);
         let table = self.seqs[item.seq].block_table;
         let last_pos = item.first_pos + item.len - 1;
@@ -392,7 +473,12 @@ impl PagedAttentionOp<'_> {
         let ctx = last_pos + 1 - lo;
         let n_queries = item.len * group;
 
-        let Scratch { scores, block, .. } = scratch;
+        let Scratch {
+            scores,
+            block,
+            inv_sums,
+            ..
+        } = scratch;
         scores.clear();
         scores.resize(n_queries * ctx, 0.0);
         block.resize(bs * hd, 0.0);
@@ -429,7 +515,7 @@ impl PagedAttentionOp<'_> {
             }
         }
 
-        let mut inv_sums = Vec::with_capacity(n_queries);
+        inv_sums.clear();
         for t in 0..item.len {
             let pos = item.first_pos + t;
             let visible = first_key(pos, self.sliding_window) - lo..pos + 1 - lo;
@@ -439,7 +525,8 @@ impl PagedAttentionOp<'_> {
             }
         }
 
-        let mut out = vec![0f32; n_queries * hd];
+        out.clear();
+        out.resize(n_queries * hd, 0.0);
         for b in lo / bs..=last_pos / bs {
             let (key_from, key_to, range) = block_rows(b);
             let values = T::as_f32(&v[range], block);
@@ -455,10 +542,25 @@ impl PagedAttentionOp<'_> {
                 }
             }
         }
-        for (acc, inv_sum) in out.chunks_exact_mut(hd).zip(inv_sums) {
+        for (acc, inv_sum) in out.chunks_exact_mut(hd).zip(inv_sums.iter()) {
             acc.iter_mut().for_each(|x| *x *= inv_sum);
         }
-        out
+    }
+}
+
+/// The output pointer of [`PagedAttentionOp::run_items`]'s threads.
+#[derive(Clone, Copy)]
+struct OutRows(*mut f32);
+// SAFETY: the threads write disjoint runs.
+unsafe impl Send for OutRows {}
+// SAFETY: as above.
+unsafe impl Sync for OutRows {}
+
+impl OutRows {
+    /// # Safety
+    /// `at..at + src.len()` is in bounds and no other thread writes it.
+    unsafe fn write(self, at: usize, src: &[f32]) {
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.0.add(at), src.len()) }
     }
 }
 

@@ -6,7 +6,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
-use super::{KvWriteOp, PagedAttentionOp, PagedKvStore, PagedSeq};
+use super::{KvWriteOp, PagedAttentionOp, PagedSeq};
 use crate::kv_cache::AttentionSpec;
 use crate::layers::dense_attention;
 
@@ -56,8 +56,8 @@ fn paged(spec: &AttentionSpec, seqs: &[Seq], block_size: usize, rng: &mut StdRng
         .map(|s| (s.start_pos + s.len).div_ceil(block_size))
         .collect();
     let num_blocks: usize = needs.iter().sum::<usize>() + 2;
-    let store =
-        PagedKvStore::new(1, num_blocks, block_size, nkv, d, DType::F32, &Device::Cpu).unwrap();
+    let cache = || Tensor::zeros((num_blocks, nkv, block_size, d), DType::F32, &Device::Cpu);
+    let (keys, values) = (cache().unwrap(), cache().unwrap());
     let mut ids: Vec<u32> = (0..num_blocks as u32).collect();
     ids.shuffle(rng);
     let mut tables = Vec::new();
@@ -70,12 +70,9 @@ fn paged(spec: &AttentionSpec, seqs: &[Seq], block_size: usize, rng: &mut StdRng
             .map(|p| table[p / block_size] * block_size as u32 + (p % block_size) as u32)
             .collect();
         let slots = Tensor::new(slots.as_slice(), &Device::Cpu).unwrap();
-        for (cache, rows) in [(store.keys(0), &s.k), (store.values(0), &s.v)] {
+        for (cache, rows) in [(&keys, &s.k), (&values, &s.v)] {
             let rows = Tensor::from_slice(rows, (kv_len, nkv, d), &Device::Cpu).unwrap();
-            cache
-                .unwrap()
-                .inplace_op3(&rows, &slots, &KvWriteOp)
-                .unwrap();
+            cache.inplace_op3(&rows, &slots, &KvWriteOp).unwrap();
         }
         tables.push(table);
     }
@@ -91,10 +88,8 @@ fn paged(spec: &AttentionSpec, seqs: &[Seq], block_size: usize, rng: &mut StdRng
     let q: Vec<f32> = seqs.iter().flat_map(|s| s.q.iter().copied()).collect();
     let tokens = q.len() / (nh * d);
     let q = Tensor::from_vec(q, (tokens, nh, d), &Device::Cpu).unwrap();
-    let op = PagedAttentionOp::new(chunks, spec.scale, spec.sliding_window);
-    let out = op
-        .forward(&q, store.keys(0).unwrap(), store.values(0).unwrap())
-        .unwrap();
+    let op = PagedAttentionOp::new(&chunks, spec.scale, spec.sliding_window);
+    let out = op.forward(&q, &keys, &values).unwrap();
     let out: Vec<f32> = out.flatten_all().unwrap().to_vec1().unwrap();
     out.iter().map(|x| x.to_bits()).collect()
 }

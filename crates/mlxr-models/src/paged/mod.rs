@@ -19,7 +19,7 @@ mod exact_tests;
 #[cfg(test)]
 mod tests;
 
-pub use attention_op::{PagedAttentionOp, PagedSeq};
+pub use attention_op::{AttentionScratch, PagedAttentionOp, PagedSeq};
 pub use store::PagedKvStore;
 pub use view::PagedKvView;
-pub use write_op::KvWriteOp;
+pub use write_op::{KvRowsWrite, KvWriteOp};

@@ -1,19 +1,30 @@
-//! The memory of the paged KV cache: per layer one key and one value tensor
+//! The memory of the paged KV cache: per layer one key and one value buffer
 //! of fixed-size blocks, allocated once.
 
-use candle_core::{DType, Device, Tensor};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use candle_core::{CpuStorage, DType, Device, InplaceOp1, Layout, Tensor};
+use half::{bf16, f16};
+
+use super::write_op::KvRowsWrite;
 use crate::{ModelError, Result};
 
 /// Keys and values of every layer in blocks of `block_size` positions.
 ///
-/// Layer `l`'s keys are one tensor `[num_blocks, n_kv_heads, block_size,
+/// Layer `l`'s keys are one buffer `[num_blocks, n_kv_heads, block_size,
 /// head_dim]` (values alike), so a block id (`u32`, an index into dim 0)
 /// names the same positions in every layer. Which block holds which positions
 /// of which sequence is the block table's business, not the store's.
+///
+/// The buffers are host memory the store owns (not candle tensors), so
+/// writing rows takes a lock rather than a candle op, which allocates; the
+/// attention kernels read them in place. CPU only: there are no CUDA or
+/// Metal attention kernels yet.
 pub struct PagedKvStore {
-    keys: Vec<Tensor>,
-    values: Vec<Tensor>,
+    keys: Vec<RwLock<CpuStorage>>,
+    values: Vec<RwLock<CpuStorage>>,
+    /// `[num_blocks, n_kv_heads, block_size, head_dim]`, contiguous.
+    layout: Layout,
     num_blocks: usize,
     block_size: usize,
     n_kv_heads: usize,
@@ -48,20 +59,27 @@ impl PagedKvStore {
                 "{num_blocks} blocks of {block_size} positions exceed the u32 slot range"
             )));
         }
-        let shape = (num_blocks, n_kv_heads, block_size, head_dim);
-        let alloc = |what: &str| {
-            Tensor::zeros(shape, dtype, device)
-                .map_err(|e| ModelError::candle(format!("allocating the paged {what} cache"), e))
-        };
-        let mut keys = Vec::with_capacity(n_layers);
-        let mut values = Vec::with_capacity(n_layers);
-        for _ in 0..n_layers {
-            keys.push(alloc("key")?);
-            values.push(alloc("value")?);
+        if !device.is_cpu() {
+            return Err(ModelError::InvalidConfig(format!(
+                "the paged KV cache runs on the CPU only (asked for {device:?}): \
+                 there are no CUDA or Metal attention kernels yet"
+            )));
         }
+        let shape = (num_blocks, n_kv_heads, block_size, head_dim);
+        let len = num_blocks * n_kv_heads * block_size * head_dim;
+        let zeros = || {
+            RwLock::new(match dtype {
+                DType::F32 => CpuStorage::F32(vec![0.0; len]),
+                DType::F16 => CpuStorage::F16(vec![f16::ZERO; len]),
+                _ => CpuStorage::BF16(vec![bf16::ZERO; len]),
+            })
+        };
+        let keys = (0..n_layers).map(|_| zeros()).collect();
+        let values = (0..n_layers).map(|_| zeros()).collect();
         Ok(Self {
             keys,
             values,
+            layout: Layout::contiguous(shape),
             num_blocks,
             block_size,
             n_kv_heads,
@@ -107,17 +125,57 @@ impl PagedKvStore {
     }
 
     pub fn device(&self) -> &Device {
-        self.keys[0].device()
+        &Device::Cpu
     }
 
-    /// Layer `layer`'s key blocks `[num_blocks, n_kv_heads, block_size, head_dim]`.
-    pub fn keys(&self, layer: usize) -> Result<&Tensor> {
-        self.keys.get(layer).ok_or_else(|| self.no_layer(layer))
+    /// Stores `k` and `v` (`[slots.len(), n_kv_heads, head_dim]` each) of
+    /// `layer` into `slots` (`block * block_size + offset`); an error, with
+    /// nothing written, for a slot out of range or rows of the wrong length.
+    pub fn write(&self, layer: usize, slots: &[u32], k: &[f32], v: &[f32]) -> Result<()> {
+        for (blocks, rows, what) in [(&self.keys, k, "keys"), (&self.values, v, "values")] {
+            let mut storage = write(blocks.get(layer).ok_or_else(|| self.no_layer(layer))?);
+            KvRowsWrite { rows, slots }
+                .cpu_fwd(&mut storage, &self.layout)
+                .map_err(|e| ModelError::candle(format!("layer {layer}: storing {what}"), e))?;
+        }
+        Ok(())
     }
 
-    /// Layer `layer`'s value blocks `[num_blocks, n_kv_heads, block_size, head_dim]`.
-    pub fn values(&self, layer: usize) -> Result<&Tensor> {
-        self.values.get(layer).ok_or_else(|| self.no_layer(layer))
+    /// `f(keys, values)` over layer `layer`'s blocks as candle lays out a
+    /// `[num_blocks, n_kv_heads, block_size, head_dim]` tensor.
+    pub fn read<R>(
+        &self,
+        layer: usize,
+        f: impl FnOnce((&CpuStorage, &Layout), (&CpuStorage, &Layout)) -> R,
+    ) -> Result<R> {
+        let (keys, values) = match (self.keys.get(layer), self.values.get(layer)) {
+            (Some(k), Some(v)) => (read(k), read(v)),
+            _ => return Err(self.no_layer(layer)),
+        };
+        Ok(f((&keys, &self.layout), (&values, &self.layout)))
+    }
+
+    /// A copy of layer `layer`'s key blocks `[num_blocks, n_kv_heads,
+    /// block_size, head_dim]` (for inspection).
+    pub fn keys(&self, layer: usize) -> Result<Tensor> {
+        self.copy(self.keys.get(layer), layer)
+    }
+
+    /// A copy of layer `layer`'s value blocks (see [`Self::keys`]).
+    pub fn values(&self, layer: usize) -> Result<Tensor> {
+        self.copy(self.values.get(layer), layer)
+    }
+
+    fn copy(&self, blocks: Option<&RwLock<CpuStorage>>, layer: usize) -> Result<Tensor> {
+        let storage = read(blocks.ok_or_else(|| self.no_layer(layer))?);
+        let shape = self.layout.shape();
+        let cpu = &Device::Cpu;
+        Ok(match &*storage {
+            CpuStorage::F32(v) => Tensor::from_slice(v, shape, cpu)?,
+            CpuStorage::F16(v) => Tensor::from_slice(v, shape, cpu)?,
+            CpuStorage::BF16(v) => Tensor::from_slice(v, shape, cpu)?,
+            _ => unreachable!("the store holds F32, F16 or BF16"),
+        })
     }
 
     fn no_layer(&self, layer: usize) -> ModelError {
@@ -135,4 +193,15 @@ fn check_dtype(dtype: DType) -> Result<()> {
             "paged KV store dtype must be F16, BF16 or F32, got {other:?}"
         ))),
     }
+}
+
+/// A lock's data even after a panic while it was held: a half-written row
+/// belongs to a sequence that failed and is dropped.
+fn read(lock: &RwLock<CpuStorage>) -> RwLockReadGuard<'_, CpuStorage> {
+    lock.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn write(lock: &RwLock<CpuStorage>) -> RwLockWriteGuard<'_, CpuStorage> {
+    lock.write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -363,20 +363,20 @@ fn ops_reject_out_of_range_blocks_and_slots() {
     let store = small_store();
     let (q, k, _) = inputs(1, 4, 2);
     let table = [0u32, 4];
-    let op = PagedAttentionOp::new(
-        vec![PagedSeq {
-            start_pos: 4,
-            len: 1,
-            block_table: &table,
-        }],
-        1.0,
-        None,
-    );
-    let keys = store.keys(0).unwrap();
-    assert!(op.forward(&q, keys, store.values(0).unwrap()).is_err());
+    let seqs = [PagedSeq {
+        start_pos: 4,
+        len: 1,
+        block_table: &table,
+    }];
+    let op = PagedAttentionOp::new(&seqs, 1.0, None);
+    let (keys, values) = (store.keys(0).unwrap(), store.values(0).unwrap());
+    assert!(op.forward(&q, &keys, &values).is_err());
 
     let slots = Tensor::new(&[16u32], &Device::Cpu).unwrap();
     assert!(keys.inplace_op3(&k, &slots, &KvWriteOp).is_err());
+    let k = k.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    assert!(store.write(0, &[16], &k, &k).is_err());
+    assert!(cache_is_zero(&store));
 }
 
 #[test]
@@ -384,12 +384,30 @@ fn write_op_places_rows_in_their_slots() {
     for dtype in [DType::F32, DType::F16, DType::BF16] {
         let store = PagedKvStore::new(1, 3, 2, 2, 4, dtype, &Device::Cpu).unwrap();
         let rows: Vec<f32> = (0..2 * 2 * 4).map(|i| i as f32 + 0.5).collect();
-        let rows = Tensor::from_vec(rows, (2, 2, 4), &Device::Cpu).unwrap();
         // Token 0 to block 2 offset 1, token 1 to block 0 offset 0.
-        let slots = Tensor::new(&[5u32, 0], &Device::Cpu).unwrap();
-        let keys = store.keys(0).unwrap();
-        keys.inplace_op3(&rows, &slots, &KvWriteOp).unwrap();
-        let cache: Vec<Vec<Vec<Vec<f32>>>> = keys.to_dtype(DType::F32).unwrap().to_vec3_4d();
+        let slots = [5u32, 0];
+        // Through the op on a tensor, and through the store.
+        let keys = Tensor::zeros((3, 2, 2, 4), dtype, &Device::Cpu).unwrap();
+        let row_tensor = Tensor::from_slice(&rows, (2, 2, 4), &Device::Cpu).unwrap();
+        let slot_tensor = Tensor::new(&slots, &Device::Cpu).unwrap();
+        keys.inplace_op3(&row_tensor, &slot_tensor, &KvWriteOp)
+            .unwrap();
+        store.write(0, &slots, &rows, &rows).unwrap();
+        assert_eq!(
+            store
+                .values(0)
+                .unwrap()
+                .to_dtype(DType::F32)
+                .unwrap()
+                .to_vec3_4d(),
+            keys.to_dtype(DType::F32).unwrap().to_vec3_4d()
+        );
+        let cache: Vec<Vec<Vec<Vec<f32>>>> = store
+            .keys(0)
+            .unwrap()
+            .to_dtype(DType::F32)
+            .unwrap()
+            .to_vec3_4d();
         let want = |token: usize| -> Vec<Vec<f32>> {
             (0..2)
                 .map(|head| {

@@ -76,36 +76,48 @@ pub(super) struct TileScratch {
 }
 
 /// The tile's output `[len * group, head_dim]`.
-pub(super) fn attend_tile<T: CacheElement>(tile: &Tile<T>, s: &mut TileScratch) -> Vec<f32> {
+pub(super) fn attend_tile<T: CacheElement>(
+    tile: &Tile<T>,
+    s: &mut TileScratch,
+    out: &mut Vec<f32>,
+) {
     #[cfg(target_arch = "x86_64")]
     if super::vector::avx512f_available() {
         // SAFETY: the CPU has AVX-512F (and so AVX2 and FMA).
-        return unsafe { attend_tile_avx512(tile, s) };
+        return unsafe { attend_tile_avx512(tile, s, out) };
     }
     #[cfg(target_arch = "x86_64")]
     if super::vector::avx2_fma_available() {
         // SAFETY: the CPU has AVX2 and FMA.
-        return unsafe { attend_tile_fma(tile, s) };
+        return unsafe { attend_tile_fma(tile, s, out) };
     }
-    attend_tile_portable(tile, s)
+    attend_tile_portable(tile, s, out)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn attend_tile_fma<T: CacheElement>(tile: &Tile<T>, s: &mut TileScratch) -> Vec<f32> {
-    attend_tile_portable(tile, s)
+unsafe fn attend_tile_fma<T: CacheElement>(
+    tile: &Tile<T>,
+    s: &mut TileScratch,
+    out: &mut Vec<f32>,
+) {
+    attend_tile_portable(tile, s, out)
 }
 
 /// The same code in 16-lane registers: every lane's float operations are
 /// unchanged, so the results are the same as the AVX2 build's.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn attend_tile_avx512<T: CacheElement>(tile: &Tile<T>, s: &mut TileScratch) -> Vec<f32> {
-    attend_tile_portable(tile, s)
+unsafe fn attend_tile_avx512<T: CacheElement>(
+    tile: &Tile<T>,
+    s: &mut TileScratch,
+    out: &mut Vec<f32>,
+) {
+    attend_tile_portable(tile, s, out)
 }
 
 #[inline(always)]
-fn attend_tile_portable<T: CacheElement>(tile: &Tile<T>, s: &mut TileScratch) -> Vec<f32> {
+fn attend_tile_portable<T: CacheElement>(tile: &Tile<T>, s: &mut TileScratch, out: &mut Vec<f32>) {
     let d = tile.head_dim;
     let rows = tile.len * tile.group;
     let rp = rows.next_multiple_of(ROW_BLOCK);
@@ -171,12 +183,12 @@ fn attend_tile_portable<T: CacheElement>(tile: &Tile<T>, s: &mut TileScratch) ->
         accumulate(&s.scores, rp, &s.values, n, d, &mut s.out);
         from += n;
     }
-    let mut out = s.out[..rows * d].to_vec();
+    out.clear();
+    out.extend_from_slice(&s.out[..rows * d]);
     for (row, &sum) in out.chunks_exact_mut(d).zip(&s.sum) {
         let inv = 1.0 / sum;
         row.iter_mut().for_each(|x| *x *= inv);
     }
-    out
 }
 
 /// `scores[j][r] = keys[j] · qt[.][r]` for `j < n` (rounded up to 4).

@@ -1,10 +1,9 @@
 //! The paged cache as the model sees it for one forward batch.
 
-use candle_core::{DType, Tensor};
+use candle_core::{DType, Device, Tensor};
 
-use super::attention_op::{check_block_tables, PagedAttentionOp, PagedSeq};
+use super::attention_op::{check_block_tables, AttentionScratch, PagedAttentionOp, PagedSeq};
 use super::store::PagedKvStore;
-use super::write_op::KvWriteOp;
 use crate::batch::SeqChunk;
 use crate::kv_cache::{AttentionSpec, KvCache};
 use crate::{ModelError, Result};
@@ -15,6 +14,8 @@ use crate::{ModelError, Result};
 pub struct PagedKvView<'a> {
     pub store: &'a PagedKvStore,
     pub block_tables: Vec<&'a [u32]>,
+    /// The chunks of the current call with their tables (reused).
+    paged: Vec<PagedSeq<'a>>,
 }
 
 impl<'a> PagedKvView<'a> {
@@ -22,6 +23,7 @@ impl<'a> PagedKvView<'a> {
         Self {
             store,
             block_tables,
+            paged: Vec::new(),
         }
     }
 
@@ -29,7 +31,7 @@ impl<'a> PagedKvView<'a> {
     /// then attends. A position beyond a block table, or a block id the store
     /// does not have, is [`ModelError::InvalidBatch`] and nothing is written.
     pub fn attend_batch(
-        &self,
+        &mut self,
         layer: usize,
         spec: &AttentionSpec,
         seqs: &[SeqChunk],
@@ -37,54 +39,77 @@ impl<'a> PagedKvView<'a> {
         k: &Tensor,
         v: &Tensor,
     ) -> Result<Tensor> {
-        let (keys, values) = (self.store.keys(layer)?, self.store.values(layer)?);
         let tokens = self.check_shapes(spec, seqs, q, k, v)?;
-        let paged: Vec<PagedSeq> = seqs
-            .iter()
-            .zip(&self.block_tables)
-            .map(|(chunk, &block_table)| PagedSeq {
-                start_pos: chunk.start_pos,
-                len: chunk.len,
-                block_table,
-            })
-            .collect();
+        let values = |t: &Tensor| -> Result<Vec<f32>> {
+            Ok(t.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?)
+        };
+        let (q, k, v) = (values(q)?, values(k)?, values(v)?);
+        let mut out = vec![0f32; q.len()];
+        let scratch = &mut AttentionScratch::default();
+        self.attend_into(layer, spec, seqs, [&q, &k, &v], &mut out, scratch)?;
+        Ok(Tensor::from_vec(
+            out,
+            (tokens, spec.n_heads * spec.head_dim),
+            &Device::Cpu,
+        )?)
+    }
+
+    /// [`Self::attend_batch`] over buffers: `q` `[tokens, n_heads,
+    /// head_dim]`, `k`/`v` `[tokens, n_kv_heads, head_dim]` in, the attention
+    /// output `[tokens, n_heads * head_dim]` into `out`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attend_into(
+        &mut self,
+        layer: usize,
+        spec: &AttentionSpec,
+        seqs: &[SeqChunk],
+        [q, k, v]: [&[f32]; 3],
+        out: &mut [f32],
+        scratch: &mut AttentionScratch,
+    ) -> Result<()> {
+        let tokens = self.check_lengths(spec, seqs, [q, k, v, out])?;
+        self.paged.clear();
+        let tables = self.block_tables.iter();
+        self.paged.extend(
+            seqs.iter()
+                .zip(tables)
+                .map(|(chunk, &block_table)| PagedSeq {
+                    start_pos: chunk.start_pos,
+                    len: chunk.len,
+                    block_table,
+                }),
+        );
+        let paged = &self.paged;
+        let block_size = self.store.block_size();
         check_block_tables(
-            &paged,
-            self.store.block_size(),
+            paged,
+            block_size,
             self.store.num_blocks(),
             spec.sliding_window,
         )
         .map_err(ModelError::InvalidBatch)?;
         if tokens == 0 {
-            return Ok(Tensor::zeros(
-                (0, spec.n_heads * spec.head_dim),
-                DType::F32,
-                q.device(),
-            )?);
+            return Ok(());
         }
-
-        let slots = Tensor::from_vec(self.slots(&paged), tokens, q.device())?;
-        let as_f32 = |t: &Tensor| t.to_dtype(DType::F32)?.contiguous();
-        let (q, k, v) = (as_f32(q)?, as_f32(k)?, as_f32(v)?);
-        keys.inplace_op3(&k, &slots, &KvWriteOp)
-            .map_err(|e| ModelError::candle(format!("layer {layer}: storing keys"), e))?;
-        values
-            .inplace_op3(&v, &slots, &KvWriteOp)
-            .map_err(|e| ModelError::candle(format!("layer {layer}: storing values"), e))?;
-        PagedAttentionOp::new(paged, spec.scale, spec.sliding_window)
-            .forward(&q, keys, values)
+        scratch.slots.clear();
+        scratch.slots.extend(paged.iter().flat_map(|seq| {
+            (seq.start_pos..seq.start_pos + seq.len).map(move |pos| {
+                // Fits in u32: the store caps num_blocks * block_size.
+                seq.block_table[pos / block_size] * block_size as u32 + (pos % block_size) as u32
+            })
+        }));
+        self.store.write(layer, &scratch.slots, k, v)?;
+        let op = PagedAttentionOp::new(paged, spec.scale, spec.sliding_window);
+        let heads = [spec.n_heads, spec.head_dim];
+        self.store
+            .read(layer, |keys, values| {
+                op.attend_into(heads, q, keys, values, out, scratch)
+            })?
             .map_err(|e| ModelError::candle(format!("layer {layer}: paged attention"), e))
     }
 
-    /// Checks the batch against the store and returns its token count.
-    fn check_shapes(
-        &self,
-        spec: &AttentionSpec,
-        seqs: &[SeqChunk],
-        q: &Tensor,
-        k: &Tensor,
-        v: &Tensor,
-    ) -> Result<usize> {
+    /// The chunks match the block tables and `spec` the store.
+    fn check_geometry(&self, spec: &AttentionSpec, seqs: &[SeqChunk]) -> Result<()> {
         let invalid = |msg: String| ModelError::InvalidBatch(msg);
         if seqs.len() != self.block_tables.len() {
             return Err(invalid(format!(
@@ -105,10 +130,54 @@ impl<'a> PagedKvView<'a> {
                 store.head_dim()
             )));
         }
-        let tokens = seqs
-            .iter()
+        Ok(())
+    }
+
+    fn total_tokens(seqs: &[SeqChunk]) -> Result<usize> {
+        seqs.iter()
             .try_fold(0usize, |sum, chunk| sum.checked_add(chunk.len))
-            .ok_or_else(|| ModelError::InvalidBatch("chunk lengths overflow".into()))?;
+            .ok_or_else(|| ModelError::InvalidBatch("chunk lengths overflow".into()))
+    }
+
+    /// The token count, when `seqs` fit the block tables and `q`, `k`, `v`
+    /// and `out` have their lengths.
+    fn check_lengths(
+        &self,
+        spec: &AttentionSpec,
+        seqs: &[SeqChunk],
+        [q, k, v, out]: [&[f32]; 4],
+    ) -> Result<usize> {
+        self.check_geometry(spec, seqs)?;
+        let tokens = Self::total_tokens(seqs)?;
+        let (q_len, kv_len) = (
+            tokens * spec.n_heads * spec.head_dim,
+            tokens * spec.n_kv_heads * spec.head_dim,
+        );
+        if q.len() != q_len || out.len() != q_len || k.len() != kv_len || v.len() != kv_len {
+            return Err(ModelError::InvalidBatch(format!(
+                "{tokens} tokens need {q_len} query and output values and {kv_len} key and value \
+                 values, got {}, {}, {} and {}",
+                q.len(),
+                out.len(),
+                k.len(),
+                v.len()
+            )));
+        }
+        Ok(tokens)
+    }
+
+    /// Checks the batch against the store and returns its token count.
+    fn check_shapes(
+        &self,
+        spec: &AttentionSpec,
+        seqs: &[SeqChunk],
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+    ) -> Result<usize> {
+        let invalid = |msg: String| ModelError::InvalidBatch(msg);
+        self.check_geometry(spec, seqs)?;
+        let tokens = Self::total_tokens(seqs)?;
         let expect = |t: &Tensor, name: &str, heads: usize| {
             let want = [tokens, heads, spec.head_dim];
             if t.dims() == want {
@@ -124,20 +193,6 @@ impl<'a> PagedKvView<'a> {
         expect(k, "k", spec.n_kv_heads)?;
         expect(v, "v", spec.n_kv_heads)?;
         Ok(tokens)
-    }
-
-    /// The cache slot of every new token, in batch order.
-    fn slots(&self, seqs: &[PagedSeq]) -> Vec<u32> {
-        let block_size = self.store.block_size();
-        seqs.iter()
-            .flat_map(|seq| {
-                (seq.start_pos..seq.start_pos + seq.len).map(move |pos| {
-                    // Fits in u32: the store caps num_blocks * block_size.
-                    seq.block_table[pos / block_size] * block_size as u32
-                        + (pos % block_size) as u32
-                })
-            })
-            .collect()
     }
 }
 

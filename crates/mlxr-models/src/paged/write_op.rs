@@ -1,7 +1,7 @@
 //! Storing new key or value rows into cache slots, in place.
 
 use candle_core::backend::BackendStorage;
-use candle_core::{bail, CpuStorage, InplaceOp3, Layout, Result};
+use candle_core::{bail, CpuStorage, InplaceOp1, InplaceOp3, Layout, Result};
 use half::{bf16, f16};
 
 use super::element::CacheElement;
@@ -31,6 +31,57 @@ impl InplaceOp3 for KvWriteOp {
         let geometry = Geometry::new(cache_layout, rows_layout, slots_layout)?;
         let rows = contiguous::<f32>(rows, rows_layout, "rows")?;
         let slots = contiguous::<u32>(slots, slots_layout, "slots")?;
+        geometry.write_storage(cache, cache_layout, rows, slots)
+    }
+}
+
+/// [`KvWriteOp`] with the rows (`[slots.len(), n_kv_heads, head_dim]`) and
+/// slots in plain slices: `cache.inplace_op1(&KvRowsWrite { .. })`.
+pub struct KvRowsWrite<'a> {
+    pub rows: &'a [f32],
+    pub slots: &'a [u32],
+}
+
+impl InplaceOp1 for KvRowsWrite<'_> {
+    fn name(&self) -> &'static str {
+        "paged-kv-write"
+    }
+
+    fn cpu_fwd(&self, cache: &mut CpuStorage, cache_layout: &Layout) -> Result<()> {
+        let geometry = Geometry::of_cache(cache_layout)?;
+        if self.rows.len() != self.slots.len() * geometry.n_kv_heads * geometry.head_dim {
+            bail!(
+                "paged-kv-write: {} values are not {} rows of the cache {:?}",
+                self.rows.len(),
+                self.slots.len(),
+                cache_layout.dims()
+            )
+        }
+        geometry.write_storage(cache, cache_layout, self.rows, self.slots)
+    }
+}
+
+impl Geometry {
+    fn of_cache(cache: &Layout) -> Result<Self> {
+        let &[num_blocks, n_kv_heads, block_size, head_dim] = cache.dims() else {
+            bail!("paged-kv-write: cache shape {:?} is not 4-d", cache.dims())
+        };
+        Ok(Self {
+            num_blocks,
+            n_kv_heads,
+            block_size,
+            head_dim,
+        })
+    }
+
+    fn write_storage(
+        &self,
+        cache: &mut CpuStorage,
+        cache_layout: &Layout,
+        rows: &[f32],
+        slots: &[u32],
+    ) -> Result<()> {
+        let geometry = self;
         let Some((start, end)) = cache_layout.contiguous_offsets() else {
             bail!("paged-kv-write: the cache must be contiguous")
         };
