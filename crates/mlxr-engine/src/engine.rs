@@ -34,6 +34,36 @@ pub(crate) struct EngineLoop {
     pub seq_limit: usize,
     /// The buffers of the model's buffered pass, reused every step.
     pub workspace: Workspace,
+    /// The batch of the current step, reused every step.
+    pub batch: StepBatch,
+}
+
+/// A step's inputs in buffers that keep their capacity between steps.
+#[derive(Default)]
+pub(crate) struct StepBatch {
+    tokens: Vec<u32>,
+    chunks: Vec<SeqChunk>,
+    /// Every chunk's block table, one after another.
+    block_ids: Vec<u32>,
+    /// Where each chunk's block table ends in `block_ids`.
+    table_ends: Vec<usize>,
+}
+
+impl StepBatch {
+    fn clear(&mut self) {
+        self.tokens.clear();
+        self.chunks.clear();
+        self.block_ids.clear();
+        self.table_ends.clear();
+    }
+
+    fn tables(&self) -> Vec<&[u32]> {
+        let starts = std::iter::once(0).chain(self.table_ends.iter().copied());
+        starts
+            .zip(&self.table_ends)
+            .map(|(start, &end)| &self.block_ids[start..end])
+            .collect()
+    }
 }
 
 impl EngineLoop {
@@ -139,25 +169,23 @@ impl EngineLoop {
             std::thread::sleep(std::time::Duration::from_millis(1));
             return;
         }
-        let mut tokens = Vec::new();
-        let mut seq_chunks = Vec::with_capacity(chunks.len());
-        let mut tables: Vec<Vec<u32>> = Vec::with_capacity(chunks.len());
+        let mut batch = std::mem::take(&mut self.batch);
+        batch.clear();
         for c in &chunks {
             let seq = self
                 .scheduler
                 .seq(c.seq)
                 .expect("scheduled sequences exist");
-            tokens.extend_from_slice(&seq.tokens[c.start_pos..c.start_pos + c.len]);
-            seq_chunks.push(SeqChunk::new(c.start_pos, c.len));
-            tables.push(
-                self.scheduler
-                    .block_table(c.seq)
-                    .iter()
-                    .map(|b| b.0)
-                    .collect(),
-            );
+            batch
+                .tokens
+                .extend_from_slice(&seq.tokens[c.start_pos..c.start_pos + c.len]);
+            batch.chunks.push(SeqChunk::new(c.start_pos, c.len));
+            let table = self.scheduler.block_table(c.seq).iter().map(|b| b.0);
+            batch.block_ids.extend(table);
+            batch.table_ends.push(batch.block_ids.len());
         }
-        let mut view = PagedKvView::new(&self.store, tables.iter().map(Vec::as_slice).collect());
+        let (tokens, seq_chunks) = (&batch.tokens, &batch.chunks);
+        let mut view = PagedKvView::new(&self.store, batch.tables());
         // The forward pass runs on a rayon worker, so the kernels' parallel
         // loops start inside the pool rather than each waking it from this
         // thread (two thread wake-ups per matmul otherwise).
@@ -166,11 +194,11 @@ impl EngineLoop {
         let logits = rayon::scope(|_| {
             if model.supports_buffered() {
                 model
-                    .forward_into(&tokens, &seq_chunks, &mut view, &mut workspace)
+                    .forward_into(tokens, seq_chunks, &mut view, &mut workspace)
                     .map(Cow::Borrowed)
             } else {
                 model
-                    .forward(&tokens, &seq_chunks, &mut view)
+                    .forward(tokens, seq_chunks, &mut view)
                     .and_then(|l| Ok(Cow::Owned(l.flatten_all()?.to_vec1::<f32>()?)))
             }
         });
@@ -188,6 +216,7 @@ impl EngineLoop {
             }
         }
         self.workspace = workspace;
+        self.batch = batch;
     }
 
     /// `logits`: `[chunks.len(), vocab]`, row-major.

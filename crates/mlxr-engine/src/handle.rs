@@ -82,6 +82,7 @@ impl EngineHandle {
             metrics: metrics.clone(),
             seq_limit,
             workspace: Default::default(),
+            batch: Default::default(),
         };
         std::thread::Builder::new()
             .name("mlxr-engine".into())
