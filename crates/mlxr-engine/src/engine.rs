@@ -186,22 +186,23 @@ impl EngineLoop {
         }
         let (tokens, seq_chunks) = (&batch.tokens, &batch.chunks);
         let mut view = PagedKvView::new(&self.store, batch.tables());
-        // The forward pass runs on a rayon worker, so the kernels' parallel
-        // loops start inside the pool rather than each waking it from this
-        // thread (two thread wake-ups per matmul otherwise).
         let model = &self.model.model;
         let mut workspace = std::mem::take(&mut self.workspace);
-        let logits = rayon::scope(|_| {
-            if model.supports_buffered() {
-                model
-                    .forward_into(tokens, seq_chunks, &mut view, &mut workspace)
-                    .map(Cow::Borrowed)
-            } else {
+        let logits = if model.supports_buffered() {
+            // The workspace's kernel threads split the work (see SpinPool).
+            model
+                .forward_into(tokens, seq_chunks, &mut view, &mut workspace)
+                .map(Cow::Borrowed)
+        } else {
+            // The tensor pass runs on a rayon worker, so the kernels' parallel
+            // loops start inside the pool rather than each waking it from this
+            // thread (two thread wake-ups per matmul otherwise).
+            rayon::scope(|_| {
                 model
                     .forward(tokens, seq_chunks, &mut view)
                     .and_then(|l| Ok(Cow::Owned(l.flatten_all()?.to_vec1::<f32>()?)))
-            }
-        });
+            })
+        };
         drop(view);
         match logits {
             Ok(rows) => self.process_outputs(&chunks, &rows),

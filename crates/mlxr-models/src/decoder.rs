@@ -7,7 +7,7 @@ use mlxr_formats::gguf::GgufFile;
 
 use crate::batch::SeqChunk;
 use crate::config::ModelConfig;
-use crate::kernels::RowOrder;
+use crate::kernels::{RowOrder, SpinPool};
 use crate::kv_cache::KvCache;
 use crate::layers::{Attention, Embedding, Linear, Mlp, RmsNorm, Rope};
 use crate::paged::PagedKvView;
@@ -206,6 +206,26 @@ impl DecoderModel {
             ));
         }
         self.check_batch(tokens, seqs)?;
+        let pool = match ws.pool.take() {
+            Some(pool) => pool,
+            None => SpinPool::new(rayon::current_num_threads()).map_err(|e| {
+                ModelError::InvalidConfig(format!("starting the kernel threads: {e}"))
+            })?,
+        };
+        let passed = pool.install(|| self.buffered_pass(tokens, seqs, kv, ws));
+        ws.pool = Some(pool);
+        passed?;
+        Ok(&ws.logits)
+    }
+
+    /// [`Self::forward_into`]'s layers, logits into `ws.logits`.
+    fn buffered_pass(
+        &self,
+        tokens: &[u32],
+        seqs: &[SeqChunk],
+        kv: &mut PagedKvView,
+        ws: &mut Workspace,
+    ) -> Result<()> {
         let (n, h) = (tokens.len(), self.config.hidden_size);
         ws.positions.clear();
         ws.positions.extend(seqs.iter().flat_map(|s| s.positions()));
@@ -260,8 +280,7 @@ impl DecoderModel {
             .forward_into(&ws.x, sized(&mut ws.normed, rows * h));
         let logits = sized(&mut ws.logits, rows * self.config.vocab_size);
         self.lm_head
-            .forward_into(&ws.normed, logits, &mut ws.matmul)?;
-        Ok(&ws.logits)
+            .forward_into(&ws.normed, logits, &mut ws.matmul)
     }
 
     /// `x += branch`, normed first when the layer has a post-norm.

@@ -1,6 +1,6 @@
 //! The buffers of a buffered forward pass ([`crate::DecoderModel::forward_into`]).
 
-use crate::kernels::MatmulScratch;
+use crate::kernels::{MatmulScratch, SpinPool};
 use crate::paged::AttentionScratch;
 
 /// Every intermediate of a forward pass, kept between passes: once a pass
@@ -33,6 +33,8 @@ pub struct Workspace {
     pub(crate) logits: Vec<f32>,
     pub(crate) matmul: MatmulScratch,
     pub(crate) attention: AttentionScratch,
+    /// The kernels' threads (as many as rayon's pool where first used).
+    pub(crate) pool: Option<SpinPool>,
 }
 
 /// `buf` resized to `len` values (a shorter length keeps the capacity).

@@ -4,6 +4,7 @@
 
 use std::ops::Range;
 
+use super::pool::{current_threads, for_each_thread};
 use super::q8::{self, BlockQ8, QK};
 use super::rows::RowKernels;
 #[cfg(target_arch = "x86_64")]
@@ -35,22 +36,9 @@ const TOKEN_TILE: usize = 16;
 pub struct MatmulScratch {
     q8: Vec<BlockQ8>,
     q8k: Vec<q8k::BlockQ8K>,
+    /// The 16-row tiles' lane offsets (x86 only).
+    #[cfg(target_arch = "x86_64")]
     offsets: Vec<[i32; 8]>,
-}
-
-/// `f(t)` for `t` in `0..n`, on the pool when `n > 1`. Splits by
-/// `rayon::join`, which keeps its jobs on the stack (a scope's spawned
-/// jobs are boxed: one allocation per thread and call).
-pub(crate) fn for_each_thread(n: usize, f: impl Fn(usize) + Sync) {
-    fn split(range: Range<usize>, f: &(impl Fn(usize) + Sync)) {
-        if range.len() <= 1 {
-            range.for_each(f);
-            return;
-        }
-        let mid = range.start + range.len() / 2;
-        rayon::join(|| split(range.start..mid, f), || split(mid..range.end, f));
-    }
-    split(0..n, &f)
 }
 
 /// `out[m, n] = x[m, k] · W[n, k]ᵀ` with `w` the raw GGUF blocks of `W`.
@@ -177,7 +165,7 @@ fn run_rows(
     run: impl Fn(Range<usize>, Range<usize>, &RowOut) + Sync,
 ) {
     assert_eq!(out.len(), m * n);
-    let n_threads = rayon::current_num_threads().clamp(1, n.div_ceil(8).max(1));
+    let n_threads = current_threads().clamp(1, n.div_ceil(8).max(1));
     let per_thread = n.div_ceil(n_threads);
     let ptr = OutPtr(out.as_mut_ptr());
     for_each_thread(n_threads, |t| {
@@ -255,16 +243,43 @@ pub(crate) fn par_rows<B: Send>(
     row_len: usize,
     f: impl Fn(usize, &mut [B]) + Send + Sync,
 ) {
-    use rayon::prelude::*;
     const PARALLEL_FROM: usize = 16;
     let rows = out.len() / row_len.max(1);
     if rows < PARALLEL_FROM {
         return f(0, out);
     }
-    let per_run = rows.div_ceil(4 * rayon::current_num_threads()).max(4);
-    out.par_chunks_mut(per_run * row_len)
-        .enumerate()
-        .for_each(|(i, run)| f(i * per_run, run));
+    let per_run = rows.div_ceil(4 * current_threads()).max(4);
+    let runs = rows.div_ceil(per_run);
+    let base = SendPtr(out.as_mut_ptr());
+    for_each_thread(runs, |i| {
+        let first = i * per_run;
+        let len = per_run.min(rows - first) * row_len;
+        // SAFETY: run i owns rows first..first + per_run of `out`, disjoint
+        // from every other run's and in bounds.
+        let run = unsafe { std::slice::from_raw_parts_mut(base.get().add(first * row_len), len) };
+        f(first, run)
+    });
+}
+
+/// A pointer handed to the threads of one region, which use disjoint parts.
+pub(crate) struct SendPtr<T>(pub(crate) *mut T);
+
+impl<T> Clone for SendPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for SendPtr<T> {}
+// SAFETY: the region's threads touch disjoint elements.
+unsafe impl<T: Send> Send for SendPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for SendPtr<T> {}
+
+impl<T> SendPtr<T> {
+    pub(crate) fn get(&self) -> *mut T {
+        self.0
+    }
 }
 
 /// The driver of every 16-row tile kernel: row groups split over
@@ -334,7 +349,7 @@ fn q32_tile_matmul(
             &offsets[tok * kb..(tok + 1) * kb]
         }
     };
-    let n_threads = rayon::current_num_threads();
+    let n_threads = current_threads();
     let two = |g: usize, tok: usize| {
         let (gt, ys) = (tiles.group(g), [xrow(tok), xrow(tok + 1)]);
         let os = [offsets_of(tok), offsets_of(tok + 1)];
@@ -421,7 +436,7 @@ fn kquant_matmul(
 
     let rows = RowKernels::new(simd);
     #[cfg(target_arch = "x86_64")]
-    let n_threads = rayon::current_num_threads().clamp(1, n.div_ceil(8).max(1));
+    let n_threads = current_threads().clamp(1, n.div_ceil(8).max(1));
     let xq = &scratch.q8k;
     let xrow = |tok: usize| &xq[tok * kb..(tok + 1) * kb];
 
@@ -474,7 +489,7 @@ fn kquant_matmul(
         let one =
             |g: usize, tok: usize| unsafe { q5k_tiles::x86::gemv_tile(group(g), xrow(tok), tiled) };
         let two = |g: usize, tok: usize| [one(g, tok), one(g, tok + 1)];
-        let n_threads = rayon::current_num_threads();
+        let n_threads = current_threads();
         run_tiles(n_threads, (m, n), out, |_| false, two, one);
         return;
     }

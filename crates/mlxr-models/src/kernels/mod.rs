@@ -21,6 +21,7 @@ mod matmul;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 pub mod ops;
+mod pool;
 pub mod q32_tiles;
 pub mod q4k_tiles;
 pub mod q5k_tiles;
@@ -34,8 +35,10 @@ mod tests;
 use candle_core::quantized::GgmlDType;
 use candle_core::{CpuStorage, Layout};
 
-pub(crate) use matmul::par_rows;
 pub use matmul::{matmul, MatmulScratch};
+pub(crate) use matmul::{par_rows, SendPtr};
+pub use pool::SpinPool;
+pub(crate) use pool::{current_threads, for_each_thread};
 use q8::QK;
 pub use quant_matmul::QuantMatMul;
 

@@ -8,7 +8,6 @@
 use candle_core::backend::BackendStorage;
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use half::{bf16, f16};
-use rayon::prelude::*;
 
 use super::element::CacheElement;
 use super::vector::{Portable, VectorOps};
@@ -410,7 +409,7 @@ impl PagedAttentionOp<'_> {
     {
         let AttentionScratch { items, threads, .. } = scratch;
         self.work_items(dims, items);
-        let n = rayon::current_num_threads().clamp(1, items.len().max(1));
+        let n = crate::kernels::current_threads().clamp(1, items.len().max(1));
         if threads.len() < n {
             threads.resize_with(n, Default::default);
         }
@@ -419,21 +418,21 @@ impl PagedAttentionOp<'_> {
         assert_eq!(out.len(), dims.tokens * row);
         let out = OutRows(out.as_mut_ptr());
         let items = &*items;
-        threads[..n]
-            .par_iter_mut()
-            .enumerate()
-            .for_each(|(t, (scratch, result))| {
-                for item in items.iter().skip(t).step_by(n) {
-                    attend(scratch, item, result);
-                    for (i, src) in result.chunks_exact(run).enumerate() {
-                        let at = (item.first_token + i) * row + item.kv_head * run;
-                        assert!(at + run <= dims.tokens * row);
-                        // SAFETY: in bounds (checked); items own disjoint
-                        // (token, KV head) runs of the output.
-                        unsafe { out.write(at, src) };
-                    }
+        let threads = crate::kernels::SendPtr(threads.as_mut_ptr());
+        crate::kernels::for_each_thread(n, |t| {
+            // SAFETY: t < n <= threads.len(); each region thread takes its own.
+            let (scratch, result) = unsafe { &mut *threads.get().add(t) };
+            for item in items.iter().skip(t).step_by(n) {
+                attend(scratch, item, result);
+                for (i, src) in result.chunks_exact(run).enumerate() {
+                    let at = (item.first_token + i) * row + item.kv_head * run;
+                    assert!(at + run <= dims.tokens * row);
+                    // SAFETY: in bounds (checked); items own disjoint
+                    // (token, KV head) runs of the output.
+                    unsafe { out.write(at, src) };
                 }
-            });
+            }
+        });
     }
 
     /// [`Self::attend`] with the AVX2+FMA vector ops, compiled for AVX2 so
