@@ -32,27 +32,39 @@ impl Embedding {
         }
     }
 
-    /// Whether [`Self::row_into`] works (rows read from kernel tiles).
+    /// Whether [`Self::row_into`] works: rows from kernel tiles, or from
+    /// GGML blocks on the CPU.
     pub fn has_rows(&self) -> bool {
-        matches!(self, Embedding::Tiled(_))
+        match self {
+            Embedding::Tiled(_) => true,
+            Embedding::Ggml(t) => t.device().is_cpu() && t.shape().dims().len() == 2,
+            Embedding::Dense(_) | Embedding::Affine(_) => false,
+        }
     }
 
-    /// Row `id` into `out` (`hidden` values), as [`Self::forward`] gives it;
-    /// an error for ids outside the table or tables without
-    /// [`Self::has_rows`].
+    /// Row `id` into `out` (`hidden` values), as [`Self::forward`] gives it,
+    /// without allocating; an error for ids outside the table or tables
+    /// without [`Self::has_rows`].
     pub fn row_into(&self, id: u32, out: &mut [f32]) -> Result<()> {
-        let Embedding::Tiled(op) = self else {
-            return Err(crate::ModelError::InvalidBatch(
-                "this embedding table has no rows for buffered passes".into(),
-            ));
+        let outside = |rows: usize| {
+            crate::ModelError::InvalidBatch(format!(
+                "token id {id} is outside the embedding table of {rows}"
+            ))
         };
-        if !op.dequantize_row(id as usize, out) {
-            return Err(crate::ModelError::InvalidBatch(format!(
-                "token id {id} is outside the embedding table of {}",
-                op.rows()
-            )));
+        match self {
+            Embedding::Tiled(op) if op.dequantize_row(id as usize, out) => Ok(()),
+            Embedding::Tiled(op) => Err(outside(op.rows())),
+            Embedding::Ggml(t) if self.has_rows() => {
+                let (rows, hidden) = t.shape().dims2()?;
+                if id as usize >= rows {
+                    return Err(outside(rows));
+                }
+                ggml_row(t, id as usize, hidden, out)
+            }
+            _ => Err(crate::ModelError::InvalidBatch(
+                "this embedding table has no rows for buffered passes".into(),
+            )),
         }
-        Ok(())
     }
 
     /// The table and a tied LM head over the same weights. When the head's
@@ -96,4 +108,86 @@ fn gather(
         row(id as usize, dst);
     }
     Ok(Tensor::from_vec(out, (ids.len(), cols), device)?)
+}
+
+/// Row `row` of a CPU `QTensor` `[rows, hidden]` into `out`, dequantized by
+/// candle's own block code (what `QTensor::embedding` runs).
+fn ggml_row(t: &QTensor, row: usize, hidden: usize, out: &mut [f32]) -> Result<()> {
+    use candle_core::quantized::{k_quants::*, GgmlDType as D};
+    let data = t.data()?;
+    match t.dtype() {
+        D::F32 => blocks_row::<f32>(&data, row, hidden, out),
+        D::F16 => blocks_row::<half::f16>(&data, row, hidden, out),
+        D::BF16 => blocks_row::<half::bf16>(&data, row, hidden, out),
+        D::Q4_0 => blocks_row::<BlockQ4_0>(&data, row, hidden, out),
+        D::Q4_1 => blocks_row::<BlockQ4_1>(&data, row, hidden, out),
+        D::Q5_0 => blocks_row::<BlockQ5_0>(&data, row, hidden, out),
+        D::Q5_1 => blocks_row::<BlockQ5_1>(&data, row, hidden, out),
+        D::Q8_0 => blocks_row::<BlockQ8_0>(&data, row, hidden, out),
+        D::Q8_1 => blocks_row::<BlockQ8_1>(&data, row, hidden, out),
+        D::Q2K => blocks_row::<BlockQ2K>(&data, row, hidden, out),
+        D::Q3K => blocks_row::<BlockQ3K>(&data, row, hidden, out),
+        D::Q4K => blocks_row::<BlockQ4K>(&data, row, hidden, out),
+        D::Q5K => blocks_row::<BlockQ5K>(&data, row, hidden, out),
+        D::Q6K => blocks_row::<BlockQ6K>(&data, row, hidden, out),
+        D::Q8K => blocks_row::<BlockQ8K>(&data, row, hidden, out),
+    }
+}
+
+fn blocks_row<T: candle_core::quantized::k_quants::GgmlType>(
+    bytes: &[u8],
+    row: usize,
+    hidden: usize,
+    out: &mut [f32],
+) -> Result<()> {
+    let per_row = hidden / T::BLCK_SIZE;
+    let size = std::mem::size_of::<T>();
+    let aligned = bytes.as_ptr() as usize % std::mem::align_of::<T>() == 0;
+    if hidden % T::BLCK_SIZE != 0 || out.len() != hidden || !aligned || bytes.len() % size != 0 {
+        return Err(crate::ModelError::InvalidBatch(format!(
+            "embedding rows of {hidden} values cannot be read from these blocks"
+        )));
+    }
+    // SAFETY: candle keeps CPU blocks as a `Vec<T>` (aligned, checked) and
+    // hands out its bytes; every byte pattern is a valid block.
+    let blocks =
+        unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const T, bytes.len() / size) };
+    let Some(src) = blocks.get(row * per_row..(row + 1) * per_row) else {
+        return Err(crate::ModelError::InvalidBatch(format!(
+            "embedding row {row} is missing"
+        )));
+    };
+    T::to_float(src, out);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use candle_core::quantized::GgmlDType;
+
+    use super::*;
+
+    #[test]
+    fn rows_equal_the_tensor_lookup_for_every_ggml_type() {
+        use GgmlDType::*;
+        let values: Vec<f32> = (0..5 * 512)
+            .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
+            .collect();
+        let table = Tensor::from_vec(values, (5, 512), &Device::Cpu).unwrap();
+        for dtype in [
+            F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2K, Q3K, Q4K, Q5K, Q6K,
+        ] {
+            let q = Arc::new(QTensor::quantize(&table, dtype).unwrap());
+            let embedding = Embedding::Ggml(q);
+            assert!(embedding.has_rows());
+            let want = embedding.forward(&[3, 0, 4], &Device::Cpu).unwrap();
+            let want = want.to_vec2::<f32>().unwrap();
+            for (id, want) in [3, 0, 4].into_iter().zip(want) {
+                let mut row = vec![0.0; 512];
+                embedding.row_into(id, &mut row).unwrap();
+                assert_eq!(row, want, "{dtype:?} row {id}");
+            }
+            assert!(embedding.row_into(5, &mut vec![0.0; 512]).is_err());
+        }
+    }
 }

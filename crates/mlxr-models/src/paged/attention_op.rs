@@ -416,7 +416,7 @@ impl PagedAttentionOp<'_> {
         let row = dims.n_heads * dims.head_dim;
         let run = dims.group * dims.head_dim;
         assert_eq!(out.len(), dims.tokens * row);
-        let out = OutRows(out.as_mut_ptr());
+        let out = crate::kernels::SendPtr(out.as_mut_ptr());
         let items = &*items;
         let threads = crate::kernels::SendPtr(threads.as_mut_ptr());
         crate::kernels::for_each_thread(n, |t| {
@@ -429,7 +429,7 @@ impl PagedAttentionOp<'_> {
                     assert!(at + run <= dims.tokens * row);
                     // SAFETY: in bounds (checked); items own disjoint
                     // (token, KV head) runs of the output.
-                    unsafe { out.write(at, src) };
+                    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), out.get().add(at), run) };
                 }
             }
         });
@@ -544,22 +544,6 @@ impl PagedAttentionOp<'_> {
         for (acc, inv_sum) in out.chunks_exact_mut(hd).zip(inv_sums.iter()) {
             acc.iter_mut().for_each(|x| *x *= inv_sum);
         }
-    }
-}
-
-/// The output pointer of [`PagedAttentionOp::run_items`]'s threads.
-#[derive(Clone, Copy)]
-struct OutRows(*mut f32);
-// SAFETY: the threads write disjoint runs.
-unsafe impl Send for OutRows {}
-// SAFETY: as above.
-unsafe impl Sync for OutRows {}
-
-impl OutRows {
-    /// # Safety
-    /// `at..at + src.len()` is in bounds and no other thread writes it.
-    unsafe fn write(self, at: usize, src: &[f32]) {
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.0.add(at), src.len()) }
     }
 }
 
