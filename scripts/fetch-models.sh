@@ -4,7 +4,10 @@
 # verified file is never downloaded again.
 #
 #   scripts/fetch-models.sh            # all models
-#   scripts/fetch-models.sh smollm2    # one of: smollm2 gemma3 minilm
+#   scripts/fetch-models.sh smollm2    # one of: smollm2 gemma3 minilm vocabs
+#
+# `vocabs` are llama.cpp's tokenizer test vocabularies (models/ggml-vocab-*
+# with their .inp/.out test vectors) from the pinned llama-cpp-python sdist.
 #
 # Destination: $MLXR_MODELS_DIR (default ~/.cache/mlxr/models).
 set -euo pipefail
@@ -68,13 +71,33 @@ fetch_minilm() {
   rm -rf "$work"; echo "new $dir"
 }
 
+fetch_vocabs() {
+  local dir="$DEST/llama.cpp-vocabs"
+  local version=0.3.36
+  local sum=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+  if [ "$(cat "$dir/SDIST_SHA256" 2>/dev/null)" = "$sum" ]; then echo "ok  $dir"; return; fi
+  local work; work=$(mktemp -d)
+  # --no-binary for this package only: pip prepares metadata from wheels of
+  # its build deps and compiles nothing.
+  "$PY" -m pip download --quiet --no-deps --no-binary=llama-cpp-python -d "$work" \
+    "llama-cpp-python==$version" >&2
+  local tarball="$work/llama_cpp_python-$version.tar.gz"
+  sha_ok "$tarball" "$sum" || { echo "checksum mismatch for $tarball" >&2; exit 1; }
+  tar -xzf "$tarball" -C "$work" --wildcards "llama_cpp_python-$version/vendor/llama.cpp/models/ggml-vocab-*"
+  rm -rf "$dir.tmp" && mv "$work/llama_cpp_python-$version/vendor/llama.cpp/models" "$dir.tmp"
+  echo "$sum" > "$dir.tmp/SDIST_SHA256"
+  rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  rm -rf "$work"; echo "new $dir"
+}
+
 models=("$@")
-[ ${#models[@]} -eq 0 ] && models=(smollm2 gemma3 minilm)
+[ ${#models[@]} -eq 0 ] && models=(smollm2 gemma3 minilm vocabs)
 for m in "${models[@]}"; do
   case "$m" in
     smollm2) fetch_smollm2 ;;
     gemma3) fetch_gemma3 ;;
     minilm) fetch_minilm ;;
-    *) echo "unknown model '$m' (expected smollm2, gemma3 or minilm)" >&2; exit 2 ;;
+    vocabs) fetch_vocabs ;;
+    *) echo "unknown model '$m' (expected smollm2, gemma3, minilm or vocabs)" >&2; exit 2 ;;
   esac
 done

@@ -7,7 +7,7 @@ MLXR_BIN (default target/release/mlxr) and MLXR_MODELS_DIR (default
 import os
 import socket
 import subprocess
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -30,41 +30,37 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Server:
-    def __init__(self, tmp: Path, *extra: str):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.home = tmp / "home"
-        binary = os.environ.get("MLXR_BIN", str(ROOT / "target/release/mlxr"))
-        model = models_dir() / MODEL_FILE
-        embedder = models_dir() / EMBED_DIR
-        for path in (model, embedder):
-            if not path.exists():
-                pytest.fail(f"{path} missing: run scripts/fetch-models.sh")
-        self.log = open(tmp / "server.log", "w")
-        self.proc = subprocess.Popen(
-            [binary, "serve", "-m", str(model), "--name", MODEL, "-m", str(embedder), "--name", EMBED_MODEL,
-             "--home", str(self.home),
-             "--host", f"127.0.0.1:{self.port}", "--kv-cache-mem", "256MiB", *extra],
-            stdout=self.log, stderr=subprocess.STDOUT,
-        )
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"mlxr serve exited with {self.proc.returncode}: {self.read_log()}")
-            try:
-                if requests.get(self.url + "/", timeout=1).ok:
-                    return
-            except requests.ConnectionError:
-                time.sleep(0.1)
-        pytest.fail("mlxr serve did not start: " + self.read_log())
+def mlxr_bin() -> str:
+    return os.environ.get("MLXR_BIN", str(ROOT / "target/release/mlxr"))
+
+
+class Daemon:
+    """`mlxr serve ARGS`, ready once it logs its TCP listener (an event, not a
+    poll); a thread copies its output into LOG_PATH."""
+
+    def __init__(self, args, log_path: Path, env=None):
+        self.log = open(log_path, "w")
+        self.proc = subprocess.Popen([mlxr_bin(), "serve", *args], env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        ready = threading.Event()
+        self.listening = False
+        self.log_copier = threading.Thread(target=self._copy_log, args=(ready,), daemon=True)
+        self.log_copier.start()
+        if not ready.wait(timeout=60) or not self.listening:
+            self.proc.kill()
+            pytest.fail(f"mlxr serve did not start (exit {self.proc.poll()}): {self.read_log()}")
+
+    def _copy_log(self, ready: threading.Event):
+        for line in self.proc.stdout:
+            self.log.write(line)
+            self.log.flush()
+            if "listening on http://" in line:
+                self.listening = True
+                ready.set()
+        ready.set()  # exited: the waiter sees `listening` still false
 
     def read_log(self) -> str:
-        self.log.flush()
         return Path(self.log.name).read_text()
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None and requests.get(self.url + "/", timeout=5).ok
 
     def stop(self):
         self.proc.terminate()
@@ -72,7 +68,31 @@ class Server:
             self.proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            self.proc.wait()
+        self.log_copier.join(timeout=20)
         self.log.close()
+
+
+class Server(Daemon):
+    """The test daemon: SmolLM2 as `smollm2` and MiniLM as `all-minilm` on a
+    free port, its registry under TMP/home."""
+
+    def __init__(self, tmp: Path, *extra: str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.home = tmp / "home"
+        model = models_dir() / MODEL_FILE
+        embedder = models_dir() / EMBED_DIR
+        for path in (model, embedder):
+            if not path.exists():
+                pytest.fail(f"{path} missing: run scripts/fetch-models.sh")
+        super().__init__(
+            ["-m", str(model), "--name", MODEL, "-m", str(embedder), "--name", EMBED_MODEL,
+             "--home", str(self.home), "--host", f"127.0.0.1:{self.port}", "--kv-cache-mem", "256MiB", *extra],
+            tmp / "server.log")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None and requests.get(self.url + "/", timeout=5).ok
 
 
 @pytest.fixture(scope="session")

@@ -3,22 +3,10 @@
 import os
 from datetime import datetime
 import subprocess
-import time
 
 import requests
 
-from conftest import MODEL_FILE, ROOT, free_port, models_dir
-
-
-def wait_up(url, proc):
-    for _ in range(300):
-        assert proc.poll() is None, "mlxr serve exited"
-        try:
-            if requests.get(url, timeout=1).ok:
-                return
-        except requests.ConnectionError:
-            time.sleep(0.1)
-    raise AssertionError("mlxr serve did not start")
+from conftest import MODEL_FILE, Daemon, free_port, mlxr_bin, models_dir
 
 
 def test_file_then_env_then_flags(tmp_path):
@@ -28,13 +16,10 @@ def test_file_then_env_then_flags(tmp_path):
         f'host = "127.0.0.1:{file_port}"\nkeep_alive = "-1"\n'
         f'[[models]]\npath = "{models_dir() / MODEL_FILE}"\nname = "from-config"\n'
     )
-    binary = os.environ.get("MLXR_BIN", str(ROOT / "target/release/mlxr"))
     env = dict(os.environ, MLXR_HOST=f"127.0.0.1:{env_port}")
-    proc = subprocess.Popen([binary, "serve", "--config", str(config), "--home", str(tmp_path / "home")],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    daemon = Daemon(["--config", str(config), "--home", str(tmp_path / "home")], tmp_path / "server.log", env)
     try:
-        url = f"http://127.0.0.1:{env_port}"
-        wait_up(url + "/", proc)  # the environment beats the file's host
+        url = f"http://127.0.0.1:{env_port}"  # the environment beats the file's host
         names = [m["name"] for m in requests.get(url + "/api/tags").json()["models"]]
         assert "from-config:latest" in names
         requests.post(url + "/api/generate", json={"model": "from-config", "prompt": ""})
@@ -42,15 +27,13 @@ def test_file_then_env_then_flags(tmp_path):
         expires = datetime.fromisoformat(ps[0]["expires_at"].replace("Z", "+00:00")[:26] + "+00:00")
         assert expires.year > 2100  # keep_alive -1: forever
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        daemon.stop()
 
 
 def test_unknown_key_is_an_error(tmp_path):
     config = tmp_path / "bad.toml"
     config.write_text("max_num_seqz = 4\n")
-    binary = os.environ.get("MLXR_BIN", str(ROOT / "target/release/mlxr"))
-    out = subprocess.run([binary, "serve", "--config", str(config), "--home", str(tmp_path / "h")],
+    out = subprocess.run([mlxr_bin(), "serve", "--config", str(config), "--home", str(tmp_path / "h")],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode != 0
     assert "max_num_seqz" in out.stderr and out.stderr.startswith("error:")

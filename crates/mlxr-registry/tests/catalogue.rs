@@ -4,7 +4,6 @@
 mod common;
 
 use std::io::{self, Read};
-use std::path::PathBuf;
 
 use common::{files_in, tiny_gguf, write_file};
 use mlxr_registry::{
@@ -332,21 +331,11 @@ fn resolve_source_kinds() {
     }
 }
 
-fn models_dir() -> PathBuf {
-    std::env::var_os("MLXR_MODELS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/mlxr/models")
-        })
-}
-
 #[test]
 fn real_smollm2_details() {
-    let path = models_dir().join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    if !path.is_file() {
-        eprintln!("skipped: {} not found", path.display());
+    let Some(path) = mlxr_testkit::model_path(mlxr_testkit::SMOLLM2) else {
         return;
-    }
+    };
     let home = tempfile::tempdir().unwrap();
     let reg = Registry::open(home.path()).unwrap();
     let n = name("smollm2:135m");
@@ -363,11 +352,9 @@ fn real_smollm2_details() {
 
 #[test]
 fn real_minilm_folder() {
-    let dir = models_dir().join("all-MiniLM-L6-v2");
-    if !dir.join("model.safetensors").is_file() {
-        eprintln!("skipped: {} not found", dir.display());
+    let Some(dir) = mlxr_testkit::model_path(mlxr_testkit::MINILM) else {
         return;
-    }
+    };
     let home = tempfile::tempdir().unwrap();
     let reg = Registry::open(home.path()).unwrap();
     let rec = reg

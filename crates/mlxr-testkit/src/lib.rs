@@ -6,6 +6,8 @@ use std::path::PathBuf;
 pub const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 pub const GEMMA3: &str = "gemma-3-270m-q4_k_m.gguf";
 pub const MINILM: &str = "all-MiniLM-L6-v2";
+/// llama.cpp's tokenizer test vocabularies (`ggml-vocab-*.gguf` + `.inp`/`.out`).
+pub const LLAMACPP_VOCABS: &str = "llama.cpp-vocabs";
 
 /// `$MLXR_MODELS_DIR`, or `~/.cache/mlxr/models`.
 pub fn models_dir() -> PathBuf {
@@ -28,8 +30,18 @@ pub fn model_path(name: &str) -> Option<PathBuf> {
         "{} missing: run scripts/fetch-models.sh",
         path.display()
     );
-    eprintln!("skipping: {} not found", path.display());
+    skip_note(&format!("{} not found (scripts/fetch-models.sh)", path.display()));
     None
+}
+
+/// Says on the test run's own stderr that a test skipped part of its work
+/// and why. Written past libtest's output capture (which takes only the
+/// `print!`/`eprint!` macros), so it shows for passing tests too.
+pub fn skip_note(why: &str) {
+    use std::io::Write;
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("test");
+    let _ = writeln!(std::io::stderr(), "note: {test}: skipped: {why}");
 }
 
 /// `tests/fixtures/<relative>` at the workspace root.

@@ -260,7 +260,7 @@ fn ten_kb_text() -> String {
     s
 }
 
-fn check_speed(model: &str) {
+fn check_round_trip(model: &str) {
     let Some(tok) = load(model) else { return };
     let text = ten_kb_text();
     tok.encode("warm up", true, true);
@@ -278,18 +278,16 @@ fn check_speed(model: &str) {
         dec.as_secs_f64() * 1e3
     );
     assert_eq!(back.trim_start(), text.trim_start());
-    // Generous bound for unoptimized builds; release builds take a few ms.
-    assert!(enc.as_millis() < 1000, "encoding 10 kB took {enc:?}");
 }
 
 #[test]
-fn smollm2_encodes_10kb_fast() {
-    check_speed(SMOLLM2);
+fn smollm2_round_trips_10kb() {
+    check_round_trip(SMOLLM2);
 }
 
 #[test]
-fn gemma3_encodes_10kb_fast() {
-    check_speed(GEMMA3);
+fn gemma3_round_trips_10kb() {
+    check_round_trip(GEMMA3);
 }
 
 #[test]

@@ -2,10 +2,11 @@
 //! `.inp`/`.out` files, checked by its `test-tokenizer-0` with
 //! `add_special = false, parse_special = false`), run against our tokenizers.
 //!
-//! The files are not part of this repository. The test looks for a llama.cpp
-//! checkout's `models/` folder in `$MLXR_LLAMACPP_VOCABS`, else under
-//! `~/.cache/mlxr/llama.cpp/*/vendor/llama.cpp/models` (where the fixture
-//! generator unpacks llama-cpp-python); without one it is skipped.
+//! The files come from the pinned llama-cpp-python sdist
+//! (`scripts/fetch-models.sh vocabs` puts them in
+//! `$MLXR_MODELS_DIR/llama.cpp-vocabs`); `$MLXR_LLAMACPP_VOCABS` points at
+//! another llama.cpp `models/` folder. Missing files skip the test with a
+//! note, or fail it under `MLXR_REQUIRE_MODELS=1`.
 
 use std::path::PathBuf;
 
@@ -13,18 +14,10 @@ use mlxr_formats::gguf::GgufFile;
 use mlxr_tokenizer::{Tokenizer, TokenizerError};
 
 fn vocab_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("MLXR_LLAMACPP_VOCABS") {
-        return Some(PathBuf::from(d));
+    match std::env::var_os("MLXR_LLAMACPP_VOCABS") {
+        Some(d) => Some(PathBuf::from(d)),
+        None => mlxr_testkit::model_path(mlxr_testkit::LLAMACPP_VOCABS),
     }
-    let base = PathBuf::from(std::env::var_os("HOME")?).join(".cache/mlxr/llama.cpp");
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(base)
-        .ok()?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path().join("vendor/llama.cpp/models"))
-        .filter(|p| p.is_dir())
-        .collect();
-    dirs.sort();
-    dirs.pop()
 }
 
 /// (text, ids) pairs of one vocabulary's test files.
@@ -66,7 +59,6 @@ fn load_vectors(gguf: &std::path::Path) -> Option<Vec<(String, Vec<u32>)>> {
 #[test]
 fn llamacpp_vocab_test_vectors() {
     let Some(dir) = vocab_dir() else {
-        eprintln!("skipping: no llama.cpp models/ folder (set MLXR_LLAMACPP_VOCABS)");
         return;
     };
     let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -88,7 +80,7 @@ fn llamacpp_vocab_test_vectors() {
             Err(
                 e @ (TokenizerError::UnsupportedModel(_) | TokenizerError::UnknownPreTokenizer(_)),
             ) => {
-                eprintln!("{name}: not supported: {e}");
+                mlxr_testkit::skip_note(&format!("{name}: not supported: {e}"));
                 continue;
             }
             Err(e) => panic!("{name}: {e}"),
@@ -107,6 +99,7 @@ fn llamacpp_vocab_test_vectors() {
         eprintln!("{name}: {} vectors, {bad} differ", vectors.len());
     }
     eprintln!("{checked} vocabularies checked from {}", dir.display());
+    assert!(checked > 0, "no test vectors in {}", dir.display());
     assert!(
         failures.is_empty(),
         "{} vectors differ:\n{}",

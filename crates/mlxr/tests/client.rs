@@ -3,8 +3,8 @@
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 fn smollm2() -> Option<PathBuf> {
     mlxr_testkit::model_path(mlxr_testkit::SMOLLM2)
@@ -39,30 +39,39 @@ impl Server {
             .args(["--host", &host, "--kv-cache-mem", "256MiB"])
             .args(extra)
             .env("RAYON_NUM_THREADS", "2")
-            .env("MLXR_LOG", "warn")
+            .env("MLXR_LOG", "info")
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let server = Server {
+        let mut server = Server {
             child,
             host,
             _home: home,
         };
-        server.wait_ready();
+        server.wait_listening();
         server
     }
 
-    fn wait_ready(&self) {
-        let url = format!("http://{}/", self.host);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if ureq::get(&url).call().is_ok() {
-                return;
+    /// Reads the daemon's log until it says it listens on TCP, then leaves a
+    /// thread passing the rest of its log on to the test's output.
+    fn wait_listening(&mut self) {
+        let mut log = BufReader::new(self.child.stderr.take().unwrap());
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = log.read_line(&mut line).unwrap();
+            assert!(n > 0, "mlxr serve exited before listening");
+            eprint!("{line}");
+            if line.contains("listening on http://") {
+                break;
             }
-            std::thread::sleep(Duration::from_millis(100));
         }
-        panic!("mlxr serve did not answer at {url}");
+        std::thread::spawn(move || {
+            for line in log.lines().map_while(Result::ok) {
+                eprintln!("{line}");
+            }
+        });
     }
 
     /// The CLI, pointed at this server through MLXR_HOST.

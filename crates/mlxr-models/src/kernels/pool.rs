@@ -240,7 +240,9 @@ mod tests {
             );
         }
         // After the workers parked, regions still run.
-        std::thread::sleep(PARK_AFTER * 3);
+        while pool.shared.parked.load(Ordering::SeqCst) < pool.threads() - 1 {
+            std::thread::yield_now();
+        }
         let sum = AtomicUsize::new(0);
         pool.install(|| {
             for_each_thread(5, |i| {
