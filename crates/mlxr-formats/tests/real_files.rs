@@ -128,4 +128,3 @@ fn gemma3_270m_q4_k_m() {
     );
     check_layout(&f);
 }
-

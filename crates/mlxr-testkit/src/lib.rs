@@ -30,7 +30,10 @@ pub fn model_path(name: &str) -> Option<PathBuf> {
         "{} missing: run scripts/fetch-models.sh",
         path.display()
     );
-    skip_note(&format!("{} not found (scripts/fetch-models.sh)", path.display()));
+    skip_note(&format!(
+        "{} not found (scripts/fetch-models.sh)",
+        path.display()
+    ));
     None
 }
 

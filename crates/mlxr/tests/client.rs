@@ -1,9 +1,9 @@
 //! The daemon client commands (`list`, `create`, `show`, `run`, …) against
 //! a real `mlxr serve` on the SmolLM2 model.
 
+use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 
 fn smollm2() -> Option<PathBuf> {
