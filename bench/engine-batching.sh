@@ -7,6 +7,8 @@ set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
+# shellcheck source=bench/host.sh
+source bench/host.sh
 
 cargo build --release -p mlxr-engine --example engine_bench
 
@@ -16,10 +18,15 @@ mkdir -p bench/results
     echo "# Engine batching benchmark, $(date +%Y-%m-%d)"
     echo
     echo "Commit \`$(git rev-parse --short HEAD)\`$(git diff --quiet HEAD -- crates || echo ' (with uncommitted changes under crates/)');" \
-        "$(nproc) CPU cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs));" \
+        "$(cpu_cores);" \
+        "load average (1, 5, 15 min) $(cut -d' ' -f1-3 /proc/loadavg) before;" \
         "command: \`bench/engine-batching.sh $*\`."
     echo
+    cpu_flags_line
+    echo
     ./target/release/examples/engine_bench "$@"
+    echo
+    echo "Load average (1, 5, 15 min) after: $(cut -d' ' -f1-3 /proc/loadavg)."
 } > "$out.tmp"
 mv "$out.tmp" "$out"
 cat "$out"

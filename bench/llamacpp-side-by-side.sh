@@ -15,6 +15,8 @@ set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
+# shellcheck source=bench/host.sh
+source bench/host.sh
 
 out="" threads=2 reps=5 n_prompt=512 n_gen=128 models=()
 while [ $# -gt 0 ]; do
@@ -75,9 +77,11 @@ mkdir -p bench/results
   echo
   echo "$built;" \
     "llama.cpp \`$LLAMA_CPP_COMMIT\` (llama-cpp-python sdist, CPU, GGML_NATIVE);" \
-    "$(nproc) CPU cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs));" \
+    "$(cpu_cores);" \
     "load average (1, 5, 15 min) $load_before before, $load_after after;" \
     "command: \`bench/llamacpp-side-by-side.sh -t $threads -r $reps -p $n_prompt -n $n_gen\`."
+  echo
+  cpu_flags_line
   echo
   echo "$reps rounds; in each, both tools run once (\`-r 1\` after their own warm-up), taking turns" \
     "to go first. t/s is the mean ± sample standard deviation over rounds; the ratio is ours / llama.cpp" \

@@ -13,6 +13,8 @@ set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
+# shellcheck source=bench/host.sh
+source bench/host.sh
 
 out="" streams=16 threads=2 rounds=2 max_tokens=128 per_client=2 ctx_per_slot=512
 model="${MLXR_MODELS_DIR:-$HOME/.cache/mlxr/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -106,9 +108,11 @@ mkdir -p bench/results
   echo "# Serving benchmark: mlxr serve vs llama-server, $(date +%Y-%m-%d)"
   echo
   echo "$built;" \
-    "llama.cpp \`$LLAMA_CPP_COMMIT\`; $(nproc) CPU cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs));" \
+    "llama.cpp \`$LLAMA_CPP_COMMIT\`; $(cpu_cores);" \
     "load average (1, 5, 15 min) $load_before before, $load_after after;" \
     "command: \`bench/serving.sh -c $streams -t $threads -r $rounds -n $max_tokens\`."
+  echo
+  cpu_flags_line
   echo
   echo "Model \`$(basename "$model")\`. $streams streaming clients, each sending $per_client requests back to back" \
     "(/v1/chat/completions, distinct short prompts, temperature 0, max_tokens $max_tokens, ignore_eos), after one" \
