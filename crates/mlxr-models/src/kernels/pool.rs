@@ -18,6 +18,9 @@ use std::time::{Duration, Instant};
 
 /// How long an idle worker spins before it parks.
 pub const PARK_AFTER: Duration = Duration::from_millis(2);
+/// How many times a region's owner spins on its workers before it yields
+/// its core to them at every check.
+const YIELD_AFTER_SPINS: u32 = 1 << 14;
 
 type Job = *const (dyn Fn(usize) + Sync);
 
@@ -121,8 +124,16 @@ impl SpinPool {
         let mine = catch_unwind(AssertUnwindSafe(|| {
             (0..n).step_by(self.threads()).for_each(f);
         }));
+        // Spin briefly, then yield: a worker the OS took off its core (a busy
+        // machine, more threads than cores) needs this core to finish.
+        let mut spins = 0u32;
         while s.running.load(Ordering::Acquire) != 0 {
-            std::hint::spin_loop();
+            spins += 1;
+            if spins < YIELD_AFTER_SPINS {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
         }
         self.busy.set(false);
         if let Err(panic) = mine {
@@ -163,8 +174,14 @@ fn work(s: &Shared, index: usize, threads: usize) {
                 break;
             }
             spins += 1;
-            if spins % 1024 != 0 || idle_since.elapsed() < PARK_AFTER {
+            if spins % 1024 != 0 {
                 std::hint::spin_loop();
+                continue;
+            }
+            if idle_since.elapsed() < PARK_AFTER {
+                // Between checks of the clock, let a thread that waits for
+                // this core run (the region's owner, another process).
+                std::thread::yield_now();
                 continue;
             }
             let mut guard = s.lock.lock().unwrap_or_else(|e| e.into_inner());
