@@ -39,7 +39,7 @@ def test_disconnect_mid_stream_frees_the_request(server):
     body = json.dumps({"model": MODEL, "prompt": "Count to a thousand:", "stream": True,
                        "options": {"num_predict": 2000, "temperature": 0}}).encode()
     s = socket.create_connection(("127.0.0.1", server.port))
-    s.sendall(b"POST /api/generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    s.sendall(b"POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
               + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
     got = b""
     while got.count(b"\n") < 12:

@@ -15,7 +15,6 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::response::sse::{Event, KeepAlive as SseKeepAlive, Sse};
 use axum::routing::get;
@@ -26,7 +25,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::error::{parse_json, ApiError, OllamaError};
+use crate::error::{ApiError, OllamaError};
+use crate::extract::JsonBody;
 use crate::logs::LogLine;
 use crate::models::KeepAlive;
 use crate::state::AppState;
@@ -38,6 +38,17 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/mlxr/config", get(config).patch(update_config))
         .route("/api/mlxr/logs", get(logs))
+}
+
+/// `GET /api/mlxr/debug/panic`, which panics: for the tests that show a
+/// panicking request answers 500 and the server goes on. Only in builds
+/// with the `fault-injection` feature (mlxr-server's own tests).
+#[cfg(feature = "fault-injection")]
+pub fn fault_injection_routes() -> Router<AppState> {
+    async fn panic() -> Json<Value> {
+        panic!("fault injection: GET /api/mlxr/debug/panic")
+    }
+    Router::new().route("/api/mlxr/debug/panic", get(panic))
 }
 
 /// `GET /api/mlxr/config`.
@@ -55,12 +66,11 @@ struct ConfigUpdate {
 /// `PATCH /api/mlxr/config`.
 pub async fn update_config(
     State(state): State<AppState>,
-    body: Bytes,
+    JsonBody(body): JsonBody<Value>,
 ) -> Result<Json<Value>, OllamaError> {
-    let update: ConfigUpdate = parse_json(&body).map_err(|e| {
+    let update: ConfigUpdate = serde_json::from_value(body).map_err(|e| {
         ApiError::bad_request(format!(
-            "{}; only keep_alive can be changed while the server runs",
-            e.message
+            "{e}; only keep_alive can be changed while the server runs"
         ))
     })?;
     if let Some(value) = update.keep_alive {
@@ -84,10 +94,12 @@ fn config_json(state: &AppState) -> Value {
         "listen": {
             "host": server.host,
             "socket": server.socket,
+            "socket_group": server.socket_group,
         },
         "security": {
             "api_key_set": server.api_key.is_some(),
             "origins": server.cors_origins,
+            "allowed_hosts": server.allowed_hosts,
             "body_limit": server.body_limit,
         },
         "models": {

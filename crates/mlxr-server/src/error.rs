@@ -44,7 +44,7 @@ impl ApiError {
     /// OpenAI's error `type` for this status.
     pub fn openai_type(&self) -> &'static str {
         match self.status.as_u16() {
-            400 | 413 | 422 => "invalid_request_error",
+            400 | 413 | 415 | 422 => "invalid_request_error",
             401 => "authentication_error",
             403 => "permission_error",
             404 => "not_found_error",
@@ -64,6 +64,18 @@ impl ApiError {
 
     pub fn ollama_body(&self) -> serde_json::Value {
         json!({ "error": self.message })
+    }
+
+    /// The response in the shape of the API `path` belongs to (Ollama's
+    /// under `/api/`, OpenAI's elsewhere), for code that runs before a
+    /// handler picks its shape: middleware, extractors, the fallback.
+    pub fn for_path(&self, path: &str) -> Response {
+        let body = if path.starts_with("/api/") {
+            self.ollama_body()
+        } else {
+            self.openai_body()
+        };
+        (self.status, Json(body)).into_response()
     }
 }
 
@@ -114,14 +126,4 @@ impl From<ApiError> for OllamaError {
     fn from(e: ApiError) -> Self {
         Self(e)
     }
-}
-
-/// Parses a JSON body with a readable error instead of axum's plain-text
-/// rejection (bad JSON and wrong types are 400s in both APIs).
-pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    if body.is_empty() {
-        return Err(ApiError::bad_request("missing request body"));
-    }
-    serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
 }

@@ -6,13 +6,15 @@
 //! - [`openai`], [`ollama`]: the two APIs; [`ops`]: health, version, metrics.
 //! - [`admin`]: the daemon's configuration and live log for the web UI
 //!   ([`logs`] keeps the lines).
-//! - [`server`]: the router, middleware (auth, CORS, limits, panics) and
-//!   listeners (TCP, Unix socket), graceful shutdown.
+//! - [`server`]: the router, middleware (origin and host guard, auth, CORS,
+//!   limits, panics) and listeners (TCP, Unix socket), graceful shutdown;
+//!   [`extract`]: JSON request bodies.
 
 pub mod admin;
 pub mod catalog;
 pub mod embedding;
 pub mod error;
+pub mod extract;
 pub mod generation;
 pub mod logs;
 pub mod models;

@@ -1,18 +1,24 @@
 //! The router with its middleware, and the listeners.
 
+mod guard;
+mod socket;
+
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::http::{header, Method, StatusCode};
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Extension, Router};
+use futures_util::FutureExt;
 use mlxr_registry::Registry;
-use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
+
+use self::guard::{Guard, Listener};
 
 use crate::error::ApiError;
 use crate::logs::LogBuffer;
@@ -24,12 +30,18 @@ use crate::{admin, ollama, openai, ops, ui};
 pub struct ServerConfig {
     /// `host:port` to listen on.
     pub host: String,
-    /// Also listen on this Unix domain socket.
+    /// Also listen on this Unix domain socket (mode 0600).
     pub socket: Option<PathBuf>,
+    /// Give the socket to this group (a name or id) with mode 0660.
+    pub socket_group: Option<String>,
     /// Require `Authorization: Bearer <key>` (except on `/` and `/health`).
     pub api_key: Option<String>,
-    /// Browser origins allowed besides localhost ones.
+    /// Browser origins allowed besides loopback ones and the server's
+    /// own (`*`: all).
     pub cors_origins: Vec<String>,
+    /// `Host` names a loopback listener answers besides loopback ones,
+    /// the `host` name and the machine's hostname (`*`: any).
+    pub allowed_hosts: Vec<String>,
     /// Largest request body accepted, in bytes.
     pub body_limit: usize,
     /// Where the registry lives (reported by `/api/mlxr/config`).
@@ -46,8 +58,10 @@ impl Default for ServerConfig {
         Self {
             host: DEFAULT_HOST.to_string(),
             socket: None,
+            socket_group: None,
             api_key: None,
             cors_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
             body_limit: 32 << 20,
             home: None,
             threads: None,
@@ -68,7 +82,7 @@ pub fn router(models: Arc<ModelManager>, registry: Arc<Registry>, config: &Serve
         registry,
         server: Arc::new(config.clone()),
     };
-    Router::new()
+    let routes = Router::new()
         // Browsers get the web UI at `/`; other clients Ollama's liveness text.
         .route("/", get(ui::root).head(ops::root))
         .merge(ui::routes())
@@ -77,40 +91,45 @@ pub fn router(models: Arc<ModelManager>, registry: Arc<Registry>, config: &Serve
         .route("/api/version", get(ops::version).head(ops::version))
         .merge(openai::routes())
         .merge(ollama::routes())
-        .merge(admin::routes())
+        .merge(admin::routes());
+    #[cfg(feature = "fault-injection")]
+    let routes = routes.merge(admin::fault_injection_routes());
+    // The last layer runs first: panics are caught around everything, and
+    // the guard refuses a foreign origin before CORS answers its preflight.
+    routes
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(
             AuthKey(config.api_key.as_deref().map(Arc::from)),
             require_api_key,
         ))
         .layer(DefaultBodyLimit::max(config.body_limit))
+        .layer(cors())
+        .layer(middleware::from_fn_with_state(
+            Arc::new(Guard::new(config)),
+            guard::guard,
+        ))
         .layer(middleware::from_fn(log_request))
-        .layer(cors(&config.cors_origins))
-        .layer(CatchPanicLayer::custom(|_| {
-            error_response(
-                "/",
-                ApiError::internal("internal error: the request handler panicked"),
-            )
-        }))
+        .layer(middleware::from_fn(catch_panic))
         .with_state(state)
 }
 
 async fn not_found(req: Request) -> Response {
-    let path = req.uri().path().to_string();
-    error_response(
-        &path,
-        ApiError::not_found(format!("no route for {} {path}", req.method())),
-    )
+    let path = req.uri().path();
+    ApiError::not_found(format!("no route for {} {path}", req.method())).for_path(path)
 }
 
-/// An error in the shape of the API the path belongs to.
-fn error_response(path: &str, e: ApiError) -> Response {
-    let body = if path.starts_with("/api/") {
-        e.ollama_body()
-    } else {
-        e.openai_body()
-    };
-    (e.status, Json(body)).into_response()
+/// A handler that panics answers 500 in its API's shape; the server and
+/// the other requests go on.
+async fn catch_panic(req: Request, next: Next) -> Response {
+    let path = req.uri().path().to_string();
+    match AssertUnwindSafe(next.run(req)).catch_unwind().await {
+        Ok(response) => response,
+        Err(_) => {
+            tracing::error!(path, "the request handler panicked");
+            ApiError::internal("internal error: the request handler panicked (see the server log)")
+                .for_path(&path)
+        }
+    }
 }
 
 /// One structured log line per request: method, path, status, duration
@@ -148,26 +167,17 @@ async fn require_api_key(State(key): State<AuthKey>, req: Request, next: Next) -
     if given == Some(&*key) {
         return next.run(req).await;
     }
-    let path = path.to_string();
-    error_response(
-        &path,
-        ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "invalid or missing API key (Authorization: Bearer <key>)",
-        ),
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "invalid or missing API key (Authorization: Bearer <key>)",
     )
+    .for_path(path)
 }
 
-/// Localhost origins on any port, plus the configured ones.
-fn cors(extra: &[String]) -> CorsLayer {
-    let extra: Vec<String> = extra.to_vec();
+/// CORS headers for the origins the guard (which runs first) let through.
+fn cors() -> CorsLayer {
     CorsLayer::new()
-        .allow_origin(AllowOrigin::predicate(move |origin: &HeaderValue, _| {
-            let Ok(origin) = origin.to_str() else {
-                return false;
-            };
-            extra.iter().any(|o| o == "*" || o == origin) || is_local_origin(origin)
-        }))
+        .allow_origin(AllowOrigin::mirror_request())
         .allow_methods([
             Method::GET,
             Method::POST,
@@ -179,20 +189,6 @@ fn cors(extra: &[String]) -> CorsLayer {
         .allow_headers(tower_http::cors::Any)
 }
 
-fn is_local_origin(origin: &str) -> bool {
-    let Some(rest) = origin
-        .strip_prefix("http://")
-        .or_else(|| origin.strip_prefix("https://"))
-    else {
-        return false;
-    };
-    let host = match rest.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or(""),
-        None => rest.split(':').next().unwrap_or(""),
-    };
-    matches!(host, "localhost" | "127.0.0.1" | "0.0.0.0" | "::1")
-}
-
 /// Serves until Ctrl-C or SIGTERM; streams in flight end cleanly.
 pub async fn serve(
     models: Arc<ModelManager>,
@@ -200,6 +196,31 @@ pub async fn serve(
     config: ServerConfig,
 ) -> std::io::Result<()> {
     let app = router(models.clone(), registry, &config);
+    let socket = match &config.socket {
+        Some(path) => {
+            let (listener, owned) = socket::bind(path, config.socket_group.as_deref())
+                .and_then(|(l, owned)| {
+                    l.set_nonblocking(true)?;
+                    Ok((tokio::net::UnixListener::from_std(l)?, owned))
+                })
+                .map_err(|e| {
+                    std::io::Error::new(
+                        e.kind(),
+                        format!("cannot listen on {}: {e}", path.display()),
+                    )
+                })?;
+            tracing::info!("listening on unix:{}", path.display());
+            Some((listener, owned))
+        }
+        None => None,
+    };
+    let tcp = tokio::net::TcpListener::bind(&config.host)
+        .await
+        .map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot listen on {}: {e}", config.host))
+        })?;
+    let local = tcp.local_addr()?;
+    tracing::info!("listening on http://{local}");
     let expiry = tokio::spawn({
         let models = models.clone();
         async move {
@@ -209,28 +230,15 @@ pub async fn serve(
             }
         }
     });
-    let tcp = tokio::net::TcpListener::bind(&config.host)
-        .await
-        .map_err(|e| {
-            std::io::Error::new(e.kind(), format!("cannot listen on {}: {e}", config.host))
-        })?;
-    tracing::info!("listening on http://{}", tcp.local_addr()?);
+    let tcp_app = app.clone().layer(Extension(Listener::Tcp(local)));
     let tcp_server =
-        axum::serve(tcp, app.clone()).with_graceful_shutdown(shutdown_signal(config.logs.clone()));
-    let result = match &config.socket {
-        Some(path) => {
-            let _ = std::fs::remove_file(path);
-            let uds = tokio::net::UnixListener::bind(path).map_err(|e| {
-                std::io::Error::new(
-                    e.kind(),
-                    format!("cannot listen on {}: {e}", path.display()),
-                )
-            })?;
-            tracing::info!("listening on unix:{}", path.display());
-            let uds_server =
-                axum::serve(uds, app).with_graceful_shutdown(shutdown_signal(config.logs.clone()));
+        axum::serve(tcp, tcp_app).with_graceful_shutdown(shutdown_signal(config.logs.clone()));
+    let result = match socket {
+        Some((uds, _owned)) => {
+            let uds_app = app.layer(Extension(Listener::Unix));
+            let uds_server = axum::serve(uds, uds_app)
+                .with_graceful_shutdown(shutdown_signal(config.logs.clone()));
             let (a, b) = tokio::join!(tcp_server, uds_server);
-            let _ = std::fs::remove_file(path);
             a.and(b)
         }
         None => tcp_server.await,
@@ -260,27 +268,4 @@ async fn shutdown_signal(logs: LogBuffer) {
     }
     tracing::info!("shutting down");
     logs.close();
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn local_origins() {
-        for ok in [
-            "http://localhost:3000",
-            "http://127.0.0.1",
-            "https://[::1]:8080",
-            "http://0.0.0.0:1",
-        ] {
-            assert!(super::is_local_origin(ok), "{ok}");
-        }
-        for bad in [
-            "http://evil.com",
-            "http://localhost.evil.com",
-            "null",
-            "file://x",
-        ] {
-            assert!(!super::is_local_origin(bad), "{bad}");
-        }
-    }
 }

@@ -70,9 +70,20 @@ Model loading is not timed. -o json prints llama-bench's keys (avg_ts, stddev_ts
   mlxr serve                                        models from the registry (MLXR_HOME, default ~/.mlxr)
   mlxr serve -m SmolLM2-135M-Instruct.Q4_1.gguf     also serve this file (as \"smollm2-135m-instruct.q4_1\")
   mlxr serve -m model.gguf --name smollm2 --host 0.0.0.0:8080 --api-key secret
-  curl http://127.0.0.1:11435/v1/chat/completions -d '{\"model\":\"smollm2\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}'
+  mlxr serve --socket /run/mlxr/mlxr.sock                  also a Unix socket, mode 0600 (MLXR_HOST=unix:/run/mlxr/mlxr.sock mlxr list)
+  mlxr serve --socket /run/mlxr/mlxr.sock --socket-group mlxr   mode 0660, group mlxr
+  mlxr serve --origins https://app.example.com             let that web page call the API from a browser
+  mlxr serve --allowed-hosts mybox.lan                     answer http://mybox.lan:11435 on the loopback listener
+  curl http://127.0.0.1:11435/v1/chat/completions -H 'Content-Type: application/json' \\
+    -d '{\"model\":\"smollm2\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}'
 
-Environment: MLXR_HOST, MLXR_HOME, MLXR_API_KEY, MLXR_KEEP_ALIVE, MLXR_ORIGINS (comma-separated).")]
+Browsers: a request with an Origin header must come from a loopback origin (any port), the server's
+own origin, or --origins; otherwise 403. JSON bodies must be sent as Content-Type: application/json
+(else 415). While --host is a loopback address, the Host header must be a loopback address,
+localhost, *.localhost, the --host name, this machine's hostname or one of --allowed-hosts (DNS
+rebinding protection; the Unix socket is exempt); otherwise 403.
+
+Environment: MLXR_HOST, MLXR_HOME, MLXR_API_KEY, MLXR_KEEP_ALIVE, MLXR_ORIGINS, MLXR_ALLOWED_HOSTS (comma-separated).")]
     Serve(ServeArgs),
     /// Download a model into the daemon's registry.
     #[command(after_help = "Examples:
@@ -137,9 +148,13 @@ pub struct ServeArgs {
     /// Address to listen on, host:port.
     #[arg(long, env = "MLXR_HOST", default_value = mlxr_server::server::DEFAULT_HOST)]
     pub host: String,
-    /// Also listen on this Unix domain socket.
+    /// Also listen on this Unix domain socket, mode 0600 (a stale socket
+    /// is replaced; a live one is an error).
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
+    /// Give the socket to this group (name or id), mode 0660.
+    #[arg(long, value_name = "GROUP", requires = "socket")]
+    pub socket_group: Option<String>,
     /// Where the registry and model blobs live.
     #[arg(long, env = "MLXR_HOME")]
     pub home: Option<PathBuf>,
@@ -152,9 +167,20 @@ pub struct ServeArgs {
     /// Require "Authorization: Bearer KEY" on every API call.
     #[arg(long, env = "MLXR_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
-    /// Browser origins allowed besides localhost (comma-separated; * for any).
+    /// Browser origins allowed besides loopback ones, e.g.
+    /// https://app.example.com (comma-separated; * for any).
     #[arg(long, env = "MLXR_ORIGINS", value_delimiter = ',')]
     pub origins: Vec<String>,
+    /// Host names the loopback listener answers besides localhost, loopback
+    /// addresses and this machine's hostname (comma-separated; * turns the
+    /// Host check off).
+    #[arg(
+        long,
+        env = "MLXR_ALLOWED_HOSTS",
+        value_delimiter = ',',
+        value_name = "HOSTS"
+    )]
+    pub allowed_hosts: Vec<String>,
     /// How long a model stays loaded after its last request (5m, 1h, 0, -1 = forever).
     #[arg(long, env = "MLXR_KEEP_ALIVE", default_value = "5m")]
     pub keep_alive: String,

@@ -2,14 +2,14 @@
 
 use std::time::Instant;
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::embedding::embed as run;
-use crate::error::{parse_json, ApiError, OllamaError};
+use crate::error::{ApiError, OllamaError};
+use crate::extract::JsonBody;
 use crate::state::AppState;
 
 use super::keep_alive;
@@ -35,9 +35,11 @@ pub struct EmbeddingsBody {
     keep_alive: Option<Value>,
 }
 
-pub async fn embed(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>, OllamaError> {
+pub async fn embed(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody<EmbedBody>,
+) -> Result<Json<Value>, OllamaError> {
     let started = Instant::now();
-    let body: EmbedBody = parse_json(&body)?;
     let texts = match &body.input {
         Value::String(s) => vec![s.clone()],
         Value::Array(items) => items
@@ -69,9 +71,8 @@ pub async fn embed(State(state): State<AppState>, body: Bytes) -> Result<Json<Va
 
 pub async fn embeddings(
     State(state): State<AppState>,
-    body: Bytes,
+    JsonBody(body): JsonBody<EmbeddingsBody>,
 ) -> Result<Json<Value>, OllamaError> {
-    let body: EmbeddingsBody = parse_json(&body)?;
     let out = run(
         &state,
         &body.model,

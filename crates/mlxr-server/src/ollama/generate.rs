@@ -12,7 +12,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::options::{settings, Settings};
-use crate::error::{parse_json, ApiError, OllamaError};
+use crate::error::{ApiError, OllamaError};
+use crate::extract::JsonBody;
 use crate::generation::{finish_reason_str, submit};
 use crate::models::{Acquired, KeepAlive};
 use crate::state::AppState;
@@ -134,9 +135,11 @@ fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
 }
 
-pub async fn generate(State(state): State<AppState>, body: Bytes) -> Result<Response, OllamaError> {
+pub async fn generate(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody<GenerateBody>,
+) -> Result<Response, OllamaError> {
     let started = Instant::now();
-    let body: GenerateBody = parse_json(&body)?;
     body.common.check_unsupported()?;
     if body.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
         return Err(
@@ -199,9 +202,11 @@ pub async fn generate(State(state): State<AppState>, body: Bytes) -> Result<Resp
     .await
 }
 
-pub async fn chat(State(state): State<AppState>, body: Bytes) -> Result<Response, OllamaError> {
+pub async fn chat(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody<ChatBody>,
+) -> Result<Response, OllamaError> {
     let started = Instant::now();
-    let body: ChatBody = parse_json(&body)?;
     body.common.check_unsupported()?;
     if body.tools.as_ref().is_some_and(|t| !t.is_empty()) {
         return Err(ApiError::bad_request("tool calling is not supported yet").into());

@@ -1,6 +1,5 @@
 //! `/api/tags`, `/api/ps`, `/api/show`.
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::Json;
 use mlxr_formats::gguf::{GgufFile, MetadataArray, MetadataValue};
@@ -8,7 +7,8 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::catalog::{ModelKind, ModelSpec};
-use crate::error::{parse_json, ApiError, OllamaError};
+use crate::error::{ApiError, OllamaError};
+use crate::extract::JsonBody;
 use crate::state::AppState;
 
 fn details(m: &ModelSpec) -> Value {
@@ -79,8 +79,10 @@ pub struct ShowBody {
     verbose: bool,
 }
 
-pub async fn show(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>, OllamaError> {
-    let body: ShowBody = parse_json(&body)?;
+pub async fn show(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody<ShowBody>,
+) -> Result<Json<Value>, OllamaError> {
     let name = super::requested_model(body.model, body.name)?;
     let spec = state.models.resolve(&name)?;
     let (model_info, file_template, capabilities) = match spec.kind {

@@ -15,7 +15,8 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
-use crate::error::{parse_json, ApiError, OllamaError};
+use crate::error::{ApiError, OllamaError};
+use crate::extract::JsonBody;
 use crate::state::AppState;
 
 fn registry_error(e: RegistryError) -> ApiError {
@@ -44,8 +45,10 @@ pub struct PullBody {
 
 /// Pulls a model (a default name, `hf.co/…`, an https URL or a local path on
 /// the server), streaming Ollama's progress lines.
-pub async fn pull(State(state): State<AppState>, body: Bytes) -> Result<Response, OllamaError> {
-    let body: PullBody = parse_json(&body)?;
+pub async fn pull(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody<PullBody>,
+) -> Result<Response, OllamaError> {
     let spec = super::requested_model(body.model, body.name)?;
     let (source, name) = Registry::resolve_source(&spec).map_err(registry_error)?;
     let registry = state.registry.clone();
@@ -205,8 +208,10 @@ struct CreateMessage {
 /// Creates a model from uploaded blobs (`files`) or an existing model
 /// (`from`), with optional template, system prompt, parameters, messages
 /// and license.
-pub async fn create(State(state): State<AppState>, body: Bytes) -> Result<Response, OllamaError> {
-    let body: CreateBody = parse_json(&body)?;
+pub async fn create(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody<CreateBody>,
+) -> Result<Response, OllamaError> {
     let name = model_name(&super::requested_model(
         body.model.clone(),
         body.name.clone(),
@@ -359,8 +364,10 @@ pub struct CopyBody {
     destination: String,
 }
 
-pub async fn copy(State(state): State<AppState>, body: Bytes) -> Result<StatusCode, OllamaError> {
-    let body: CopyBody = parse_json(&body)?;
+pub async fn copy(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody<CopyBody>,
+) -> Result<StatusCode, OllamaError> {
     let (from, to) = (model_name(&body.source)?, model_name(&body.destination)?);
     let registry: Arc<Registry> = state.registry.clone();
     tokio::task::spawn_blocking(move || registry.copy(&from, &to))
@@ -378,8 +385,10 @@ pub struct DeleteBody {
     name: Option<String>,
 }
 
-pub async fn delete(State(state): State<AppState>, body: Bytes) -> Result<StatusCode, OllamaError> {
-    let body: DeleteBody = parse_json(&body)?;
+pub async fn delete(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody<DeleteBody>,
+) -> Result<StatusCode, OllamaError> {
     let name = model_name(&super::requested_model(
         body.model.clone(),
         body.name.clone(),

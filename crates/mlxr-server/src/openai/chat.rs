@@ -2,7 +2,6 @@
 
 use std::convert::Infallible;
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::sse::Sse;
 use axum::response::{IntoResponse, Response};
@@ -14,12 +13,15 @@ use super::request::ChatCompletionRequest;
 use super::response::{
     chat_logprob, completion_id, sse_done, sse_error, sse_json, unix_now, usage_chunk, usage_json,
 };
-use crate::error::{parse_json, OpenAiError};
+use crate::error::OpenAiError;
+use crate::extract::JsonBody;
 use crate::generation::{collect, finish_reason_str, submit};
 use crate::state::AppState;
 
-pub async fn handle(State(state): State<AppState>, body: Bytes) -> Result<Response, OpenAiError> {
-    let req: ChatCompletionRequest = parse_json(&body)?;
+pub async fn handle(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<ChatCompletionRequest>,
+) -> Result<Response, OpenAiError> {
     let engine_req = req.to_request()?;
     let acquired = state.models.acquire(&req.model, None).await?;
     let stream = submit(&acquired.engine, engine_req).await?;

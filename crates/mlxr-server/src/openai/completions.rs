@@ -2,7 +2,6 @@
 
 use std::convert::Infallible;
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::sse::Sse;
 use axum::response::{IntoResponse, Response};
@@ -14,7 +13,8 @@ use super::request::CompletionRequest;
 use super::response::{
     completion_id, sse_done, sse_error, sse_json, unix_now, usage_chunk, usage_json,
 };
-use crate::error::{parse_json, OpenAiError};
+use crate::error::OpenAiError;
+use crate::extract::JsonBody;
 use crate::generation::{collect, finish_reason_str, submit};
 use crate::state::AppState;
 
@@ -39,8 +39,10 @@ fn logprobs_json(items: &[(TokenLogprob, Vec<TokenLogprob>)], mut offset: usize)
     json!({"tokens": tokens, "token_logprobs": token_logprobs, "top_logprobs": top, "text_offset": offsets})
 }
 
-pub async fn handle(State(state): State<AppState>, body: Bytes) -> Result<Response, OpenAiError> {
-    let req: CompletionRequest = parse_json(&body)?;
+pub async fn handle(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<CompletionRequest>,
+) -> Result<Response, OpenAiError> {
     let engine_req = req.to_request()?;
     let acquired = state.models.acquire(&req.model, None).await?;
     let stream = submit(&acquired.engine, engine_req).await?;

@@ -1,6 +1,5 @@
 //! `POST /v1/embeddings`.
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::Json;
 use base64::Engine as _;
@@ -8,7 +7,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::embedding::embed as run;
-use crate::error::{parse_json, ApiError, OpenAiError};
+use crate::error::{ApiError, OpenAiError};
+use crate::extract::JsonBody;
 use crate::state::AppState;
 
 #[derive(Deserialize)]
@@ -23,9 +23,8 @@ pub struct EmbeddingsRequest {
 
 pub async fn handle(
     State(state): State<AppState>,
-    body: Bytes,
+    JsonBody(req): JsonBody<EmbeddingsRequest>,
 ) -> Result<Json<Value>, OpenAiError> {
-    let req: EmbeddingsRequest = parse_json(&body)?;
     let texts = match &req.input {
         Value::String(s) => vec![s.clone()],
         Value::Array(items) if !items.is_empty() => items

@@ -92,8 +92,10 @@ pub fn serve(mut args: ServeArgs) -> Result<()> {
     let config = ServerConfig {
         host: args.host,
         socket: args.socket,
+        socket_group: args.socket_group,
         api_key: args.api_key.filter(|k| !k.is_empty()),
         cors_origins: args.origins,
+        allowed_hosts: args.allowed_hosts,
         body_limit: args.body_limit,
         home: Some(home),
         threads: args.threads,

@@ -16,9 +16,11 @@ use crate::cli::{Cli, ServeArgs};
 pub struct ServeFile {
     host: Option<String>,
     socket: Option<PathBuf>,
+    socket_group: Option<String>,
     home: Option<PathBuf>,
     api_key: Option<String>,
     origins: Option<Vec<String>>,
+    allowed_hosts: Option<Vec<String>>,
     keep_alive: Option<String>,
     load_timeout: Option<String>,
     max_loaded_models: Option<usize>,
@@ -83,9 +85,11 @@ pub fn apply(args: &mut ServeArgs, file: ServeFile, given: Option<&ArgMatches>) 
     }
     take!(host);
     take!(opt socket);
+    take!(opt socket_group);
     take!(opt home);
     take!(opt api_key);
     take!(origins);
+    take!(allowed_hosts);
     take!(keep_alive);
     take!(load_timeout);
     take!(max_loaded_models);
