@@ -10,6 +10,7 @@
 //!   listeners (TCP, Unix socket), graceful shutdown.
 
 pub mod admin;
+pub mod byte_size;
 pub mod catalog;
 pub mod embedding;
 pub mod error;
@@ -23,6 +24,7 @@ pub mod server;
 pub mod state;
 pub mod ui;
 
+pub use byte_size::ByteSize;
 pub use catalog::{FileCatalog, ModelCatalog, ModelSpec};
 pub use logs::LogBuffer;
 pub use models::{KeepAlive, ModelManager};

@@ -30,8 +30,10 @@ pub struct ServerConfig {
     pub api_key: Option<String>,
     /// Browser origins allowed besides localhost ones.
     pub cors_origins: Vec<String>,
-    /// Largest request body accepted, in bytes.
+    /// Largest request body accepted, in bytes (blob uploads excepted).
     pub body_limit: usize,
+    /// Largest blob upload (`POST /api/blobs`), in bytes.
+    pub max_blob_size: u64,
     /// Where the registry lives (reported by `/api/mlxr/config`).
     pub home: Option<PathBuf>,
     /// CPU threads of the engines (reported; `None` = all cores).
@@ -49,6 +51,7 @@ impl Default for ServerConfig {
             api_key: None,
             cors_origins: Vec::new(),
             body_limit: 32 << 20,
+            max_blob_size: ollama::blobs::default_max_blob_size(),
             home: None,
             threads: None,
             logs: LogBuffer::default(),
