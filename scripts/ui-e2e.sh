@@ -45,7 +45,7 @@ trap cleanup EXIT
 
 PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 URL="http://127.0.0.1:$PORT"
-ARGS=(serve --home "$TMP/home" --host "127.0.0.1:$PORT" --kv-cache-mem 256MiB
+ARGS=(serve --home "$TMP/home" --host "127.0.0.1:$PORT" --kv-cache-mem 256MiB --allow-local-pulls
       -m "$MODEL_FILE" --name smollm2)
 EMBED_MODEL=""
 if [ -d "$EMBED_DIR" ]; then

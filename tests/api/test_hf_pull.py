@@ -1,7 +1,12 @@
 """`hf.co/ORG/REPO[:QUANT]` pulls against a local stand-in for the Hugging
 Face Hub (HF_ENDPOINT), served the way the Hub answers: the repo's file list
 at /api/models/ORG/REPO, files at /ORG/REPO/resolve/main/FILE with the
-sha256 in X-Linked-Etag and HTTP Range support."""
+sha256 in X-Linked-Etag and HTTP Range support.
+
+The stand-in is plain http; an HF_ENDPOINT set in the daemon's environment
+is the operator's choice, so its origin is trusted without
+--allow-insecure-pulls (a redirect elsewhere over http is not: see
+test_pull_sources.py)."""
 
 import hashlib
 import json

@@ -1,5 +1,6 @@
 """Hugging Face and MLX model folders served by `mlxr serve`: a folder given
 with -m, and a sharded folder pulled into the registry from a local path
+(the daemon runs with --allow-local-pulls)
 (tests/fixtures/tiny-models, random-weight models; their outputs are checked
 token for token against transformers and mlx-lm in the Rust tests)."""
 
@@ -17,7 +18,8 @@ TINY = ROOT / "tests/fixtures/tiny-models"
 
 @pytest.fixture(scope="module")
 def folder_server(tmp_path_factory):
-    s = Server(tmp_path_factory.mktemp("mlxr-folders"), "-m", str(TINY / "qwen3-mlx-q4-g128"), "--name", "tiny-mlx")
+    s = Server(tmp_path_factory.mktemp("mlxr-folders"), "-m", str(TINY / "qwen3-mlx-q4-g128"), "--name", "tiny-mlx",
+               "--allow-local-pulls")
     yield s
     s.stop()
 

@@ -1,5 +1,6 @@
 """Model management through the ollama client: blobs, create, copy,
-delete, pull from a local file; a killed pull leaves a consistent registry."""
+delete, pull from a local file (on a daemon started with
+--allow-local-pulls); a killed pull leaves a consistent registry."""
 
 import hashlib
 import json
@@ -62,15 +63,20 @@ def test_bad_names_are_rejected(client):
         assert e.value.status_code in (400, 404)
 
 
-def test_pull_from_local_file(client, tmp_path):
+def test_pull_from_local_file(tmp_path):
     src = tmp_path / "local-smol.gguf"
     src.write_bytes((models_dir() / MODEL_FILE).read_bytes())
-    statuses = [p.status for p in client.pull(str(src), stream=True)]
-    assert statuses[0] == "pulling manifest" and statuses[-1] == "success"
-    model = next(m for m in client.list().models if "local-smol" in m.model)
-    assert model.digest
-    r = client.generate(model=model.model, prompt="Hi", options={"num_predict": 2})
-    assert r.done
+    s = Server(tmp_path, "--allow-local-pulls")
+    try:
+        client = ollama.Client(host=s.url)
+        statuses = [p.status for p in client.pull(str(src), stream=True)]
+        assert statuses[0] == "pulling manifest" and statuses[-1] == "success"
+        model = next(m for m in client.list().models if "local-smol" in m.model)
+        assert model.digest
+        r = client.generate(model=model.model, prompt="Hi", options={"num_predict": 2})
+        assert r.done
+    finally:
+        s.stop()
 
 
 def test_killed_pull_leaves_a_consistent_registry(tmp_path):
@@ -80,7 +86,7 @@ def test_killed_pull_leaves_a_consistent_registry(tmp_path):
     data = (models_dir() / MODEL_FILE).read_bytes()
     big.write_bytes(data)
     want = hashlib.sha256(data).hexdigest()
-    s = Server(tmp_path)
+    s = Server(tmp_path, "--allow-local-pulls")
     try:
         r = requests.post(s.url + "/api/pull", json={"model": str(big)}, stream=True)
         for line in r.iter_lines():
@@ -91,7 +97,7 @@ def test_killed_pull_leaves_a_consistent_registry(tmp_path):
         s.proc.wait()
     finally:
         s.stop()
-    s = Server(tmp_path)
+    s = Server(tmp_path, "--allow-local-pulls")
     try:
         client = ollama.Client(host=s.url)
         assert not [m for m in client.list().models if "big-model" in m.model]

@@ -96,6 +96,12 @@ impl BlobStore {
         Ok(())
     }
 
+    /// Bytes available to this process on the blobs' file system (`None`
+    /// where it cannot be read).
+    pub(crate) fn available_space(&self) -> Option<u64> {
+        available_space(&self.dir)
+    }
+
     /// Removes a blob file (missing is fine).
     pub(crate) fn remove(&self, digest: &Digest) -> Result<()> {
         let path = self.path(digest);
@@ -106,6 +112,29 @@ impl BlobStore {
             _ => Ok(()),
         }
     }
+}
+
+#[cfg(unix)]
+fn available_space(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `path` is a NUL-terminated string and `stat` is a valid out
+    // pointer; statvfs only writes to it and returns 0 on success.
+    let rc = unsafe { libc::statvfs(path.as_ptr(), stat.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: statvfs returned 0, so it filled the struct.
+    let stat = unsafe { stat.assume_init() };
+    // The field types differ between platforms (u32 on some, u64 here).
+    #[allow(clippy::unnecessary_cast)]
+    Some((stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64))
+}
+
+#[cfg(not(unix))]
+fn available_space(_dir: &Path) -> Option<u64> {
+    None
 }
 
 /// Best-effort fsync of a directory so a rename survives a crash.
@@ -149,6 +178,25 @@ impl TempBlob {
         let path = self.path.clone();
         copy_chunks(reader, &mut |chunk| self.write_all(chunk), on_progress)
             .map_err(|e| with_read_context(e, &path))
+    }
+
+    /// Like [`TempBlob::copy_from`], but stops with
+    /// [`RegistryError::BlobTooLarge`] as soon as the input passes `max_len`
+    /// bytes (nothing past the limit is written; dropping `self` then
+    /// deletes the file).
+    pub(crate) fn copy_from_capped(&mut self, reader: &mut dyn Read, max_len: u64) -> Result<u64> {
+        let path = self.path.clone();
+        copy_chunks(
+            reader,
+            &mut |chunk| {
+                if self.len.saturating_add(chunk.len() as u64) > max_len {
+                    return Err(RegistryError::BlobTooLarge { limit: max_len });
+                }
+                self.write_all(chunk)
+            },
+            &mut |_| Ok(()),
+        )
+        .map_err(|e| with_read_context(e, &path))
     }
 
     /// Fsyncs, checks the digest and moves the file to its blob name. On a

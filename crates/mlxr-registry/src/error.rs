@@ -7,7 +7,9 @@ use crate::digest::Digest;
 
 /// Everything that can go wrong in the registry. The server maps
 /// [`RegistryError::NotFound`] to 404, the `Invalid*`/`DigestMismatch`
-/// variants to 400 (see [`RegistryError::is_client_error`]) and the rest to 500.
+/// variants to 400 (see [`RegistryError::is_client_error`]),
+/// [`RegistryError::PullRefused`] to 403, [`RegistryError::BlobTooLarge`] to
+/// 413, [`RegistryError::NoSpace`] to 507 and the rest to 500.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
     #[error("invalid model name '{name}': {reason}")]
@@ -30,6 +32,20 @@ pub enum RegistryError {
 
     #[error("cannot pull '{spec}': {reason}")]
     UnknownSource { spec: String, reason: String },
+
+    #[error("cannot pull '{what}': {reason}")]
+    PullRefused { what: String, reason: String },
+
+    #[error("the blob is larger than the daemon's limit of {limit} bytes (--max-blob-size)")]
+    BlobTooLarge { limit: u64 },
+
+    #[error("not enough disk space for the blob in {dir}: {needed} bytes needed (with a margin of {margin}), {available} available")]
+    NoSpace {
+        dir: PathBuf,
+        needed: u64,
+        margin: u64,
+        available: u64,
+    },
 
     #[error("download of {url} failed: {reason}")]
     Http { url: String, reason: String },

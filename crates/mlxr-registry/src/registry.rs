@@ -14,12 +14,15 @@ use crate::details::{self, ModelDetails};
 use crate::digest::Digest;
 use crate::error::{RegistryError, Result};
 use crate::name::ModelName;
+use crate::policy::PullPolicy;
 use crate::record::{Manifest, ModelFile, ModelRecord, NewModel};
 
 /// File name of the database inside the registry home.
 pub const DB_FILE: &str = "registry.sqlite";
 /// Folder of the blobs inside the registry home.
 pub const BLOBS_DIR: &str = "blobs";
+/// Disk space an upload must leave free on the blobs' file system.
+pub const BLOB_SPACE_MARGIN: u64 = 1 << 30;
 /// Folder for scratch work (pip downloads); emptied on open.
 pub(crate) const TMP_DIR: &str = "tmp";
 
@@ -32,6 +35,9 @@ pub struct Registry {
     home: PathBuf,
     pub(crate) blobs: BlobStore,
     conn: Mutex<Connection>,
+    pub(crate) policy: PullPolicy,
+    /// The Hugging Face endpoint (`HF_ENDPOINT` when the registry opened).
+    pub(crate) hf_endpoint: String,
 }
 
 impl Registry {
@@ -49,7 +55,29 @@ impl Registry {
             home: home.to_path_buf(),
             blobs,
             conn: Mutex::new(conn),
+            policy: PullPolicy::default(),
+            hf_endpoint: crate::http::hf_endpoint_from_env(),
         })
+    }
+
+    /// Which pull sources are allowed beyond https and the PyPI defaults
+    /// (default: none, see [`PullPolicy`]).
+    pub fn with_pull_policy(mut self, policy: PullPolicy) -> Registry {
+        self.policy = policy;
+        self
+    }
+
+    /// The Hugging Face endpoint for `hf.co/` pulls, instead of
+    /// `HF_ENDPOINT` (or huggingface.co); its origin is trusted even over
+    /// plain http.
+    pub fn with_hf_endpoint(mut self, endpoint: &str) -> Registry {
+        self.hf_endpoint = endpoint.trim_end_matches('/').to_string();
+        self
+    }
+
+    /// The pull policy in force.
+    pub fn pull_policy(&self) -> PullPolicy {
+        self.policy
     }
 
     /// The home folder.
@@ -91,6 +119,40 @@ impl Registry {
         let mut tmp = self.blobs.temp()?;
         tmp.copy_from(reader, &mut |_| Ok(()))?;
         tmp.finish(&self.blobs, expected)
+    }
+
+    /// [`Registry::put_blob`] for untrusted input: more than `max_len` bytes
+    /// is [`RegistryError::BlobTooLarge`]. Whatever goes wrong (too large, a
+    /// read error, a digest mismatch), the temporary file is deleted and no
+    /// blob appears.
+    pub fn put_blob_capped(
+        &self,
+        reader: &mut dyn Read,
+        expected: Option<&Digest>,
+        max_len: u64,
+    ) -> Result<Digest> {
+        let mut tmp = self.blobs.temp()?;
+        tmp.copy_from_capped(reader, max_len)?;
+        tmp.finish(&self.blobs, expected)
+    }
+
+    /// Refuses with [`RegistryError::NoSpace`] when the blobs' file system
+    /// has less than `len` bytes plus [`BLOB_SPACE_MARGIN`] available (`len`
+    /// 0 when unknown). Passes where the free space cannot be read.
+    pub fn check_blob_space(&self, len: u64) -> Result<()> {
+        let Some(available) = self.blobs.available_space() else {
+            return Ok(());
+        };
+        let needed = len.saturating_add(BLOB_SPACE_MARGIN);
+        if available < needed {
+            return Err(RegistryError::NoSpace {
+                dir: self.blobs.dir().to_path_buf(),
+                needed,
+                margin: BLOB_SPACE_MARGIN,
+                available,
+            });
+        }
+        Ok(())
     }
 
     /// Creates (or atomically replaces) `name` from a stored GGUF blob.

@@ -7,7 +7,7 @@ use std::io::{self, Read};
 
 use common::{files_in, tiny_gguf, write_file};
 use mlxr_registry::{
-    Digest, ModelName, NewModel, PullProgress, PullSource, Registry, RegistryError,
+    Digest, ModelName, NewModel, PullPolicy, PullProgress, PullSource, Registry, RegistryError,
 };
 use serde_json::json;
 
@@ -213,7 +213,9 @@ fn pull_from_local_path() {
     assert_eq!(source, PullSource::Local(path.clone()));
     assert_eq!(model_name.to_string(), "tiny-model.q4_1:latest");
 
-    let reg = Registry::open(home.path()).unwrap();
+    let reg = Registry::open(home.path())
+        .unwrap()
+        .with_pull_policy(PullPolicy::ALLOW_ALL);
     let mut events: Vec<PullProgress> = Vec::new();
     let rec = reg
         .pull(&source, &model_name, &mut |p| events.push(p))
@@ -241,7 +243,9 @@ fn killed_pull_leaves_the_registry_consistent() {
     let mut gguf = tiny_gguf(6);
     gguf.resize(3 << 20, 0);
     write_file(&path, &gguf);
-    let reg = Registry::open(home.path()).unwrap();
+    let reg = Registry::open(home.path())
+        .unwrap()
+        .with_pull_policy(PullPolicy::ALLOW_ALL);
     let n = name("big");
     let source = PullSource::Local(path.clone());
 
@@ -337,7 +341,9 @@ fn real_smollm2_details() {
         return;
     };
     let home = tempfile::tempdir().unwrap();
-    let reg = Registry::open(home.path()).unwrap();
+    let reg = Registry::open(home.path())
+        .unwrap()
+        .with_pull_policy(PullPolicy::ALLOW_ALL);
     let n = name("smollm2:135m");
     let rec = reg.pull(&PullSource::Local(path), &n, &mut |_| {}).unwrap();
     assert_eq!(
@@ -356,7 +362,9 @@ fn real_minilm_folder() {
         return;
     };
     let home = tempfile::tempdir().unwrap();
-    let reg = Registry::open(home.path()).unwrap();
+    let reg = Registry::open(home.path())
+        .unwrap()
+        .with_pull_policy(PullPolicy::ALLOW_ALL);
     let rec = reg
         .pull(&PullSource::Local(dir), &name("all-minilm"), &mut |_| {})
         .unwrap();

@@ -6,7 +6,9 @@ mod common;
 use std::sync::atomic::Ordering;
 
 use common::{files_in, tiny_gguf, TestServer};
-use mlxr_registry::{Digest, ModelName, PullProgress, PullSource, Registry, RegistryError};
+use mlxr_registry::{
+    Digest, ModelName, PullPolicy, PullProgress, PullSource, Registry, RegistryError,
+};
 
 /// A GGUF padded to 3 MiB so the transfer has several chunks.
 fn big_gguf() -> Vec<u8> {
@@ -23,7 +25,9 @@ fn interrupted_download_resumes_with_range() {
     server.failures_left.store(1, Ordering::SeqCst);
 
     let home = tempfile::tempdir().unwrap();
-    let reg = Registry::open(home.path()).unwrap();
+    let reg = Registry::open(home.path())
+        .unwrap()
+        .with_pull_policy(PullPolicy::ALLOW_ALL);
     let (source, name) = Registry::resolve_source(&server.url).unwrap();
     assert_eq!(source, PullSource::Url(server.url.clone()));
     assert_eq!(name.to_string(), "tiny-model:latest");
@@ -45,7 +49,9 @@ fn interrupted_download_resumes_with_range() {
 
     // Reopening (a daemon restart) keeps the partial file.
     drop(reg);
-    let reg = Registry::open(home.path()).unwrap();
+    let reg = Registry::open(home.path())
+        .unwrap()
+        .with_pull_policy(PullPolicy::ALLOW_ALL);
 
     // Second attempt resumes from the partial file.
     let mut events: Vec<PullProgress> = Vec::new();
@@ -82,7 +88,9 @@ fn server_ignoring_range_restarts_cleanly() {
     let server = TestServer::start(body.clone(), 700_000);
     server.failures_left.store(1, Ordering::SeqCst);
     let home = tempfile::tempdir().unwrap();
-    let reg = Registry::open(home.path()).unwrap();
+    let reg = Registry::open(home.path())
+        .unwrap()
+        .with_pull_policy(PullPolicy::ALLOW_ALL);
     let source = PullSource::Url(server.url.clone());
     let name = ModelName::parse("restart").unwrap();
     assert!(reg.pull(&source, &name, &mut |_| {}).is_err());
@@ -105,7 +113,9 @@ fn server_ignoring_range_restarts_cleanly() {
 fn missing_url_and_non_gguf_leave_nothing() {
     let server = TestServer::start(b"plain text, not a model".to_vec(), 0);
     let home = tempfile::tempdir().unwrap();
-    let reg = Registry::open(home.path()).unwrap();
+    let reg = Registry::open(home.path())
+        .unwrap()
+        .with_pull_policy(PullPolicy::ALLOW_ALL);
     let name = ModelName::parse("bad").unwrap();
 
     let missing = PullSource::Url(server.url.replace("tiny-model", "nothing"));

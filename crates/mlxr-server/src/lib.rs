@@ -11,6 +11,7 @@
 //!   [`extract`]: JSON request bodies.
 
 pub mod admin;
+pub mod byte_size;
 pub mod catalog;
 pub mod embedding;
 pub mod error;
@@ -25,6 +26,7 @@ pub mod server;
 pub mod state;
 pub mod ui;
 
+pub use byte_size::ByteSize;
 pub use catalog::{FileCatalog, ModelCatalog, ModelSpec};
 pub use logs::LogBuffer;
 pub use models::{KeepAlive, ModelManager};

@@ -42,8 +42,10 @@ pub struct ServerConfig {
     /// `Host` names a loopback listener answers besides loopback ones,
     /// the `host` name and the machine's hostname (`*`: any).
     pub allowed_hosts: Vec<String>,
-    /// Largest request body accepted, in bytes.
+    /// Largest request body accepted, in bytes (blob uploads excepted).
     pub body_limit: usize,
+    /// Largest blob upload (`POST /api/blobs`), in bytes.
+    pub max_blob_size: u64,
     /// Where the registry lives (reported by `/api/mlxr/config`).
     pub home: Option<PathBuf>,
     /// CPU threads of the engines (reported; `None` = all cores).
@@ -63,6 +65,7 @@ impl Default for ServerConfig {
             cors_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             body_limit: 32 << 20,
+            max_blob_size: ollama::blobs::default_max_blob_size(),
             home: None,
             threads: None,
             logs: LogBuffer::default(),

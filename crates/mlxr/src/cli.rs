@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use clap::builder::BoolishValueParser;
 use clap::{Args, Parser, Subcommand};
 use mlxr_engine::{KvBudget, KvDtype};
 
@@ -89,7 +90,7 @@ Environment: MLXR_HOST, MLXR_HOME, MLXR_API_KEY, MLXR_KEEP_ALIVE, MLXR_ORIGINS, 
     #[command(after_help = "Examples:
   mlxr pull smollm2                                         a default model
   mlxr pull hf.co/bartowski/SmolLM2-135M-Instruct-GGUF:Q4_K_M
-  mlxr pull ./SmolLM2-135M-Instruct.Q4_1.gguf               a file on the daemon's machine
+  mlxr pull ./SmolLM2-135M-Instruct.Q4_1.gguf               a file or model folder here (uploaded to the daemon)
 
 Ctrl-C stops the download; pulling again resumes it.")]
     Pull(PullArgs),
@@ -216,6 +217,16 @@ pub struct ServeArgs {
     /// Largest request body, in bytes.
     #[arg(long, default_value_t = 32 << 20)]
     pub body_limit: usize,
+    /// Largest blob upload, e.g. 64GiB (default: the larger of 64 GiB and 4 × RAM).
+    #[arg(long, env = "MLXR_MAX_BLOB_SIZE", value_name = "SIZE")]
+    pub max_blob_size: Option<mlxr_server::ByteSize>,
+    /// Let /api/pull read files and folders on this machine (`mlxr pull PATH`
+    /// needs no flag: it uploads the files).
+    #[arg(long, env = "MLXR_ALLOW_LOCAL_PULLS", value_parser = BoolishValueParser::new())]
+    pub allow_local_pulls: bool,
+    /// Let pulls use plain http:// URLs (and follow redirects to them).
+    #[arg(long, env = "MLXR_ALLOW_INSECURE_PULLS", value_parser = BoolishValueParser::new())]
+    pub allow_insecure_pulls: bool,
 }
 
 #[derive(Args, Debug)]

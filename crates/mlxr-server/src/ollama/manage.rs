@@ -1,15 +1,13 @@
 //! Registry routes: `/api/pull`, `/api/create`, `/api/copy`,
-//! `DELETE /api/delete`, `HEAD|POST /api/blobs/{digest}`.
+//! `DELETE /api/delete` (blob uploads are in [`super::blobs`]).
 
-use std::io::Read;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures_util::StreamExt;
 use mlxr_registry::{Digest, ModelName, NewModel, PullProgress, Registry, RegistryError};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -19,8 +17,16 @@ use crate::error::{ApiError, OllamaError};
 use crate::extract::JsonBody;
 use crate::state::AppState;
 
-fn registry_error(e: RegistryError) -> ApiError {
-    if e.is_not_found() {
+pub(super) fn registry_error(e: RegistryError) -> ApiError {
+    let status = match &e {
+        RegistryError::PullRefused { .. } => Some(StatusCode::FORBIDDEN),
+        RegistryError::BlobTooLarge { .. } => Some(StatusCode::PAYLOAD_TOO_LARGE),
+        RegistryError::NoSpace { .. } => Some(StatusCode::INSUFFICIENT_STORAGE),
+        _ => None,
+    };
+    if let Some(status) = status {
+        ApiError::new(status, e.to_string())
+    } else if e.is_not_found() {
         ApiError::not_found(e.to_string())
     } else if e.is_client_error() {
         ApiError::bad_request(e.to_string())
@@ -43,14 +49,15 @@ pub struct PullBody {
     stream: Option<bool>,
 }
 
-/// Pulls a model (a default name, `hf.co/…`, an https URL or a local path on
-/// the server), streaming Ollama's progress lines.
+/// Pulls a model (a default name, `hf.co/…`, an https URL; a local path on
+/// the server or an http URL only where the daemon allows them), streaming
+/// Ollama's progress lines. A source the daemon does not allow is a 403.
 pub async fn pull(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<PullBody>,
 ) -> Result<Response, OllamaError> {
     let spec = super::requested_model(body.model, body.name)?;
-    let (source, name) = Registry::resolve_source(&spec).map_err(registry_error)?;
+    let (source, name) = state.registry.resolve_pull(&spec).map_err(registry_error)?;
     let registry = state.registry.clone();
     let (tx, rx) = mpsc::unbounded_channel::<Value>();
     let task = tokio::task::spawn_blocking(move || {
@@ -95,80 +102,6 @@ fn ndjson(v: &Value) -> Bytes {
 
 fn ndjson_response(body: Body) -> Response {
     ([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response()
-}
-
-/// `HEAD /api/blobs/{digest}`: 200 when stored, 404 otherwise.
-pub async fn blob_exists(State(state): State<AppState>, Path(digest): Path<String>) -> StatusCode {
-    match Digest::parse(&digest) {
-        Ok(d) if state.registry.has_blob(&d) => StatusCode::OK,
-        Ok(_) => StatusCode::NOT_FOUND,
-        Err(_) => StatusCode::BAD_REQUEST,
-    }
-}
-
-/// `POST /api/blobs/{digest}`: stores the body if its sha256 is `digest`.
-pub async fn blob_upload(
-    State(state): State<AppState>,
-    Path(digest): Path<String>,
-    body: Body,
-) -> Result<StatusCode, OllamaError> {
-    let expected = Digest::parse(&digest).map_err(registry_error)?;
-    if state.registry.has_blob(&expected) {
-        return Ok(StatusCode::OK);
-    }
-    // The registry hashes and writes synchronously; feed it the body
-    // chunk by chunk through a channel.
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Bytes, String>>(8);
-    let registry = state.registry.clone();
-    let writer = tokio::task::spawn_blocking(move || {
-        let mut reader = ChannelReader {
-            rx,
-            current: Bytes::new(),
-        };
-        registry.put_blob(&mut reader, Some(&expected))
-    });
-    let mut stream = body.into_data_stream();
-    while let Some(chunk) = stream.next().await {
-        let item = chunk.map_err(|e| e.to_string());
-        let failed = item.is_err();
-        let tx = tx.clone();
-        if tokio::task::spawn_blocking(move || tx.send(item))
-            .await
-            .map_or(true, |r| r.is_err())
-            || failed
-        {
-            break;
-        }
-    }
-    drop(tx);
-    match writer.await {
-        Ok(Ok(_)) => Ok(StatusCode::CREATED),
-        Ok(Err(e)) => Err(registry_error(e).into()),
-        Err(e) => Err(ApiError::internal(format!("storing the blob panicked: {e}")).into()),
-    }
-}
-
-struct ChannelReader {
-    rx: std::sync::mpsc::Receiver<Result<Bytes, String>>,
-    current: Bytes,
-}
-
-impl Read for ChannelReader {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        while self.current.is_empty() {
-            match self.rx.recv() {
-                Ok(Ok(bytes)) => self.current = bytes,
-                Ok(Err(e)) => {
-                    return Err(std::io::Error::other(format!("upload interrupted: {e}")))
-                }
-                Err(_) => return Ok(0),
-            }
-        }
-        let n = buf.len().min(self.current.len());
-        buf[..n].copy_from_slice(&self.current[..n]);
-        self.current = self.current.slice(n..);
-        Ok(n)
-    }
 }
 
 #[derive(Deserialize)]
@@ -334,7 +267,8 @@ pub async fn create(
 fn model_files(
     mut files: Vec<(String, Digest)>,
 ) -> Result<(Digest, Vec<(String, Digest)>), ApiError> {
-    if let Some((_, digest)) = files.iter().find(|(f, _)| f.ends_with(".gguf")) {
+    let is_gguf = |f: &str| f.to_ascii_lowercase().ends_with(".gguf");
+    if let Some((_, digest)) = files.iter().find(|(f, _)| is_gguf(f)) {
         if files.len() > 1 {
             return Err(ApiError::bad_request(
                 "a GGUF model is one file; give it alone in 'files'",

@@ -1,5 +1,6 @@
 //! Ollama-compatible routes under `/api`.
 
+pub mod blobs;
 mod embed;
 mod generate;
 mod info;
@@ -46,10 +47,10 @@ pub fn routes() -> Router<AppState> {
         .route("/api/delete", delete(manage::delete))
         .route(
             "/api/blobs/{digest}",
-            get(manage::blob_exists)
-                .head(manage::blob_exists)
-                .post(manage::blob_upload)
-                // Model files are large; the digest check guards what is kept.
+            get(blobs::blob_exists)
+                .head(blobs::blob_exists)
+                .post(blobs::blob_upload)
+                // Model files are large: `--max-blob-size` caps them instead.
                 .layer(DefaultBodyLimit::disable()),
         )
         .route("/api/embed", post(embed::embed))

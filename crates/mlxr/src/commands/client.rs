@@ -157,10 +157,15 @@ impl Client {
         }
     }
 
-    pub fn upload(&self, path: &str, body: &mut dyn Read) -> Result<()> {
+    /// POSTs `len` bytes of `body` with a Content-Length (so the daemon can
+    /// refuse an upload over its limits before it is sent).
+    pub fn upload(&self, path: &str, body: &mut dyn Read, len: u64) -> Result<()> {
         let request = self
             .agent
             .post(self.url(path))
+            .header("content-length", len.to_string())
+            // The daemon answers 413/507 before taking a body it cannot keep.
+            .header("expect", "100-continue")
             .content_type("application/octet-stream");
         self.check(request.send(SendBody::from_reader(body)))?;
         Ok(())

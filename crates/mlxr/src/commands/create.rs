@@ -1,17 +1,13 @@
 //! `mlxr create NAME -f Modelfile`: uploads the model file when the daemon
 //! lacks it, then asks it to create the model.
 
-use std::fs::File;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use indicatif::ProgressBar;
 use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
 
 use super::client::Client;
-use super::pull::bar_style;
+use super::upload::upload_model;
 use crate::cli::CreateArgs;
 use crate::modelfile::{self, Modelfile};
 
@@ -23,22 +19,8 @@ pub fn create(args: CreateArgs) -> Result<()> {
     let folder = args.file.parent().unwrap_or(Path::new("."));
     let mut body = request_body(&args.name, &modelfile);
     match local_file(folder, &modelfile.from) {
-        // A Hugging Face or MLX folder: its weights and companion files.
-        Some(dir) if dir.is_dir() => {
-            let mut files = Map::new();
-            for rel in mlxr_registry::folder_files(&dir)? {
-                files.insert(rel.clone(), json!(upload(&client, &dir.join(&rel))?));
-            }
-            body["files"] = Value::Object(files);
-        }
-        Some(path) => {
-            let digest = upload(&client, &path)?;
-            let file_name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().to_string())
-                .unwrap_or_else(|| "model.gguf".into());
-            body["files"] = json!({ file_name: digest });
-        }
+        // A GGUF file, or a Hugging Face or MLX folder's files.
+        Some(path) => body["files"] = Value::Object(upload_model(&client, &path)?),
         None => body["from"] = json!(modelfile.from),
     }
     for line in client.post_stream("/api/create", &body)? {
@@ -118,49 +100,6 @@ fn typed(raw: &str) -> Value {
     } else {
         json!(raw)
     }
-}
-
-/// Hashes the file, and uploads it unless the daemon already has the blob.
-fn upload(client: &Client, path: &Path) -> Result<String> {
-    let digest = sha256_file(path)?;
-    let route = format!("/api/blobs/{digest}");
-    if client.exists(&route)? {
-        return Ok(digest);
-    }
-    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let bar = ProgressBar::new(file.metadata()?.len());
-    bar.set_style(bar_style());
-    bar.set_prefix("copying file");
-    let mut reader = bar.wrap_read(file);
-    client.upload(&route, &mut reader)?;
-    bar.finish_and_clear();
-    Ok(digest)
-}
-
-fn sha256_file(path: &Path) -> Result<String> {
-    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let bar = ProgressBar::new(file.metadata()?.len());
-    bar.set_style(bar_style());
-    bar.set_prefix("hashing file");
-    let mut reader = bar.wrap_read(file);
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = reader
-            .read(&mut buf)
-            .with_context(|| format!("reading {}", path.display()))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    bar.finish_and_clear();
-    let hex: String = hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    Ok(format!("sha256:{hex}"))
 }
 
 #[cfg(test)]

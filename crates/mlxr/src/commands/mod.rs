@@ -13,6 +13,7 @@ mod serve_config;
 mod tokenize;
 #[cfg(unix)]
 mod unix_socket;
+mod upload;
 
 use anyhow::Result;
 use std::sync::Arc;

@@ -1,13 +1,19 @@
-//! `mlxr pull`: asks the daemon to fetch a model and draws its progress.
+//! `mlxr pull`: asks the daemon to fetch a model and draws its progress. A
+//! file or model folder on this machine is uploaded instead (the daemon may
+//! be elsewhere, and reads no local paths unless started with
+//! `--allow-local-pulls`).
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use anyhow::{bail, Result};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use mlxr_registry::{PullSource, Registry};
 use serde_json::{json, Value};
 
 use super::client::Client;
 use super::interrupt;
+use super::upload::upload_model;
 use crate::cli::PullArgs;
 
 pub fn pull(args: PullArgs) -> Result<()> {
@@ -23,8 +29,13 @@ pub fn bar_style() -> ProgressStyle {
 }
 
 /// Streams `POST /api/pull`: one bar per digest, other statuses as lines.
-/// Ctrl-C drops the connection, which cancels the pull on the server.
+/// Ctrl-C drops the connection, which cancels the pull on the server. A
+/// path that exists here (and is not a URL, `hf.co/` or default name) is
+/// uploaded and created under the name the daemon would give it.
 pub fn pull_model(client: &Client, name: &str) -> Result<()> {
+    if let Ok((PullSource::Local(path), model)) = Registry::resolve_source(name) {
+        return create_from_path(client, &path, &model.to_string());
+    }
     interrupt::install()?;
     interrupt::reset();
     let lines = client.post_stream("/api/pull", &json!({"model": name}))?;
@@ -68,6 +79,25 @@ pub fn pull_model(client: &Client, name: &str) -> Result<()> {
     }
     if last_status != "success" {
         bail!("the pull of '{name}' ended before it succeeded");
+    }
+    Ok(())
+}
+
+/// Uploads the file or folder at `path` and creates `model` from it.
+fn create_from_path(client: &Client, path: &Path, model: &str) -> Result<()> {
+    let files = upload_model(client, path)?;
+    let mut last_status = String::new();
+    for line in client.post_stream("/api/create", &json!({"model": model, "files": files}))? {
+        if let Some(status) = line?["status"].as_str() {
+            eprintln!("{status}");
+            last_status = status.to_string();
+        }
+    }
+    if last_status != "success" {
+        bail!(
+            "creating '{model}' from {} ended before it succeeded",
+            path.display()
+        );
     }
     Ok(())
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use mlxr_engine::EngineConfig;
-use mlxr_registry::Registry;
+use mlxr_registry::{PullPolicy, Registry};
 use mlxr_server::catalog::{FileCatalog, RegistryCatalog};
 use mlxr_server::{KeepAlive, LogBuffer, ModelManager, ModelSpec, ServerConfig};
 use tracing_subscriber::layer::SubscriberExt;
@@ -54,7 +54,11 @@ pub fn serve(mut args: ServeArgs) -> Result<()> {
         None => default_home()?,
     };
     let registry = Registry::open(&home)
-        .with_context(|| format!("opening the model registry in {}", home.display()))?;
+        .with_context(|| format!("opening the model registry in {}", home.display()))?
+        .with_pull_policy(PullPolicy {
+            allow_local: args.allow_local_pulls,
+            allow_insecure: args.allow_insecure_pulls,
+        });
     let registry = Arc::new(registry);
     let catalog = RegistryCatalog::new(registry.clone(), FileCatalog::new(files));
 
@@ -97,6 +101,9 @@ pub fn serve(mut args: ServeArgs) -> Result<()> {
         cors_origins: args.origins,
         allowed_hosts: args.allowed_hosts,
         body_limit: args.body_limit,
+        max_blob_size: args
+            .max_blob_size
+            .map_or_else(mlxr_server::ollama::blobs::default_max_blob_size, |s| s.0),
         home: Some(home),
         threads: args.threads,
         logs,

@@ -32,6 +32,9 @@ pub struct ServeFile {
     kv_cache_mem: Option<String>,
     kv_dtype: Option<String>,
     body_limit: Option<usize>,
+    max_blob_size: Option<String>,
+    allow_local_pulls: Option<bool>,
+    allow_insecure_pulls: Option<bool>,
     /// Model files served besides the registry's, each `{ path, name }`.
     #[serde(default)]
     models: Vec<FileModel>,
@@ -98,6 +101,16 @@ pub fn apply(args: &mut ServeArgs, file: ServeFile, given: Option<&ArgMatches>) 
     take!(opt threads);
     take!(opt ctx_size);
     take!(body_limit);
+    take!(allow_local_pulls);
+    take!(allow_insecure_pulls);
+    if let Some(v) = file.max_blob_size {
+        if from_default("max_blob_size") {
+            args.max_blob_size = Some(
+                v.parse()
+                    .map_err(|e: String| anyhow::anyhow!("max_blob_size: {e}"))?,
+            );
+        }
+    }
     if let Some(v) = file.kv_cache_mem {
         if from_default("kv_cache_mem") {
             args.kv_cache_mem = v
