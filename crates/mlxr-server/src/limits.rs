@@ -72,7 +72,10 @@ pub fn check_logit_bias(bias: &[(u32, f32)]) -> Result<(), ApiError> {
         bias.len(),
         MAX_LOGIT_BIAS_ENTRIES,
     )?;
-    if let Some((token, b)) = bias.iter().find(|(_, b)| !(b.abs() <= MAX_LOGIT_BIAS)) {
+    if let Some((token, b)) = bias
+        .iter()
+        .find(|(_, b)| b.is_nan() || b.abs() > MAX_LOGIT_BIAS)
+    {
         return Err(ApiError::bad_request(format!(
             "logit_bias for token {token} is {b}; a bias must be between -{MAX_LOGIT_BIAS} and \
              {MAX_LOGIT_BIAS}"
