@@ -34,6 +34,8 @@ pub enum EngineError {
     },
     #[error("token id {id} is outside the vocabulary of {vocab} tokens")]
     InvalidToken { id: u32, vocab: usize },
+    #[error("logit_bias: token id {id} is outside the vocabulary of {vocab} tokens")]
+    LogitBiasToken { id: u32, vocab: usize },
     #[error("the KV cache budget ({budget}) is smaller than one block ({block_bytes} bytes)")]
     KvBudgetTooSmall { budget: String, block_bytes: u64 },
     #[error("the engine has stopped")]

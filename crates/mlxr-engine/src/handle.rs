@@ -132,6 +132,14 @@ impl EngineHandle {
         if let Some(&id) = prompt.iter().find(|&&t| t as usize >= vocab) {
             return Err(EngineError::InvalidToken { id, vocab });
         }
+        if let Some(&(id, _)) = req
+            .sampling
+            .logit_bias
+            .iter()
+            .find(|(t, _)| *t as usize >= vocab)
+        {
+            return Err(EngineError::LogitBiasToken { id, vocab });
+        }
         let limit = req
             .max_context
             .map_or(self.shared.seq_limit, |c| c.min(self.shared.seq_limit));

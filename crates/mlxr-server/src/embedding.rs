@@ -22,6 +22,7 @@ pub async fn embed(
     dimensions: Option<usize>,
     keep_alive: Option<KeepAlive>,
 ) -> Result<Embedded, ApiError> {
+    crate::limits::check_embed_inputs(&texts)?;
     let acquired = state.models.acquire_embedder(model, keep_alive).await?;
     if let Some(d) = dimensions {
         let full = acquired.model.dimensions();

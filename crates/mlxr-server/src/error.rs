@@ -91,6 +91,7 @@ impl From<EngineError> for ApiError {
             },
             EngineError::EmptyPrompt
             | EngineError::InvalidToken { .. }
+            | EngineError::LogitBiasToken { .. }
             | EngineError::Sampling(_)
             | EngineError::Template(_) => Self::bad_request(message),
             _ => Self::internal(message),

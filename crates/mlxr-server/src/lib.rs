@@ -6,6 +6,7 @@
 //! - [`openai`], [`ollama`]: the two APIs; [`ops`]: health, version, metrics.
 //! - [`admin`]: the daemon's configuration and live log for the web UI
 //!   ([`logs`] keeps the lines).
+//! - [`limits`]: every bound on the work one request may ask for.
 //! - [`server`]: the router, middleware (origin and host guard, auth, CORS,
 //!   limits, panics) and listeners (TCP, Unix socket), graceful shutdown;
 //!   [`extract`]: JSON request bodies.
@@ -17,6 +18,7 @@ pub mod embedding;
 pub mod error;
 pub mod extract;
 pub mod generation;
+pub mod limits;
 pub mod logs;
 pub mod models;
 pub mod ollama;

@@ -13,6 +13,7 @@ use mlxr_embed::EmbeddingModel;
 
 use crate::catalog::{with_tag, ModelCatalog, ModelKind, ModelSpec};
 use crate::error::ApiError;
+use crate::limits;
 use axum::http::StatusCode;
 
 /// How long a model stays loaded after a request.
@@ -26,17 +27,32 @@ pub enum KeepAlive {
 
 impl KeepAlive {
     /// Ollama's forms: seconds as a number, or a Go duration string
-    /// ("5m", "1h30m", "10s", "0"); negative means forever, 0 unloads now.
+    /// ("5m", "1h30m", "10s", "0"); any negative value means forever (as in
+    /// Ollama), 0 unloads now. Values that are not finite or are longer than
+    /// [`limits::MAX_KEEP_ALIVE`] are refused.
     pub fn parse(value: &serde_json::Value) -> Result<KeepAlive, String> {
         let seconds = match value {
             serde_json::Value::Number(n) => n.as_f64().ok_or("keep_alive is not a number")?,
             serde_json::Value::String(s) => parse_go_duration(s)?,
             other => return Err(format!("keep_alive must be a duration, got {other}")),
         };
+        let max = limits::MAX_KEEP_ALIVE;
+        if !seconds.is_finite() {
+            return Err(format!(
+                "keep_alive {value} is not a duration; give e.g. 5m, 1h, 3600, or -1 to keep \
+                 the model loaded"
+            ));
+        }
         Ok(if seconds < 0.0 {
             KeepAlive::Forever
         } else if seconds == 0.0 {
             KeepAlive::UnloadNow
+        } else if seconds > max.as_secs_f64() {
+            return Err(format!(
+                "keep_alive {value} is longer than {}h (100 years); give -1 to keep the model \
+                 loaded",
+                max.as_secs() / 3600
+            ));
         } else {
             KeepAlive::For(Duration::from_secs_f64(seconds))
         })
@@ -430,9 +446,12 @@ impl ModelManager {
                     Backend::Engine(e) => e.max_sequence_len(),
                     Backend::Embedder(m) => m.max_tokens(),
                 },
-                expires_at: l
-                    .expires
-                    .map(|t| Utc::now() + t.saturating_duration_since(now)),
+                // Expiries are bounded (MAX_KEEP_ALIVE); one past chrono's
+                // range would show as never.
+                expires_at: l.expires.and_then(|t| {
+                    let left = chrono::Duration::from_std(t.saturating_duration_since(now)).ok()?;
+                    Utc::now().checked_add_signed(left)
+                }),
             })
             .collect();
         out.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
@@ -453,9 +472,10 @@ impl ModelManager {
     }
 }
 
+/// `None`: never (also for a duration past what `Instant` can hold).
 fn expiry(keep_alive: KeepAlive) -> Option<Instant> {
     match keep_alive {
-        KeepAlive::For(d) => Some(Instant::now() + d),
+        KeepAlive::For(d) => Instant::now().checked_add(d),
         KeepAlive::Forever => None,
         KeepAlive::UnloadNow => Some(Instant::now()),
     }
@@ -476,7 +496,20 @@ mod tests {
         assert_eq!(p(json!(0)), KeepAlive::UnloadNow);
         assert_eq!(p(json!(-1)), KeepAlive::Forever);
         assert_eq!(p(json!("-1m")), KeepAlive::Forever);
-        for bad in [json!("5 minutes"), json!("m"), json!(true), json!("")] {
+        assert_eq!(p(json!(-5)), KeepAlive::Forever);
+        assert_eq!(p(json!("876000h")), KeepAlive::For(limits::MAX_KEEP_ALIVE));
+        for bad in [
+            json!("5 minutes"),
+            json!("m"),
+            json!(true),
+            json!(""),
+            json!("inf"),
+            json!("NaN"),
+            json!("-inf"),
+            json!(1e300),
+            json!("9999999999999999h"),
+            json!("876001h"),
+        ] {
             assert!(KeepAlive::parse(&bad).is_err(), "{bad}");
         }
     }

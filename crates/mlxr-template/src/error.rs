@@ -13,6 +13,16 @@ pub enum TemplateError {
     /// conversation breaks one of the model's rules (roles must alternate...).
     #[error("chat template raised an exception: {0}")]
     Raised(String),
+    /// The template source is longer than the limit.
+    #[error("chat template is {bytes} bytes; at most {max} bytes are accepted")]
+    TooLarge { bytes: usize, max: usize },
+    /// The render did more work than its fuel allows (a runaway loop, or
+    /// text built up without bound).
+    #[error("chat template ran out of fuel (a budget of {fuel} steps): it loops or builds text without bound")]
+    OutOfFuel { fuel: u64 },
+    /// The rendered prompt is longer than the limit.
+    #[error("chat template rendered more than {max} bytes")]
+    OutputTooLarge { max: usize },
     /// Rendering failed for another reason (a type error, a missing method...).
     #[error("chat template failed to render{}: {message}", at_line(*.line))]
     Render {

@@ -29,4 +29,4 @@ mod tests_jinja;
 
 pub use error::TemplateError;
 pub use message::ChatMessage;
-pub use template::{ChatTemplate, RenderOptions};
+pub use template::{ChatTemplate, RenderOptions, FUEL, MAX_RENDERED_BYTES, MAX_SOURCE_BYTES};

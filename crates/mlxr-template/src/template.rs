@@ -15,6 +15,19 @@ use crate::message::ChatMessage;
 
 const NAME: &str = "chat_template";
 
+/// The longest template source accepted, in bytes. Real templates are a
+/// few KiB (the longest fixture, gpt-oss, is 16 KiB).
+pub const MAX_SOURCE_BYTES: usize = 64 << 10;
+
+/// The work one render may do, in minijinja fuel: about one unit per
+/// instruction and one per 64 bytes of data created. Every fixture template
+/// renders its test conversations with a hundredth of it; a runaway loop
+/// stops after well under a second.
+pub const FUEL: u64 = 10_000_000;
+
+/// The longest rendered prompt, in bytes.
+pub const MAX_RENDERED_BYTES: usize = 64 << 20;
+
 /// Inputs to a render beyond the messages, matching the keyword arguments
 /// of transformers' `apply_chat_template`.
 #[derive(Clone, Debug, Default)]
@@ -59,7 +72,14 @@ impl ChatTemplate {
         bos_token: &str,
         eos_token: &str,
     ) -> Result<ChatTemplate, TemplateError> {
+        if source.len() > MAX_SOURCE_BYTES {
+            return Err(TemplateError::TooLarge {
+                bytes: source.len(),
+                max: MAX_SOURCE_BYTES,
+            });
+        }
         let mut env = hf_environment().map_err(|e| syntax_error(&e))?;
+        env.set_fuel(Some(FUEL));
         // Jinja2's lexer turns every \r\n and \r of the template text into \n.
         let normalized = source.replace("\r\n", "\n").replace('\r', "\n");
         let compiled = rewrite_generation_tags(&normalized).unwrap_or(normalized);
@@ -90,6 +110,12 @@ impl ChatTemplate {
             // The fallback text is a constant covered by tests.
             Err(e) => unreachable!("the fallback chat template does not compile: {e}"),
         }
+    }
+
+    /// The same template with another fuel budget per render.
+    pub fn with_fuel(mut self, fuel: u64) -> ChatTemplate {
+        self.env.set_fuel(Some(fuel));
+        self
     }
 
     pub fn render(
@@ -138,9 +164,21 @@ impl ChatTemplate {
         context.extend(fixed.into_iter().map(|(k, v)| (k.to_owned(), v)));
 
         let template = self.env.get_template(NAME).map_err(|e| render_error(&e))?;
-        template
-            .render(Value::from_object(context))
-            .map_err(|e| render_error(&e))
+        let mut out = CappedWriter::default();
+        match template.render_captured_to(Value::from_object(context), &mut out) {
+            Ok(_) => {}
+            Err(_) if out.overflowed => {
+                return Err(TemplateError::OutputTooLarge {
+                    max: MAX_RENDERED_BYTES,
+                })
+            }
+            Err(e) => return Err(render_error(&e)),
+        }
+        // Output is written whole, `str` by `str`.
+        String::from_utf8(out.bytes).map_err(|e| TemplateError::Render {
+            message: e.to_string(),
+            line: None,
+        })
     }
 
     pub fn source(&self) -> &str {
@@ -156,6 +194,28 @@ impl ChatTemplate {
     }
 }
 
+/// Collects the output, failing past [`MAX_RENDERED_BYTES`].
+#[derive(Default)]
+struct CappedWriter {
+    bytes: Vec<u8>,
+    overflowed: bool,
+}
+
+impl std::io::Write for CappedWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() + buf.len() > MAX_RENDERED_BYTES {
+            self.overflowed = true;
+            return Err(std::io::Error::other("rendered prompt too long"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn syntax_error(e: &minijinja::Error) -> TemplateError {
     TemplateError::Syntax {
         message: describe(e),
@@ -164,6 +224,9 @@ fn syntax_error(e: &minijinja::Error) -> TemplateError {
 }
 
 fn render_error(e: &minijinja::Error) -> TemplateError {
+    if e.kind() == minijinja::ErrorKind::OutOfFuel {
+        return TemplateError::OutOfFuel { fuel: FUEL };
+    }
     let mut source = e.source();
     while let Some(err) = source {
         if let Some(raised) = err.downcast_ref::<RaisedException>() {

@@ -37,13 +37,17 @@ fn load_cases() -> Vec<Case> {
 }
 
 fn render(case: &Case) -> Result<String, TemplateError> {
+    render_with_fuel(case, mlxr_template::FUEL)
+}
+
+fn render_with_fuel(case: &Case, fuel: u64) -> Result<String, TemplateError> {
     let source = match (&case.source, &case.template) {
         (Some(source), _) => source.clone(),
         (None, Some(file)) => std::fs::read_to_string(fixtures().join(format!("{file}.jinja")))
             .unwrap_or_else(|e| panic!("{}: read template: {e}", case.name)),
         (None, None) => panic!("{}: case names no template", case.name),
     };
-    let template = ChatTemplate::new(&source, &case.bos_token, &case.eos_token)?;
+    let template = ChatTemplate::new(&source, &case.bos_token, &case.eos_token)?.with_fuel(fuel);
     let options = RenderOptions {
         add_generation_prompt: case.add_generation_prompt,
         tools: case.tools.clone(),
@@ -87,6 +91,22 @@ fn renders_like_transformers() {
         cases.len(),
         failures.join("\n\n")
     );
+}
+
+/// The fuel budget leaves a wide margin: every case renders the same with
+/// a hundredth of it.
+#[test]
+fn every_case_renders_with_a_hundredth_of_the_fuel() {
+    let cases = load_cases();
+    for case in cases.iter().filter(|c| c.expected.is_some()) {
+        let got = render_with_fuel(case, mlxr_template::FUEL / 100);
+        assert_eq!(
+            got.as_ref().ok(),
+            case.expected.as_ref(),
+            "{}: {got:?}",
+            case.name
+        );
+    }
 }
 
 /// Python's `raise_exception` message must come back as `TemplateError::Raised`.

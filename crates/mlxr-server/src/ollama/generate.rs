@@ -1,5 +1,6 @@
 //! `POST /api/generate` and `POST /api/chat`: NDJSON streams by default.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::{Body, Bytes};
@@ -7,7 +8,9 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use mlxr_engine::{ChatMessage, Event, GenerateRequest, Prompt, Timings, TokenLogprob, Usage};
+use mlxr_engine::{
+    ChatMessage, Event, GenerateRequest, LoadedModel, Prompt, Timings, TokenLogprob, Usage,
+};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -15,6 +18,7 @@ use super::options::{settings, Settings};
 use crate::error::{ApiError, OllamaError};
 use crate::extract::JsonBody;
 use crate::generation::{finish_reason_str, submit};
+use crate::limits::{self, at_most};
 use crate::models::{Acquired, KeepAlive};
 use crate::state::AppState;
 
@@ -44,6 +48,8 @@ pub struct ChatBody {
     messages: Vec<ChatBodyMessage>,
     #[serde(default)]
     tools: Option<Vec<Value>>,
+    #[serde(default)]
+    template: Option<String>,
     #[serde(flatten)]
     common: Common,
 }
@@ -99,10 +105,8 @@ impl Common {
                 "thinking is not supported by this model",
             ));
         }
-        if self.top_logprobs.is_some_and(|k| k > 20) {
-            return Err(ApiError::bad_request(
-                "top_logprobs must be between 0 and 20",
-            ));
+        if let Some(k) = self.top_logprobs {
+            at_most("top_logprobs", k, limits::MAX_TOP_LOGPROBS)?;
         }
         Ok(())
     }
@@ -153,6 +157,13 @@ pub async fn generate(
         )
         .into());
     }
+    if let Some(context) = &body.context {
+        at_most(
+            "context (number of token ids)",
+            context.len(),
+            limits::MAX_PROMPT_TOKEN_IDS,
+        )?;
+    }
     let keep_alive = body.common.keep_alive()?;
     let prompt = body.prompt.clone().unwrap_or_default();
     if prompt.is_empty() && body.context.is_none() {
@@ -160,7 +171,6 @@ pub async fn generate(
     }
     let acquired = state.models.acquire(&body.model, keep_alive).await?;
     let settings = settings(&acquired.spec.parameters, body.common.options.as_ref())?;
-    let lm = acquired.engine.model().clone();
     let system = body.system.clone().or_else(|| acquired.spec.system.clone());
     let engine_prompt = if body.raw {
         Prompt::Raw(prompt)
@@ -171,22 +181,13 @@ pub async fn generate(
         }
         messages.extend(acquired.spec.messages.iter().map(|(r, c)| message(r, c)));
         messages.push(message("user", &prompt));
-        // A per-request template is a Jinja chat template, like a Modelfile's.
-        let render = |messages: &[ChatMessage]| match &template {
-            Some(source) => lm.render_chat_with(source, messages),
-            None => lm.render_chat(messages),
-        };
-        match &body.context {
-            // Continue an earlier reply: its tokens, then this turn's.
-            Some(context) => {
-                let text = render(&messages).map_err(ApiError::from)?;
-                let mut ids = context.clone();
-                ids.extend(lm.tokenizer.encode(&text, context.is_empty(), true));
-                Prompt::Tokens(ids)
-            }
-            None if template.is_some() => Prompt::Raw(render(&messages).map_err(ApiError::from)?),
-            None => Prompt::Chat(messages),
-        }
+        chat_prompt(
+            acquired.engine.model(),
+            template,
+            messages,
+            body.context.clone(),
+        )
+        .await?
     };
     let request = engine_request(engine_prompt, &settings, &body.common);
     respond(
@@ -218,6 +219,11 @@ pub async fn chat(
     {
         return Err(ApiError::bad_request("images are not supported: no vision models yet").into());
     }
+    at_most(
+        "messages (number of messages)",
+        body.messages.len(),
+        limits::MAX_MESSAGES,
+    )?;
     let keep_alive = body.common.keep_alive()?;
     if body.messages.is_empty() {
         return load_or_unload(&state, &body.model, keep_alive, Shape::Chat).await;
@@ -237,7 +243,9 @@ pub async fn chat(
     if let (false, Some(system)) = (has_system, &acquired.spec.system) {
         messages.insert(0, message("system", system));
     }
-    let request = engine_request(Prompt::Chat(messages), &settings, &body.common);
+    let template = body.template.clone().filter(|t| !t.is_empty());
+    let prompt = chat_prompt(acquired.engine.model(), template, messages, None).await?;
+    let request = engine_request(prompt, &settings, &body.common);
     respond(
         state,
         acquired,
@@ -249,6 +257,41 @@ pub async fn chat(
         false,
     )
     .await
+}
+
+/// The prompt `messages` become: with the model's chat template, or the
+/// request's own (`template`, Jinja like a Modelfile's TEMPLATE), after the
+/// tokens of an earlier reply (`context`) when given. Templates run on a
+/// blocking thread, within their fuel.
+async fn chat_prompt(
+    lm: &Arc<LoadedModel>,
+    template: Option<String>,
+    messages: Vec<ChatMessage>,
+    context: Option<Vec<u32>>,
+) -> Result<Prompt, ApiError> {
+    if template.is_none() && context.is_none() {
+        // The engine renders it when the request is submitted.
+        return Ok(Prompt::Chat(messages));
+    }
+    let lm = lm.clone();
+    tokio::task::spawn_blocking(move || {
+        let text = match &template {
+            Some(source) => lm.render_chat_with(source, &messages),
+            None => lm.render_chat(&messages),
+        }?;
+        Ok::<_, mlxr_engine::EngineError>(match context {
+            // Continue an earlier reply: its tokens, then this turn's.
+            Some(mut ids) => {
+                let bos = ids.is_empty();
+                ids.extend(lm.tokenizer.encode(&text, bos, true));
+                Prompt::Tokens(ids)
+            }
+            None => Prompt::Raw(text),
+        })
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("rendering the prompt panicked: {e}")))?
+    .map_err(ApiError::from)
 }
 
 fn message(role: &str, content: &str) -> ChatMessage {

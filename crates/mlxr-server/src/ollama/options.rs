@@ -1,14 +1,18 @@
 //! Ollama's `options` (and a model's default parameters, same names) to
 //! engine settings. Unknown keys are ignored, as Ollama does; known keys
-//! with the wrong type are a 400.
+//! with the wrong type or out of bounds are a 400; the options listed in
+//! [`IGNORED`] are accepted without effect, with a warning in the log.
 
 use mlxr_engine::SamplingParams;
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
+use crate::limits::{self, at_most};
 
-/// Options Ollama clients send that have no effect here.
-const IGNORED: &[&str] = &[
+/// Options Ollama clients send that have no effect here: hardware and
+/// loading settings the engine chooses itself, and the samplers it does not
+/// have (mirostat, typical, tail-free).
+pub const IGNORED: &[&str] = &[
     "num_keep",
     "typical_p",
     "num_batch",
@@ -63,7 +67,20 @@ pub fn settings(
     apply(&mut s, model_params)?;
     match options {
         None | Some(Value::Null) => {}
-        Some(Value::Object(map)) => apply(&mut s, map)?,
+        Some(Value::Object(map)) => {
+            apply(&mut s, map)?;
+            let ignored: Vec<&str> = map
+                .keys()
+                .map(String::as_str)
+                .filter(|k| IGNORED.contains(k))
+                .collect();
+            if !ignored.is_empty() {
+                tracing::warn!(
+                    options = %ignored.join(", "),
+                    "options accepted but without effect here"
+                );
+            }
+        }
         Some(other) => {
             return Err(ApiError::bad_request(format!(
                 "options must be an object, got {other}"
@@ -73,6 +90,7 @@ pub fn settings(
     s.sampling
         .validate()
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    limits::check_stop(&s.stop)?;
     Ok(s)
 }
 
@@ -105,8 +123,8 @@ fn apply(s: &mut Settings, map: &Map<String, Value>) -> Result<(), ApiError> {
                 }
             }
             "seed" => sp.seed = Some(int()?).filter(|&n| n >= 0).map(|n| n as u64),
-            "num_predict" => s.max_tokens = Some(int()?).filter(|&n| n >= 0).map(|n| n as usize),
-            "num_ctx" => s.num_ctx = Some(int()?.max(1) as usize),
+            "num_predict" => s.max_tokens = num_predict(int()?)?,
+            "num_ctx" => s.num_ctx = Some(num_ctx(int()?)?),
             "stop" => {
                 s.stop = match value {
                     Value::String(one) => vec![one.clone()],
@@ -126,6 +144,35 @@ fn apply(s: &mut Settings, map: &Map<String, Value>) -> Result<(), ApiError> {
         }
     }
     Ok(())
+}
+
+/// Ollama's `num_predict`: -1 (no limit) and -2 (fill the context) both
+/// run until the model stops or the context is full.
+fn num_predict(n: i64) -> Result<Option<usize>, ApiError> {
+    match n {
+        -2 | -1 => Ok(None),
+        n if n < 0 => Err(ApiError::bad_request(format!(
+            "option 'num_predict' is {n}; give a number of tokens, or -1 for no limit"
+        ))),
+        n => {
+            let n = usize::try_from(n).unwrap_or(usize::MAX);
+            at_most("option 'num_predict'", n, limits::MAX_TOKENS)?;
+            Ok(Some(n))
+        }
+    }
+}
+
+/// Ollama's `num_ctx`: at least 1; above the model's context it is lowered
+/// to it.
+fn num_ctx(n: i64) -> Result<usize, ApiError> {
+    if n < 1 {
+        return Err(ApiError::bad_request(format!(
+            "option 'num_ctx' is {n}; it must be at least 1"
+        )));
+    }
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    at_most("option 'num_ctx'", n, limits::MAX_NUM_CTX)?;
+    Ok(n)
 }
 
 fn wrong_type(key: &str, want: &str, got: &Value) -> ApiError {
@@ -153,6 +200,12 @@ mod tests {
         assert_eq!(s.stop, vec!["<|im_end|>"]);
         let s = settings(&Map::new(), Some(&json!({"num_predict": -1, "seed": -1}))).unwrap();
         assert_eq!((s.max_tokens, s.sampling.seed), (None, None));
+        let s = settings(
+            &Map::new(),
+            Some(&json!({"num_predict": -2, "num_ctx": 64})),
+        )
+        .unwrap();
+        assert_eq!((s.max_tokens, s.num_ctx), (None, Some(64)));
     }
 
     #[test]
@@ -162,6 +215,12 @@ mod tests {
             json!({"top_k": 1.5}),
             json!({"stop": 3}),
             json!([1]),
+            json!({"num_predict": -3}),
+            json!({"num_predict": limits::MAX_TOKENS + 1}),
+            json!({"num_ctx": 0}),
+            json!({"num_ctx": -5}),
+            json!({"num_ctx": limits::MAX_NUM_CTX + 1}),
+            json!({"stop": vec!["x"; limits::MAX_STOP_STRINGS + 1]}),
         ] {
             assert!(settings(&Map::new(), Some(&bad)).is_err(), "{bad}");
         }

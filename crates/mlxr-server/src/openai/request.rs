@@ -5,6 +5,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::ApiError;
+use crate::limits::{self, at_most};
 
 #[derive(Deserialize, Debug)]
 pub struct ChatCompletionRequest {
@@ -21,6 +22,15 @@ pub struct ChatCompletionRequest {
     #[serde(default)]
     pub tools: Option<Vec<Value>>,
     #[serde(default)]
+    pub tool_choice: Option<Value>,
+    #[serde(default)]
+    pub parallel_tool_calls: Option<bool>,
+    /// The deprecated forms of `tools` and `tool_choice`.
+    #[serde(default)]
+    pub functions: Option<Vec<Value>>,
+    #[serde(default)]
+    pub function_call: Option<Value>,
+    #[serde(default)]
     pub response_format: Option<Value>,
 }
 
@@ -36,6 +46,8 @@ pub struct CompletionRequest {
     pub echo: Option<bool>,
     #[serde(default)]
     pub suffix: Option<String>,
+    #[serde(default)]
+    pub best_of: Option<usize>,
 }
 
 /// Fields both endpoints share (OpenAI's, plus llama-server's extensions
@@ -127,6 +139,14 @@ impl CommonParams {
                 )));
             }
         }
+        if let Some(n) = max_tokens.or(self.max_tokens) {
+            let field = if max_tokens.is_some() {
+                "max_completion_tokens"
+            } else {
+                "max_tokens"
+            };
+            at_most(field, n, limits::MAX_TOKENS)?;
+        }
         let logit_bias = self
             .logit_bias
             .iter()
@@ -137,6 +157,7 @@ impl CommonParams {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        limits::check_logit_bias(&logit_bias)?;
         let sampling = SamplingParams {
             temperature: self.temperature.unwrap_or(1.0),
             top_k: self.top_k.unwrap_or(0),
@@ -158,6 +179,7 @@ impl CommonParams {
             Some(StopField::One(s)) => vec![s.clone()],
             Some(StopField::Many(v)) => v.clone(),
         };
+        limits::check_stop(&stop)?;
         let mut req = GenerateRequest::new(prompt);
         req.sampling = sampling;
         req.max_tokens = max_tokens.or(self.max_tokens);
@@ -175,9 +197,7 @@ impl CommonParams {
 
 impl ChatCompletionRequest {
     pub fn to_request(&self) -> Result<GenerateRequest, ApiError> {
-        if self.tools.as_ref().is_some_and(|t| !t.is_empty()) {
-            return Err(ApiError::bad_request("tool calling is not supported yet"));
-        }
+        self.check_tool_fields()?;
         if let Some(format) = &self.response_format {
             if format.get("type").and_then(Value::as_str) != Some("text") {
                 return Err(ApiError::bad_request(
@@ -190,14 +210,17 @@ impl ChatCompletionRequest {
                 "top_logprobs requires logprobs: true",
             ));
         }
-        if self.top_logprobs.is_some_and(|k| k > 20) {
-            return Err(ApiError::bad_request(
-                "top_logprobs must be between 0 and 20",
-            ));
+        if let Some(k) = self.top_logprobs {
+            at_most("top_logprobs", k, limits::MAX_TOP_LOGPROBS)?;
         }
         if self.messages.is_empty() {
             return Err(ApiError::bad_request("messages must not be empty"));
         }
+        at_most(
+            "messages (number of messages)",
+            self.messages.len(),
+            limits::MAX_MESSAGES,
+        )?;
         let messages = self
             .messages
             .iter()
@@ -211,6 +234,43 @@ impl ChatCompletionRequest {
         let logprobs = (self.logprobs == Some(true)).then(|| self.top_logprobs.unwrap_or(0));
         self.common
             .to_request(Prompt::Chat(messages), self.max_completion_tokens, logprobs)
+    }
+}
+
+impl ChatCompletionRequest {
+    /// Tool calling is not implemented: the tool fields are accepted only
+    /// with the values that mean "no tools".
+    fn check_tool_fields(&self) -> Result<(), ApiError> {
+        let unsupported = |field: &str| {
+            ApiError::bad_request(format!(
+                "{field}: tool calling is not supported yet (send no tools)"
+            ))
+        };
+        if self.tools.as_ref().is_some_and(|t| !t.is_empty()) {
+            return Err(unsupported("tools"));
+        }
+        if self.functions.as_ref().is_some_and(|f| !f.is_empty()) {
+            return Err(unsupported("functions"));
+        }
+        for (field, choice) in [
+            ("tool_choice", &self.tool_choice),
+            ("function_call", &self.function_call),
+        ] {
+            match choice {
+                None | Some(Value::Null) => {}
+                Some(Value::String(s)) if s == "none" || s == "auto" => {}
+                Some(other) => {
+                    return Err(ApiError::bad_request(format!(
+                        "{field} = {other}: tool calling is not supported yet; only \"none\" \
+                         or \"auto\" (without tools) are accepted"
+                    )))
+                }
+            }
+        }
+        if self.parallel_tool_calls == Some(false) {
+            return Err(unsupported("parallel_tool_calls = false"));
+        }
+        Ok(())
     }
 }
 
@@ -241,7 +301,22 @@ impl CompletionRequest {
                 "suffix (fill-in-the-middle) is not supported yet",
             ));
         }
+        if let Some(best_of) = self.best_of.filter(|&b| b != 1) {
+            return Err(ApiError::bad_request(format!(
+                "best_of = {best_of} is not supported; only one candidate per request (best_of = 1)"
+            )));
+        }
+        if let Some(k) = self.logprobs {
+            at_most("logprobs", k, limits::MAX_COMPLETION_LOGPROBS)?;
+        }
         let prompt = completion_prompt(&self.prompt)?;
+        if let Prompt::Tokens(ids) = &prompt {
+            at_most(
+                "prompt (number of token ids)",
+                ids.len(),
+                limits::MAX_PROMPT_TOKEN_IDS,
+            )?;
+        }
         self.common.to_request(prompt, None, self.logprobs)
     }
 }

@@ -66,8 +66,7 @@ pub fn serve(mut args: ServeArgs) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("--keep-alive: {e}"))?;
     let load_timeout = mlxr_server::models::parse_go_duration(&args.load_timeout)
         .ok()
-        .filter(|s| *s >= 0.0)
-        .map(std::time::Duration::from_secs_f64)
+        .and_then(|s| std::time::Duration::try_from_secs_f64(s).ok())
         .ok_or_else(|| {
             anyhow::anyhow!(
                 "--load-timeout: invalid duration '{}' (e.g. 5m, 30s)",
