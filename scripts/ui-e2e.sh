@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# End-to-end tests of the web UI in a real browser: Debian's chromium driven
-# headless by playwright-core (no browser download) against a real
-# `mlxr serve` on SmolLM2 (and all-MiniLM-L6-v2 for the embeddings, when
-# fetched). Screenshots of every page, light and dark, go to
-# target/ui-screenshots/ (or $MLXR_SCREENSHOTS).
+# End-to-end tests of the web UI in a real browser: Debian's current chromium
+# (installed or upgraded with apt-get on every run, so the tests meet the
+# browser users have, not whatever old one the machine kept) driven headless
+# by playwright-core (no browser download) against a real `mlxr serve` on
+# SmolLM2 and all-MiniLM-L6-v2 for the embeddings (required under
+# MLXR_REQUIRE_MODELS=1, else its check is skipped with a message).
+# Screenshots of every page, light and dark, go to target/ui-screenshots/
+# (or $MLXR_SCREENSHOTS). CHROMIUM=/path/to/chromium uses that browser as it
+# is instead (no apt-get).
 #
 # Needs target/release/mlxr built with the UI embedded (scripts/build-ui.sh,
 # then cargo build --release -p mlxr) and the models of scripts/fetch-models.sh.
@@ -16,17 +20,26 @@ MODEL_FILE="$MODELS_DIR/SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBED_DIR="$MODELS_DIR/all-MiniLM-L6-v2"
 BIN="${MLXR_BIN:-$ROOT/target/release/mlxr}"
 SHOTS="${MLXR_SCREENSHOTS:-$ROOT/target/ui-screenshots}"
-CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
 
 [ -x "$BIN" ] || { echo "ui-e2e: $BIN missing: cargo build --release -p mlxr" >&2; exit 1; }
 [ -f "$MODEL_FILE" ] || { echo "ui-e2e: $MODEL_FILE missing: run scripts/fetch-models.sh" >&2; exit 1; }
-
-if [ ! -x "$CHROMIUM" ]; then
-    echo "== installing chromium (apt-get)"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y -qq chromium >/dev/null 2>&1 \
-        || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+if [ ! -d "$EMBED_DIR" ] && [ "${MLXR_REQUIRE_MODELS:-0}" = 1 ]; then
+    echo "ui-e2e: $EMBED_DIR missing and MLXR_REQUIRE_MODELS=1: run scripts/fetch-models.sh minilm" >&2
+    exit 1
 fi
+
+if [ -n "${CHROMIUM:-}" ]; then
+    [ -x "$CHROMIUM" ] || { echo "ui-e2e: CHROMIUM=$CHROMIUM is not an executable" >&2; exit 1; }
+else
+    CHROMIUM=/usr/bin/chromium
+    APT=(env DEBIAN_FRONTEND=noninteractive apt-get)
+    [ "$(id -u)" = 0 ] || APT=(sudo "${APT[@]}")
+    echo "== installing or upgrading Debian's chromium (apt-get)"
+    "${APT[@]}" update -qq \
+        && "${APT[@]}" install -y -qq chromium >/dev/null \
+        || { echo "ui-e2e: apt-get could not install chromium (or set CHROMIUM=/path/to/chromium)" >&2; exit 1; }
+fi
+echo "== browser: $("$CHROMIUM" --version)"
 if [ ! -d app/ui/node_modules/playwright-core ]; then
     (cd app/ui && npm ci --no-audit --no-fund)
 fi

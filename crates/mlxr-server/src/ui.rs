@@ -8,8 +8,8 @@
 //!   browser), else the plain "MLXR is running" of Ollama clients.
 //! - Hashed files under `assets/` are cached for a year; everything else is
 //!   revalidated (`no-cache`).
-//! - Without built assets, the UI routes answer a page that says how to
-//!   build them.
+//! - Without built assets, the UI routes answer a page that says why and
+//!   how to build them.
 
 use axum::body::Body;
 use axum::extract::Path;
@@ -25,9 +25,20 @@ mod embedded {
 /// `(path relative to dist, bytes)`, sorted by path.
 type Assets = [(&'static str, &'static [u8])];
 
+/// The UI files of one build, or why there are none.
+struct Build {
+    assets: &'static Assets,
+    not_built_reason: &'static str,
+}
+
+const EMBEDDED: Build = Build {
+    assets: embedded::ASSETS,
+    not_built_reason: embedded::NOT_BUILT_REASON,
+};
+
 /// Whether the UI's assets were embedded in this build.
 pub fn is_built() -> bool {
-    !embedded::ASSETS.is_empty()
+    !EMBEDDED.assets.is_empty()
 }
 
 /// The `/ui` routes. Merge into the router; they need no state.
@@ -47,18 +58,18 @@ pub fn is_ui_path(path: &str) -> bool {
 /// `GET /`: the UI for browsers, "MLXR is running" for everyone else.
 pub async fn root(headers: HeaderMap) -> Response {
     if wants_html(&headers) {
-        respond(embedded::ASSETS, "")
+        respond(&EMBEDDED, "")
     } else {
         crate::ops::root().await.into_response()
     }
 }
 
 async fn index() -> Response {
-    respond(embedded::ASSETS, "")
+    respond(&EMBEDDED, "")
 }
 
 async fn file(Path(path): Path<String>) -> Response {
-    respond(embedded::ASSETS, &path)
+    respond(&EMBEDDED, &path)
 }
 
 fn wants_html(headers: &HeaderMap) -> bool {
@@ -70,9 +81,9 @@ fn wants_html(headers: &HeaderMap) -> bool {
 }
 
 /// The response for `path` (relative to `/ui/`) given the embedded files.
-fn respond(assets: &Assets, path: &str) -> Response {
+fn respond(build: &Build, path: &str) -> Response {
     let path = path.trim_start_matches('/');
-    if let Some(bytes) = lookup(assets, path) {
+    if let Some(bytes) = lookup(build.assets, path) {
         let cache = if path.starts_with("assets/") {
             "public, max-age=31536000, immutable"
         } else {
@@ -88,7 +99,7 @@ fn respond(assets: &Assets, path: &str) -> Response {
             format!("no UI file {path}\n").into_bytes(),
         );
     }
-    match lookup(assets, "index.html") {
+    match lookup(build.assets, "index.html") {
         Some(index) => asset_response(
             StatusCode::OK,
             "text/html; charset=utf-8",
@@ -99,7 +110,7 @@ fn respond(assets: &Assets, path: &str) -> Response {
             StatusCode::OK,
             "text/html; charset=utf-8",
             "no-cache",
-            NOT_BUILT_PAGE,
+            not_built_page(build.not_built_reason),
         ),
     }
 }
@@ -156,41 +167,64 @@ fn content_type(path: &str) -> &'static str {
     }
 }
 
-const NOT_BUILT_PAGE: &str = r#"<!doctype html>
+/// The page the UI routes answer when the build embedded no UI: why, and
+/// how to build it (build.rs does it itself when npm is on the PATH).
+fn not_built_page(reason: &str) -> String {
+    let reason = if reason.is_empty() {
+        "app/ui/dist did not exist when this binary was built".to_string()
+    } else {
+        html_escape(reason)
+    };
+    format!(
+        r#"<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>MLXR — web UI not built</title>
 <style>
-  :root { color-scheme: light dark; font-family: system-ui, sans-serif; }
-  body { max-width: 42rem; margin: 3rem auto; padding: 0 1rem; line-height: 1.5; }
-  pre { padding: 0.75rem 1rem; border-radius: 6px; background: rgba(127, 127, 127, 0.15); overflow-x: auto; }
+  :root {{ color-scheme: light dark; font-family: system-ui, sans-serif; }}
+  body {{ max-width: 42rem; margin: 3rem auto; padding: 0 1rem; line-height: 1.5; }}
+  pre {{ padding: 0.75rem 1rem; border-radius: 6px; background: rgba(127, 127, 127, 0.15); overflow-x: auto; }}
 </style>
 </head>
 <body>
 <main>
 <h1>MLXR is running — the web UI was not built into this binary</h1>
-<p>This <code>mlxr</code> was compiled without the web UI's assets
-(<code>app/ui/dist</code> did not exist at build time). Build the UI, then rebuild mlxr:</p>
-<pre><code>cd app/ui &amp;&amp; npm ci &amp;&amp; npm run build
-cd ../.. &amp;&amp; cargo build --release -p mlxr</code></pre>
+<p>Why: {reason}.</p>
+<p><code>cargo build</code> builds the web UI itself when <code>npm</code> is on the
+PATH (unless <code>MLXR_SKIP_UI_BUILD=1</code>). Install Node.js 20.19 or newer with npm,
+then build the UI and rebuild mlxr from the repository's root:</p>
+<pre><code>scripts/build-ui.sh   # or: cd app/ui &amp;&amp; npm ci &amp;&amp; npm run build
+cargo build --release -p mlxr</code></pre>
 <p>The APIs work without it: OpenAI under <code>/v1</code>, Ollama under <code>/api</code>,
 Prometheus metrics at <code>/metrics</code>.</p>
 </main>
 </body>
 </html>
-"#;
+"#
+    )
+}
+
+fn html_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const BUILT: &Assets = &[
-        ("assets/index-abc123.js", b"console.log(1)"),
-        ("favicon.svg", b"<svg/>"),
-        ("index.html", b"<!doctype html><div id=root></div>"),
-    ];
+    const BUILT: &Build = &Build {
+        assets: &[
+            ("assets/index-abc123.js", b"console.log(1)"),
+            ("favicon.svg", b"<svg/>"),
+            ("index.html", b"<!doctype html><div id=root></div>"),
+        ],
+        not_built_reason: "",
+    };
 
     async fn body(r: Response) -> String {
         let bytes = axum::body::to_bytes(r.into_body(), usize::MAX)
@@ -261,15 +295,26 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn without_assets_routes_explain_how_to_build() {
+    async fn without_assets_routes_explain_why_and_how_to_build() {
+        let not_built = Build {
+            assets: &[],
+            not_built_reason: "app/ui/dist does not exist and npm was not found <&>",
+        };
         for path in ["", "chat", "models"] {
-            let r = respond(&[], path);
+            let r = respond(&not_built, path);
             assert_eq!(r.status(), StatusCode::OK);
             assert_eq!(
                 header_of(&r, header::CONTENT_TYPE),
                 "text/html; charset=utf-8"
             );
             let page = body(r).await;
+            assert!(
+                page.contains(
+                    "Why: app/ui/dist does not exist and npm was not found &lt;&amp;&gt;."
+                ),
+                "{page}"
+            );
+            assert!(page.contains("scripts/build-ui.sh"), "{page}");
             assert!(page.contains("npm ci &amp;&amp; npm run build"), "{page}");
             assert!(page.contains("cargo build --release -p mlxr"));
         }

@@ -22,7 +22,9 @@ export function ChatPage() {
   const bottom = useRef<HTMLDivElement>(null);
 
   const firstModel = models?.[0]?.name ?? "";
-  useEffect(() => bottom.current?.scrollIntoView?.({ block: "end" }), [stream.draft, current?.messages.length]);
+  useEffect(() => {
+    bottom.current?.scrollIntoView?.({ block: "end" });
+  }, [stream.draft, current?.messages.length]);
 
   const create = (model = current?.model || firstModel): Conversation => {
     const c = newConversation(model, current ?? undefined);

@@ -8,7 +8,9 @@ export function KeepAliveForm({ current, onSaved }: { current: string; onSaved: 
   const [value, setValue] = useState(current);
   const [error, setError] = useState<string | null>(null);
   const [saved, setSaved] = useState(false);
-  useEffect(() => setValue(current), [current]);
+  useEffect(() => {
+    setValue(current);
+  }, [current]);
 
   const save = async (e: FormEvent) => {
     e.preventDefault();
