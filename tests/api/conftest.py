@@ -87,3 +87,7 @@ def keyed_server(tmp_path_factory):
     s = Server(tmp_path_factory.mktemp("mlxr-key"), "--api-key", "sekrit")
     yield s
     s.stop()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "load: the load test, MLXR_LOAD_SECONDS long (-m 'not load' leaves it out)")
