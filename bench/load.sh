@@ -75,6 +75,7 @@ print("Stream endings: " + ", ".join(f"{k} {v}" for k, v in sorted(s["endings"].
 rss = s["rss_kib"]
 print(f"RSS (KiB): {rss['after_warmup']} after warm-up, {rss['end_of_load']} at the end of the load, "
       f"{rss['drained']} drained; growth {s['rss_growth']:.2%} (limit 5%).")
+print("RSS (MiB) every 10 s: " + " ".join(str(kib // 1024) for _, kib in s["rss_samples_kib"]) + ".")
 print("Gauges after the run: " + ", ".join(f"`{k}` {v}" for k, v in s["gauges_after"].items()) + ".")
 if s["failures"]:
     print()

@@ -32,6 +32,7 @@ SECONDS = float(os.environ.get("MLXR_LOAD_SECONDS", "120"))
 CLIENTS = int(os.environ.get("MLXR_LOAD_CLIENTS", "64"))
 WARMUP = float(os.environ.get("MLXR_LOAD_WARMUP", str(min(30.0, SECONDS / 4))))
 RSS_GROWTH_LIMIT = 0.05
+RSS_SAMPLE_S = 10
 # How long the engine may take to drain after the last client stops.
 DRAIN_DEADLINE_S = 120
 
@@ -256,6 +257,13 @@ def wait_drained(url: str) -> dict[str, float]:
         time.sleep(0.2)
 
 
+async def sample_rss(pid: int, start: float, out: list[tuple[int, int]]):
+    """RSS every RSS_SAMPLE_S seconds (to tell a step from a steady climb)."""
+    while True:
+        out.append((round(time.monotonic() - start), rss_kib(pid)))
+        await asyncio.sleep(RSS_SAMPLE_S)
+
+
 def load_models(url: str):
     """Loads both models before the clock starts (they load on first use)."""
     for path, body in [("/api/generate", {"model": MODEL, "prompt": "Hi", "stream": False,
@@ -276,9 +284,12 @@ async def run_load(server: Server) -> dict:
         stop_at = start + SECONDS
         clients = [asyncio.create_task(client_loop(client, seed, stop_at, stats))
                    for seed in range(CLIENTS)]
+        samples: list[tuple[int, int]] = []
+        sampler = asyncio.create_task(sample_rss(server.proc.pid, start, samples))
         await asyncio.sleep(WARMUP)  # the warm-up is a span of the run, not a synchronisation
         rss_warm = rss_kib(server.proc.pid)
         await asyncio.gather(*clients)
+        sampler.cancel()
     elapsed = time.monotonic() - start
     rss_loaded = rss_kib(server.proc.pid)
     gauges = await asyncio.to_thread(wait_drained, server.url)
@@ -294,6 +305,7 @@ async def run_load(server: Server) -> dict:
         "requests_per_s": round(sum(stats.requests.values()) / elapsed, 2),
         "rss_kib": {"after_warmup": rss_warm, "end_of_load": rss_loaded, "drained": rss_end},
         "rss_growth": round(max(rss_loaded, rss_end) / rss_warm - 1, 4),
+        "rss_samples_kib": samples,
         "gauges_after": gauges,
         "failures": stats.failures,
     }
@@ -309,6 +321,7 @@ def print_summary(s: dict):
     rss = s["rss_kib"]
     lines.append(f"  RSS KiB: after warm-up {rss['after_warmup']}, end of load {rss['end_of_load']}, "
                  f"drained {rss['drained']} (growth {s['rss_growth']:.2%})")
+    lines.append("  RSS MiB every %d s: %s" % (RSS_SAMPLE_S, " ".join(str(kib // 1024) for _, kib in s["rss_samples_kib"])))
     lines.append(f"  gauges after the run: {s['gauges_after']}")
     lines.extend(f"  FAILURE {f}" for f in s["failures"])
     print("\n".join(lines))
