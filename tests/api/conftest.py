@@ -5,6 +5,7 @@ MLXR_BIN (default target/release/mlxr) and MLXR_MODELS_DIR (default
 """
 
 import os
+import re
 import socket
 import subprocess
 import time
@@ -30,12 +31,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def binary() -> str:
+    return os.environ.get("MLXR_BIN", str(ROOT / "target/release/mlxr"))
+
+
+def serve_flags(*wanted: str) -> list[str]:
+    """The flags of `wanted` this `mlxr serve` has (newer builds make http://
+    pulls opt-in; older ones take them without a flag)."""
+    help_text = subprocess.run([binary(), "serve", "--help"], capture_output=True, text=True).stdout
+    return [f for f in wanted if re.search(rf"{re.escape(f)}\b", help_text)]
+
+
 class Server:
     def __init__(self, tmp: Path, *extra: str):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.home = tmp / "home"
-        binary = os.environ.get("MLXR_BIN", str(ROOT / "target/release/mlxr"))
         model = models_dir() / MODEL_FILE
         embedder = models_dir() / EMBED_DIR
         for path in (model, embedder):
@@ -43,7 +54,7 @@ class Server:
                 pytest.fail(f"{path} missing: run scripts/fetch-models.sh")
         self.log = open(tmp / "server.log", "w")
         self.proc = subprocess.Popen(
-            [binary, "serve", "-m", str(model), "--name", MODEL, "-m", str(embedder), "--name", EMBED_MODEL,
+            [binary(), "serve", "-m", str(model), "--name", MODEL, "-m", str(embedder), "--name", EMBED_MODEL,
              "--home", str(self.home),
              "--host", f"127.0.0.1:{self.port}", "--kv-cache-mem", "256MiB", *extra],
             stdout=self.log, stderr=subprocess.STDOUT,

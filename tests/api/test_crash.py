@@ -10,9 +10,7 @@ are in flight, the upload's temporary file holding bytes) rather than a delay.
 """
 
 import hashlib
-import http.server
 import json
-import os
 import re
 import socket
 import subprocess
@@ -23,23 +21,13 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import MODEL, MODEL_FILE, ROOT, Server, models_dir
+from conftest import MODEL, MODEL_FILE, Server, binary, models_dir, serve_flags
+from slow_http import SlowGguf
 
 BLOB_NAME = re.compile(r"sha256-[0-9a-f]{64}")
 PARTIAL_NAME = re.compile(r"sha256-[0-9a-f]{64}-partial")
 # How long an operation may take to show it is under way.
 EVENT_DEADLINE_S = 60
-
-
-def binary() -> str:
-    return os.environ.get("MLXR_BIN", str(ROOT / "target/release/mlxr"))
-
-
-def serve_flags(*wanted: str) -> list[str]:
-    """The flags of `wanted` this `mlxr serve` has (newer builds make http://
-    pulls opt-in; older ones take them without a flag)."""
-    help_text = subprocess.run([binary(), "serve", "--help"], capture_output=True, text=True).stdout
-    return [f for f in wanted if re.search(rf"{re.escape(f)}\b", help_text)]
 
 
 def kill9(s: Server):
@@ -124,62 +112,6 @@ def test_kill_during_generation(start):
     body["options"]["num_predict"] = 8
     last = [json.loads(line) for line in requests.post(s.url + "/api/generate", json=body).iter_lines()][-1]
     assert last["done"] is True and last["eval_count"] == 8
-
-
-class SlowGguf(http.server.ThreadingHTTPServer):
-    """Serves the GGUF at /crash-smol.gguf with Range support. The first
-    download stops after STALL_AT bytes and holds the connection open."""
-
-    STALL_AT = 8 << 20
-
-    def __init__(self):
-        super().__init__(("127.0.0.1", 0), SlowGgufHandler)
-        self.data = (models_dir() / MODEL_FILE).read_bytes()
-        self.ranges: list[str | None] = []
-        self.stall = True
-        self.release = threading.Event()
-        self.daemon_threads = True
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/crash-smol.gguf"
-
-    def close(self):
-        self.release.set()
-        self.shutdown()
-        self.server_close()
-
-
-class SlowGgufHandler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        srv: SlowGguf = self.server
-        if self.path != "/crash-smol.gguf":
-            self.send_error(404)
-            return
-        srv.ranges.append(self.headers.get("Range"))
-        start = 0
-        if m := re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range") or ""):
-            start = int(m.group(1))
-            self.send_response(206)
-            self.send_header("Content-Range", f"bytes {start}-{len(srv.data) - 1}/{len(srv.data)}")
-        else:
-            self.send_response(200)
-        self.send_header("Content-Length", str(len(srv.data) - start))
-        self.end_headers()
-        try:
-            if srv.stall:
-                srv.stall = False
-                self.wfile.write(srv.data[start:srv.STALL_AT])
-                self.wfile.flush()
-                srv.release.wait()
-                return
-            self.wfile.write(srv.data[start:])
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture
