@@ -5,27 +5,37 @@
 //! crash or a killed pull never leaves a half-written blob under a digest
 //! name. Temporary files (`tmp-*`) left by a crash are removed when the
 //! registry opens; `*-partial` files are kept because downloads resume from
-//! them.
+//! them, and only one download at a time writes each of them.
 
+use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, PoisonError};
+use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
 
 use crate::digest::Digest;
 use crate::error::{RegistryError, Result};
+use crate::pull::Reporter;
 
 /// Read buffer size for copies.
 const CHUNK: usize = 256 * 1024;
 /// Prefix of temporary blob files.
 const TMP_PREFIX: &str = "tmp-";
 
+/// How often a download waiting for another one checks for cancellation.
+const CANCEL_POLL: Duration = Duration::from_millis(100);
+
 /// The blob directory.
 pub(crate) struct BlobStore {
     dir: PathBuf,
     next_tmp: AtomicU64,
+    /// Keys of the partial files a download is writing now.
+    downloading: Mutex<HashSet<String>>,
+    download_ended: Condvar,
 }
 
 impl BlobStore {
@@ -41,6 +51,8 @@ impl BlobStore {
         Ok(BlobStore {
             dir,
             next_tmp: AtomicU64::new(0),
+            downloading: Mutex::new(HashSet::new()),
+            download_ended: Condvar::new(),
         })
     }
 
@@ -62,6 +74,39 @@ impl BlobStore {
     /// expected digest, or a hash of the URL).
     pub(crate) fn partial_path(&self, key_hex: &str) -> PathBuf {
         self.dir.join(format!("sha256-{key_hex}-partial"))
+    }
+
+    /// Claims the partial file of `key` for one download. While another
+    /// download holds it, reports `waiting` once, then waits (checking for
+    /// cancellation every [`CANCEL_POLL`]) until it is released.
+    pub(crate) fn claim_partial(
+        &self,
+        key: &str,
+        r: &mut Reporter<'_>,
+        waiting: &str,
+    ) -> Result<PartialClaim<'_>> {
+        let lock = || {
+            self.downloading
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+        };
+        if lock().contains(key) {
+            r.status(waiting)?;
+        }
+        let mut busy = lock();
+        while busy.contains(key) {
+            r.check_cancel()?;
+            busy = self
+                .download_ended
+                .wait_timeout(busy, CANCEL_POLL)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        busy.insert(key.to_string());
+        Ok(PartialClaim {
+            store: self,
+            key: key.to_string(),
+        })
     }
 
     /// A new, empty temporary blob file.
@@ -135,6 +180,23 @@ fn available_space(dir: &Path) -> Option<u64> {
 #[cfg(not(unix))]
 fn available_space(_dir: &Path) -> Option<u64> {
     None
+}
+
+/// The right to write one partial file; released on drop.
+pub(crate) struct PartialClaim<'a> {
+    store: &'a BlobStore,
+    key: String,
+}
+
+impl Drop for PartialClaim<'_> {
+    fn drop(&mut self) {
+        self.store
+            .downloading
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.key);
+        self.store.download_ended.notify_all();
+    }
 }
 
 /// Best-effort fsync of a directory so a rename survives a crash.

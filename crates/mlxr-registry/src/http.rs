@@ -112,6 +112,14 @@ pub(crate) fn fetch_url(
     trust_etag: bool,
     r: &mut Reporter<'_>,
 ) -> Result<Digest> {
+    let key = match &expected {
+        Some(d) => d.hex().to_string(),
+        None => Digest::of_bytes(url.as_bytes()).hex().to_string(),
+    };
+    // Another pull of the same file would truncate and interleave writes
+    // with this one: wait for it, then find its result below.
+    let waiting = format!("waiting for another pull of {}", file_label(url));
+    let _claim = reg.blobs.claim_partial(&key, r, &waiting)?;
     // Already downloaded: by known digest, or by this URL's last result.
     let known = match expected.clone() {
         Some(d) => Some(d),
@@ -128,10 +136,6 @@ pub(crate) fn fetch_url(
         return Ok(d);
     }
 
-    let key = match &expected {
-        Some(d) => d.hex().to_string(),
-        None => Digest::of_bytes(url.as_bytes()).hex().to_string(),
-    };
     let partial = reg.blobs.partial_path(&key);
     let agent = agent();
     let mut expected = expected;

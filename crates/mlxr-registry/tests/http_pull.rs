@@ -4,6 +4,7 @@
 mod common;
 
 use std::sync::atomic::Ordering;
+use std::sync::mpsc;
 
 use common::{files_in, tiny_gguf, TestServer};
 use mlxr_registry::{
@@ -80,6 +81,67 @@ fn interrupted_download_resumes_with_range() {
         .unwrap();
     assert_eq!(rec2.model_blob, rec.model_blob);
     assert_eq!(server.ranges.lock().unwrap().len(), 2);
+}
+
+/// Two pulls of one URL at once share one partial file: the second must not
+/// write it while the first does (it truncated the file to the length it
+/// saw and wrote the same offsets, and the first to finish renamed the file
+/// into a blob the other was still writing). It waits for the first, then
+/// finds the blob stored.
+#[test]
+fn concurrent_pulls_of_one_url_do_not_mix_their_bytes() {
+    let body = big_gguf();
+    let server = TestServer::start(body.clone(), 100_000);
+    let home = tempfile::tempdir().unwrap();
+    let reg = Registry::open(home.path()).unwrap();
+    let source = PullSource::Url(server.url.clone());
+    let (second_started, started) = mpsc::channel::<PullProgress>();
+
+    std::thread::scope(|scope| {
+        let mut second = None;
+        let mut first_progress = |p: PullProgress| {
+            if p.completed.unwrap_or(0) > 0 && second.is_none() {
+                // Mid-transfer: start the second pull (its transfer, if it
+                // makes one, is cut short) and let it get going.
+                server.failures_left.store(1, Ordering::SeqCst);
+                let (reg, source, tx) = (&reg, &source, second_started.clone());
+                second = Some(scope.spawn(move || {
+                    let mut tx = Some(tx);
+                    let name = ModelName::parse("second").unwrap();
+                    reg.pull(source, &name, &mut |p| {
+                        if p.status != "pulling manifest" {
+                            if let Some(tx) = tx.take() {
+                                tx.send(p).unwrap();
+                            }
+                        }
+                    })
+                }));
+                let seen = started.recv().unwrap();
+                assert!(
+                    seen.completed.is_none(),
+                    "the second pull started writing the first one's partial file: {seen:?}"
+                );
+            }
+        };
+        let first = reg
+            .pull(
+                &source,
+                &ModelName::parse("first").unwrap(),
+                &mut first_progress,
+            )
+            .unwrap();
+        assert_eq!(std::fs::read(&first.model_path).unwrap(), body);
+        let second = second
+            .expect("the first pull reported bytes")
+            .join()
+            .unwrap();
+        assert_eq!(second.unwrap().model_blob, first.model_blob);
+    });
+    assert_eq!(server.ranges.lock().unwrap().len(), 1, "one download");
+    assert_eq!(
+        files_in(&home.path().join("blobs")),
+        vec![Digest::of_bytes(&body).file_name()]
+    );
 }
 
 #[test]

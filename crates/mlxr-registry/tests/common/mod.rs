@@ -68,7 +68,9 @@ impl TestServer {
                     let fail = failures_left
                         .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
                         .is_ok();
-                    let _ = serve(stream, &body, &ranges, fail.then_some(cut_at));
+                    // One thread per connection: concurrent pulls overlap.
+                    let (body, ranges) = (body.clone(), ranges.clone());
+                    thread::spawn(move || serve(stream, &body, &ranges, fail.then_some(cut_at)));
                 }
             });
         }
