@@ -40,17 +40,6 @@ pub fn routes() -> Router<AppState> {
         .route("/api/mlxr/logs", get(logs))
 }
 
-/// `GET /api/mlxr/debug/panic`, which panics: for the tests that show a
-/// panicking request answers 500 and the server goes on. Only in builds
-/// with the `fault-injection` feature (mlxr-server's own tests).
-#[cfg(feature = "fault-injection")]
-pub fn fault_injection_routes() -> Router<AppState> {
-    async fn panic() -> Json<Value> {
-        panic!("fault injection: GET /api/mlxr/debug/panic")
-    }
-    Router::new().route("/api/mlxr/debug/panic", get(panic))
-}
-
 /// `GET /api/mlxr/config`.
 pub async fn config(State(state): State<AppState>) -> Json<Value> {
     Json(config_json(&state))

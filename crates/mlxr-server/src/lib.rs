@@ -32,7 +32,7 @@ pub use byte_size::ByteSize;
 pub use catalog::{FileCatalog, ModelCatalog, ModelSpec};
 pub use logs::LogBuffer;
 pub use models::{KeepAlive, ModelManager};
-pub use server::{router, serve, ServerConfig};
+pub use server::{router, router_with, serve, ServerConfig};
 
 /// `system_fingerprint` of OpenAI responses.
 pub const SYSTEM_FINGERPRINT: &str = concat!("mlxr-", env!("CARGO_PKG_VERSION"));

@@ -80,6 +80,17 @@ pub const DEFAULT_HOST: &str = "127.0.0.1:11435";
 struct AuthKey(Option<Arc<str>>);
 
 pub fn router(models: Arc<ModelManager>, registry: Arc<Registry>, config: &ServerConfig) -> Router {
+    router_with(models, registry, config, Router::new())
+}
+
+/// The router with `extra` routes under the same middleware (tests add a
+/// panicking handler this way; the daemon adds none).
+pub fn router_with(
+    models: Arc<ModelManager>,
+    registry: Arc<Registry>,
+    config: &ServerConfig,
+    extra: Router<AppState>,
+) -> Router {
     let state = AppState {
         models,
         registry,
@@ -94,9 +105,8 @@ pub fn router(models: Arc<ModelManager>, registry: Arc<Registry>, config: &Serve
         .route("/api/version", get(ops::version).head(ops::version))
         .merge(openai::routes())
         .merge(ollama::routes())
-        .merge(admin::routes());
-    #[cfg(feature = "fault-injection")]
-    let routes = routes.merge(admin::fault_injection_routes());
+        .merge(admin::routes())
+        .merge(extra);
     // The last layer runs first: panics are caught around everything, and
     // the guard refuses a foreign origin before CORS answers its preflight.
     routes

@@ -1,6 +1,7 @@
 //! A request whose handler panics answers 500 in the API's error shape and
-//! the server goes on serving: the real router over real TCP, with the
-//! `fault-injection` route (this crate's tests build with that feature).
+//! the server goes on serving: the real router over real TCP, with a route
+//! that panics added under its middleware (`router_with`; only this test
+//! has that route).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -31,7 +32,17 @@ fn start_server() -> SocketAddr {
             KeepAlive::For(Duration::from_secs(60)),
             1,
         );
-        let app = mlxr_server::router(Arc::new(models), registry, &ServerConfig::default());
+        async fn panic() -> &'static str {
+            panic!("fault injection: GET /api/mlxr/debug/panic")
+        }
+        let panicking =
+            axum::Router::new().route("/api/mlxr/debug/panic", axum::routing::get(panic));
+        let app = mlxr_server::router_with(
+            Arc::new(models),
+            registry,
+            &ServerConfig::default(),
+            panicking,
+        );
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime.block_on(async move {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
