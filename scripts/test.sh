@@ -11,18 +11,22 @@ export MLXR_MODELS_DIR="${MLXR_MODELS_DIR:-$HOME/.cache/mlxr/models}"
 
 STARTED=$SECONDS
 TIMES=()
+CURRENT=""
+CURRENT_T0=0
 stage() {
-    local name="$1"
+    CURRENT="$1"
     shift
-    echo "== $name"
-    local t0=$SECONDS
+    echo "== $CURRENT"
+    CURRENT_T0=$SECONDS
     "$@"
-    TIMES+=("$(printf '%6ds  %s' $((SECONDS - t0)) "$name")")
+    TIMES+=("$(printf '%6ds  %s' $((SECONDS - CURRENT_T0)) "$CURRENT")")
+    CURRENT=""
 }
 summary() {
     local rc=$?
     echo "== stage times"
     printf '%s\n' "${TIMES[@]}"
+    [ -z "$CURRENT" ] || printf '%6ds  %s (FAILED)\n' $((SECONDS - CURRENT_T0)) "$CURRENT"
     printf '%6ds  total (exit %d)\n' $((SECONDS - STARTED)) "$rc"
 }
 trap summary EXIT

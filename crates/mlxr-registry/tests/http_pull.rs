@@ -93,7 +93,9 @@ fn concurrent_pulls_of_one_url_do_not_mix_their_bytes() {
     let body = big_gguf();
     let server = TestServer::start(body.clone(), 100_000);
     let home = tempfile::tempdir().unwrap();
-    let reg = Registry::open(home.path()).unwrap();
+    let reg = Registry::open(home.path())
+        .unwrap()
+        .with_pull_policy(PullPolicy::ALLOW_ALL);
     let source = PullSource::Url(server.url.clone());
     let (second_started, started) = mpsc::channel::<PullProgress>();
 
