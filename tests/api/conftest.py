@@ -5,7 +5,6 @@ MLXR_BIN (default target/release/mlxr) and MLXR_MODELS_DIR (default
 """
 
 import os
-import re
 import socket
 import subprocess
 import threading
@@ -33,13 +32,6 @@ def free_port() -> int:
 
 def mlxr_bin() -> str:
     return os.environ.get("MLXR_BIN", str(ROOT / "target/release/mlxr"))
-
-
-def serve_flags(*wanted: str) -> list[str]:
-    """The flags of `wanted` this `mlxr serve` has (newer builds make http://
-    pulls opt-in; older ones take them without a flag)."""
-    help_text = subprocess.run([mlxr_bin(), "serve", "--help"], capture_output=True, text=True).stdout
-    return [f for f in wanted if re.search(rf"{re.escape(f)}\b", help_text)]
 
 
 class Daemon:
@@ -119,3 +111,13 @@ def keyed_server(tmp_path_factory):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "load: the load test, MLXR_LOAD_SECONDS long (-m 'not load' leaves it out)")
+
+
+@pytest.fixture
+def slow_gguf():
+    """A GGUF served slowly over plain http (tests that pull it mid-transfer)."""
+    from slow_http import SlowGguf  # slow_http imports this module
+
+    srv = SlowGguf()
+    yield srv
+    srv.close()

@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import MODEL, MODEL_FILE, Server, mlxr_bin, models_dir, serve_flags
-from slow_http import SlowGguf
+from conftest import MODEL, MODEL_FILE, Server, mlxr_bin, models_dir
 
 BLOB_NAME = re.compile(r"sha256-[0-9a-f]{64}")
 PARTIAL_NAME = re.compile(r"sha256-[0-9a-f]{64}-partial")
@@ -114,15 +113,9 @@ def test_kill_during_generation(start):
     assert last["done"] is True and last["eval_count"] == 8
 
 
-@pytest.fixture
-def slow_gguf():
-    srv = SlowGguf()
-    yield srv
-    srv.close()
-
 
 def test_kill_during_pull(start, slow_gguf):
-    flags = serve_flags("--allow-insecure-pulls")
+    flags = ["--allow-insecure-pulls"]
     want = hashlib.sha256(slow_gguf.data).hexdigest()
     s = start(*flags)
     r = requests.post(s.url + "/api/pull", json={"model": slow_gguf.url}, stream=True)

@@ -8,19 +8,12 @@ import json
 import pytest
 import requests
 
-from conftest import Server, serve_flags
-from slow_http import SlowGguf
+from conftest import Server
 
-
-@pytest.fixture
-def slow_gguf():
-    srv = SlowGguf()
-    yield srv
-    srv.close()
 
 
 def test_second_pull_of_a_url_waits_for_the_first(tmp_path, slow_gguf):
-    s = Server(tmp_path, *serve_flags("--allow-insecure-pulls"))
+    s = Server(tmp_path, "--allow-insecure-pulls")
     try:
         pull = {"model": slow_gguf.url}
         first = requests.post(s.url + "/api/pull", json=pull, stream=True)

@@ -1,7 +1,8 @@
 //! `/api/mlxr/config` and `/api/mlxr/logs` through the whole router (auth
 //! included), without a model.
 
-use std::sync::Arc;
+mod common;
+
 use std::time::Duration;
 
 use axum::body::Body;
@@ -9,32 +10,11 @@ use axum::http::{header, Request, StatusCode};
 use axum::response::Response;
 use axum::Router;
 use futures_util::StreamExt;
-use mlxr_engine::{EngineConfig, KvBudget};
-use mlxr_registry::Registry;
-use mlxr_server::catalog::FileCatalog;
-use mlxr_server::{KeepAlive, LogBuffer, ModelManager, ServerConfig};
+use mlxr_server::{LogBuffer, ServerConfig};
 use tower::ServiceExt;
 
 fn app(config: &ServerConfig) -> (Router, tempfile::TempDir) {
-    let home = tempfile::tempdir().unwrap();
-    let registry = Arc::new(Registry::open(home.path()).unwrap());
-    let engine = EngineConfig {
-        kv_budget: KvBudget::Bytes(256 << 20),
-        max_num_seqs: 4,
-        ..EngineConfig::default()
-    };
-    let models = ModelManager::new(
-        Arc::new(FileCatalog::new(Vec::new())),
-        engine,
-        Some(2048),
-        KeepAlive::For(Duration::from_secs(600)),
-        3,
-    )
-    .with_max_memory(Some(1 << 30));
-    (
-        mlxr_server::router(Arc::new(models), registry, config),
-        home,
-    )
+    common::app_with(config, Router::new())
 }
 
 async fn get(app: &Router, path: &str, key: Option<&str>) -> Response {

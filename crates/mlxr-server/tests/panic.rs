@@ -3,15 +3,12 @@
 //! that panics added under its middleware (`router_with`; only this test
 //! has that route).
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::Arc;
-use std::time::Duration;
 
-use mlxr_engine::{EngineConfig, KvBudget};
-use mlxr_registry::Registry;
-use mlxr_server::catalog::FileCatalog;
-use mlxr_server::{KeepAlive, ModelManager, ServerConfig};
+use mlxr_server::ServerConfig;
 use serde_json::Value;
 
 /// Serves the router on 127.0.0.1:0 in a thread of its own (for the rest
@@ -19,30 +16,12 @@ use serde_json::Value;
 fn start_server() -> SocketAddr {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let home = tempfile::tempdir().unwrap();
-        let registry = Arc::new(Registry::open(home.path()).unwrap());
-        let engine = EngineConfig {
-            kv_budget: KvBudget::Bytes(64 << 20),
-            ..EngineConfig::default()
-        };
-        let models = ModelManager::new(
-            Arc::new(FileCatalog::new(Vec::new())),
-            engine,
-            Some(512),
-            KeepAlive::For(Duration::from_secs(60)),
-            1,
-        );
         async fn panic() -> &'static str {
             panic!("fault injection: GET /api/mlxr/debug/panic")
         }
         let panicking =
             axum::Router::new().route("/api/mlxr/debug/panic", axum::routing::get(panic));
-        let app = mlxr_server::router_with(
-            Arc::new(models),
-            registry,
-            &ServerConfig::default(),
-            panicking,
-        );
+        let (app, _home) = common::app_with(&ServerConfig::default(), panicking);
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime.block_on(async move {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
