@@ -31,26 +31,15 @@ impl FromStr for KvBudget {
         let bad = || {
             format!("'{s}' is not a KV budget: give bytes (e.g. 2GiB, 512MiB, 1000000) or a fraction of RAM (e.g. 0.25)")
         };
-        let split = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
-        let (number, unit) = s.split_at(split);
-        let value: f64 = number.trim().parse().map_err(|_| bad())?;
-        if !value.is_finite() || value <= 0.0 {
-            return Err(bad());
-        }
-        let scale = match unit.trim().to_ascii_lowercase().as_str() {
-            "" if value <= 1.0 && number.contains('.') => {
-                return Ok(KvBudget::FractionOfRam(value))
+        if s.contains('.') && !s.contains(|c: char| c.is_ascii_alphabetic()) {
+            let value: f64 = s.parse().map_err(|_| bad())?;
+            if value > 0.0 && value <= 1.0 {
+                return Ok(KvBudget::FractionOfRam(value));
             }
-            "" | "b" => 1.0,
-            "k" | "kb" => 1e3,
-            "m" | "mb" => 1e6,
-            "g" | "gb" => 1e9,
-            "kib" => 1024.0,
-            "mib" => 1024.0 * 1024.0,
-            "gib" => 1024.0 * 1024.0 * 1024.0,
-            _ => return Err(bad()),
-        };
-        Ok(KvBudget::Bytes((value * scale) as u64))
+        }
+        s.parse::<crate::ByteSize>()
+            .map(|b| KvBudget::Bytes(b.0))
+            .map_err(|_| bad())
     }
 }
 

@@ -10,6 +10,7 @@
 //! - [`kv`]: KV block bookkeeping (block pool, prefix hashes, block tables).
 //! - [`metrics`]: counters and histograms in Prometheus' format.
 
+pub mod byte_size;
 pub mod config;
 mod engine;
 pub mod error;
@@ -22,6 +23,7 @@ pub mod request;
 pub mod scheduler;
 pub mod sequence;
 
+pub use byte_size::ByteSize;
 pub use config::{EngineConfig, KvBudget, KvDtype};
 pub use error::EngineError;
 pub use events::{Event, FinishReason, Timings, TokenEvent, TokenLogprob, Usage};

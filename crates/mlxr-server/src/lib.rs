@@ -12,7 +12,6 @@
 //!   [`extract`]: JSON request bodies.
 
 pub mod admin;
-pub mod byte_size;
 pub mod catalog;
 pub mod embedding;
 pub mod error;
@@ -28,9 +27,9 @@ pub mod server;
 pub mod state;
 pub mod ui;
 
-pub use byte_size::ByteSize;
 pub use catalog::{FileCatalog, ModelCatalog, ModelSpec};
 pub use logs::LogBuffer;
+pub use mlxr_engine::ByteSize;
 pub use models::{KeepAlive, ModelManager};
 pub use server::{router, router_with, serve, ServerConfig};
 

@@ -12,9 +12,9 @@ use mlxr_registry::Digest;
 use tokio::sync::mpsc;
 
 use super::manage::registry_error;
-use crate::byte_size::ByteSize;
 use crate::error::{ApiError, OllamaError};
 use crate::state::AppState;
+use mlxr_engine::ByteSize;
 
 /// The default `--max-blob-size`: well above the largest model this machine
 /// can hold in memory, the larger of 64 GiB and 4 × physical RAM.
