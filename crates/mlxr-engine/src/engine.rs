@@ -1,14 +1,12 @@
-//! The engine thread: owns the model and the paged KV cache, takes requests
-//! from a channel, and runs the scheduler's steps, one forward pass each.
+//! The engine thread: owns the model and its runner (the backend with the
+//! paged KV cache), takes requests from a channel, and runs the scheduler's
+//! steps, one forward pass each.
 
-use std::borrow::Cow;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::Instant;
 
-use mlxr_models::paged::{PagedKvStore, PagedKvView};
-use mlxr_models::SeqChunk;
-use mlxr_models::Workspace;
+use mlxr_models::{Step as ForwardStep, StepRunner};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::events::{Event, FinishReason};
@@ -25,45 +23,19 @@ pub(crate) enum Command {
 
 pub(crate) struct EngineLoop {
     pub model: Arc<LoadedModel>,
-    pub store: PagedKvStore,
+    /// The model's forward pass on its backend, with the KV cache (taken
+    /// out while a step's logits are sampled).
+    pub runner: Option<Box<dyn StepRunner>>,
+    /// Tokens per KV block.
+    pub block_size: usize,
     pub scheduler: Scheduler,
     pub streams: std::collections::HashMap<SeqId, UnboundedSender<Event>>,
     pub commands: Receiver<Command>,
     pub metrics: Arc<EngineMetrics>,
     /// Tokens one sequence may reach: the context size or the KV capacity.
     pub seq_limit: usize,
-    /// The buffers of the model's buffered pass, reused every step.
-    pub workspace: Workspace,
-    /// The batch of the current step, reused every step.
-    pub batch: StepBatch,
-}
-
-/// A step's inputs in buffers that keep their capacity between steps.
-#[derive(Default)]
-pub(crate) struct StepBatch {
-    tokens: Vec<u32>,
-    chunks: Vec<SeqChunk>,
-    /// Every chunk's block table, one after another.
-    block_ids: Vec<u32>,
-    /// Where each chunk's block table ends in `block_ids`.
-    table_ends: Vec<usize>,
-}
-
-impl StepBatch {
-    fn clear(&mut self) {
-        self.tokens.clear();
-        self.chunks.clear();
-        self.block_ids.clear();
-        self.table_ends.clear();
-    }
-
-    fn tables(&self) -> Vec<&[u32]> {
-        let starts = std::iter::once(0).chain(self.table_ends.iter().copied());
-        starts
-            .zip(&self.table_ends)
-            .map(|(start, &end)| &self.block_ids[start..end])
-            .collect()
-    }
+    /// The current step's batch and metadata, reused every step.
+    pub step: ForwardStep,
 }
 
 impl EngineLoop {
@@ -169,43 +141,31 @@ impl EngineLoop {
             std::thread::sleep(std::time::Duration::from_millis(1));
             return;
         }
-        let mut batch = std::mem::take(&mut self.batch);
-        batch.clear();
+        let mut step = std::mem::take(&mut self.step);
+        step.clear();
         for c in &chunks {
             let seq = self
                 .scheduler
                 .seq(c.seq)
                 .expect("scheduled sequences exist");
-            batch
-                .tokens
-                .extend_from_slice(&seq.tokens[c.start_pos..c.start_pos + c.len]);
-            batch.chunks.push(SeqChunk::new(c.start_pos, c.len));
             let table = self.scheduler.block_table(c.seq).iter().map(|b| b.0);
-            batch.block_ids.extend(table);
-            batch.table_ends.push(batch.block_ids.len());
+            step.push(
+                &seq.tokens[c.start_pos..c.start_pos + c.len],
+                c.start_pos,
+                table,
+            );
         }
-        let (tokens, seq_chunks) = (&batch.tokens, &batch.chunks);
-        let mut view = PagedKvView::new(&self.store, batch.tables());
-        let model = &self.model.model;
-        let mut workspace = std::mem::take(&mut self.workspace);
-        let logits = if model.supports_buffered() {
-            // The workspace's kernel threads split the work (see SpinPool).
-            model
-                .forward_into(tokens, seq_chunks, &mut view, &mut workspace)
-                .map(Cow::Borrowed)
-        } else {
-            // The tensor pass runs on a rayon worker, so the kernels' parallel
-            // loops start inside the pool rather than each waking it from this
-            // thread (two thread wake-ups per matmul otherwise).
-            rayon::scope(|_| {
-                model
-                    .forward(tokens, seq_chunks, &mut view)
-                    .and_then(|l| Ok(Cow::Owned(l.flatten_all()?.to_vec1::<f32>()?)))
-            })
+        let model = self.model.clone();
+        let mut runner = self
+            .runner
+            .take()
+            .expect("the runner is back after each step");
+        let logits = match step.finish(self.block_size) {
+            Ok(()) => runner.execute(&model.model, &step),
+            Err(e) => Err(e),
         };
-        drop(view);
         match logits {
-            Ok(rows) => self.process_outputs(&chunks, &rows),
+            Ok(rows) => self.process_outputs(&chunks, rows),
             Err(e) => {
                 let message = format!("forward pass failed: {e}");
                 for c in &chunks {
@@ -216,8 +176,8 @@ impl EngineLoop {
                 }
             }
         }
-        self.workspace = workspace;
-        self.batch = batch;
+        self.runner = Some(runner);
+        self.step = step;
     }
 
     /// `logits`: `[chunks.len(), vocab]`, row-major.

@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 
+use candle_core::Device;
 use mlxr_models::paged::PagedKvStore;
+use mlxr_models::{CpuBackend, KvGeometry, ModelRunner, ReferenceBackend, StepRunner};
 use mlxr_tokenizer::TokenId;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
@@ -61,28 +63,30 @@ impl EngineHandle {
                 block_bytes: per_block,
             });
         }
-        let store = PagedKvStore::new(
-            cfg.n_layers,
+        let kv = KvGeometry {
+            n_layers: cfg.n_layers,
             num_blocks,
             block_size,
-            cfg.n_kv_heads,
-            cfg.head_dim,
-            dtype,
-            model.model.device(),
-        )?;
+            n_kv_heads: cfg.n_kv_heads,
+            head_dim: cfg.head_dim,
+        };
+        let runner: Box<dyn StepRunner> = match model.model.device() {
+            Device::Cpu => Box::new(ModelRunner::new(CpuBackend::new(kv, dtype)?)),
+            device => Box::new(ModelRunner::new(ReferenceBackend::new(kv, device)?)),
+        };
         let seq_limit = model.context_size.min(num_blocks * block_size);
         let metrics = Arc::new(EngineMetrics::default());
         let (commands, rx) = mpsc::channel();
         let engine = EngineLoop {
             model: model.clone(),
-            store,
+            runner: Some(runner),
+            block_size,
             scheduler: Scheduler::new(&config, num_blocks),
             streams: Default::default(),
             commands: rx,
             metrics: metrics.clone(),
             seq_limit,
-            workspace: Default::default(),
-            batch: Default::default(),
+            step: Default::default(),
         };
         std::thread::Builder::new()
             .name("mlxr-engine".into())

@@ -48,8 +48,9 @@ impl LoadedModel {
         };
         // The engine batches requests: each row's arithmetic must not depend on
         // what else is in the batch (batched equals alone).
-        let model = DecoderModel::load_with_order(&file, &Device::Cpu, RowOrder::Independent)
-            .map_err(model_err)?;
+        let model =
+            DecoderModel::load_with_kernels(&file, &Device::Cpu, Some(RowOrder::Independent))
+                .map_err(model_err)?;
         Ok(Self::new(path, model, tokenizer, template, context_size))
     }
 

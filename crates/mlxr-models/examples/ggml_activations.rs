@@ -16,8 +16,8 @@ use mlxr_models::config::{Activation, RopeStyle};
 use mlxr_models::kernels::attention::{attention, AttnShape};
 use mlxr_models::kernels::ggml_f32;
 use mlxr_models::layers::{Linear, Rope};
-use mlxr_models::weights::GgufWeights;
-use mlxr_models::ModelConfig;
+use mlxr_models::weights::{GgufWeights, Weights};
+use mlxr_models::{Backend, CpuBackend, KvGeometry, ModelConfig};
 
 struct Dump {
     files: HashMap<String, PathBuf>,
@@ -141,7 +141,7 @@ fn main() {
                 w.qtensor("token_embd.weight", &[cfg.vocab_size, h])
                     .unwrap(),
             ),
-            w.row_order(),
+            Weights::kernels(&w),
         )
         .unwrap()
     };
@@ -154,9 +154,22 @@ fn main() {
         ggml_f32::rms_norm(x, g, eps, &mut y);
         y
     };
-    let apply = |l: &Linear, x: &[f32], n_in: usize| {
-        let t = Tensor::from_slice(x, (x.len() / n_in, n_in), &dev).unwrap();
-        vecf(&l.forward(&t).unwrap())
+    // Matmuls through the CPU backend (its cache is unused here).
+    let kv = KvGeometry {
+        n_layers: 1,
+        num_blocks: 1,
+        block_size: 1,
+        n_kv_heads: 1,
+        head_dim: 1,
+    };
+    let backend = std::cell::RefCell::new(CpuBackend::new(kv, candle_core::DType::F32).unwrap());
+    let apply = |l: &Linear, x: &[f32], _n_in: usize| {
+        let mut out = Vec::new();
+        backend
+            .borrow_mut()
+            .matmul(&x.to_vec(), l, &mut out)
+            .unwrap();
+        out
     };
     let mut kcache: Vec<Vec<Vec<f32>>> = vec![vec![Vec::new(); nkv]; cfg.n_layers];
     let mut vcache: Vec<Vec<Vec<f32>>> = vec![vec![Vec::new(); nkv]; cfg.n_layers];

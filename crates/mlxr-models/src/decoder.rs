@@ -2,17 +2,16 @@
 
 use std::path::Path;
 
-use candle_core::{Device, Tensor};
+use candle_core::Device;
 use mlxr_formats::gguf::GgufFile;
 
-use crate::batch::SeqChunk;
+use crate::backend::Backend;
 use crate::config::ModelConfig;
-use crate::kernels::{RowOrder, SpinPool};
-use crate::kv_cache::KvCache;
+use crate::kernels::RowOrder;
 use crate::layers::{Attention, Embedding, Linear, Mlp, RmsNorm, Rope};
-use crate::paged::PagedKvView;
+use crate::pass::Activations;
+use crate::step::Step;
 use crate::weights::{GgufWeights, SafetensorsWeights, Weights};
-use crate::workspace::{sized, Workspace};
 use crate::{ModelError, Result};
 
 struct DecoderLayer {
@@ -34,21 +33,25 @@ pub struct DecoderModel {
     ropes: Vec<Rope>,
     output_norm: RmsNorm,
     lm_head: Linear,
-    /// Whether [`Self::forward_into`] can run (every weight has a kernel).
-    buffered: bool,
 }
 
 impl DecoderModel {
-    /// Loads with ggml's matmul order: bit-identical to llama.cpp.
+    /// Loads for the CPU kernels with ggml's matmul order: bit-identical to
+    /// llama.cpp.
     pub fn load(file: &GgufFile, device: &Device) -> Result<Self> {
-        Self::load_with_order(file, device, RowOrder::Ggml)
+        Self::load_with_kernels(file, device, Some(RowOrder::Ggml))
     }
 
-    /// Loads with the given matmul order ([`RowOrder::Independent`] for a
-    /// batching engine).
-    pub fn load_with_order(file: &GgufFile, device: &Device, order: RowOrder) -> Result<Self> {
+    /// Loads with the CPU kernels' matmul order ([`RowOrder::Independent`]
+    /// for a batching engine), or with `None` for candle's ops alone (the
+    /// reference backend, or another device).
+    pub fn load_with_kernels(
+        file: &GgufFile,
+        device: &Device,
+        kernels: Option<RowOrder>,
+    ) -> Result<Self> {
         let config = ModelConfig::from_gguf(file.metadata())?;
-        let weights = GgufWeights::new(file, device).with_row_order(order);
+        let weights = GgufWeights::new(file, device).with_kernels(kernels);
         Self::from_weights(config, &weights, device)
     }
 
@@ -69,7 +72,7 @@ impl DecoderModel {
         let (token_embd, lm_head) = if w.contains("output.weight") {
             (token_embd, Linear::load(w, "output", config.vocab_size, h)?)
         } else {
-            token_embd.tie(w.row_order())?
+            token_embd.tie(w.kernels())?
         };
 
         let mut ropes: Vec<Rope> = Vec::new();
@@ -100,12 +103,6 @@ impl DecoderModel {
                 rope,
             });
         }
-        let buffered = device.is_cpu()
-            && token_embd.has_rows()
-            && lm_head.has_kernel()
-            && layers
-                .iter()
-                .all(|l| l.attention.has_kernels() && l.mlp.has_kernels());
         Ok(Self {
             output_norm: norm("output_norm.weight")?,
             config,
@@ -114,15 +111,7 @@ impl DecoderModel {
             layers,
             ropes,
             lm_head,
-            buffered,
         })
-    }
-
-    /// Whether [`Self::forward_into`] runs this model: on the CPU, with a
-    /// kernel for every weight (GGUF types listed in [`crate::kernels`],
-    /// regrouped into tiles where the CPU has AVX-512 VNNI).
-    pub fn supports_buffered(&self) -> bool {
-        self.buffered
     }
 
     pub fn config(&self) -> &ModelConfig {
@@ -133,177 +122,58 @@ impl DecoderModel {
         &self.device
     }
 
-    /// Runs `tokens` (the chunks of `seqs`, concatenated in order) through the
-    /// model, stores their keys and values in `kv` and returns
-    /// the logits of each chunk's last token, `[seqs.len(), vocab_size]`.
-    pub fn forward(
+    /// The forward pass, on any backend: the step's tokens through every
+    /// layer, their keys and values into the backend's cache, each chunk's
+    /// last-token logits (`[chunks, vocab_size]`) into `a.logits`.
+    pub fn forward<B: Backend>(
         &self,
-        tokens: &[u32],
-        seqs: &[SeqChunk],
-        kv: &mut dyn KvCache,
-    ) -> Result<Tensor> {
-        self.check_batch(tokens, seqs)?;
-        let positions: Vec<usize> = seqs.iter().flat_map(|s| s.positions()).collect();
-        let tables = self
-            .ropes
-            .iter()
-            .map(|r| r.tables(&positions, &self.device))
-            .collect::<Result<Vec<_>>>()?;
-
-        let mut x = self.token_embd.forward(tokens, &self.device)?;
-        if let Some(scale) = self.config.embedding_scale {
-            x = (x * scale as f64)?;
-        }
-        // Only each chunk's last token needs logits. Its rows are picked
-        // after the last layer's attention (which needs every row's keys and
-        // values), so that layer's MLP runs on them alone, as in llama.cpp.
-        let mut last = Vec::with_capacity(seqs.len());
-        let mut end = 0u32;
-        for seq in seqs.iter() {
-            end += seq.len as u32;
-            last.push(end - 1);
-        }
-        let last = Tensor::new(last.as_slice(), &self.device)?;
-        let n_layers = self.layers.len();
-        for (i, layer) in self.layers.iter().enumerate() {
-            let rope = &self.ropes[layer.rope];
-            let h = layer.attn_norm.forward(&x)?;
-            let mut h = layer
-                .attention
-                .forward(&h, rope, &tables[layer.rope], seqs, kv)?;
-            if let Some(norm) = &layer.post_attn_norm {
-                h = norm.forward(&h)?;
-            }
-            x = (x + h)?;
-            if i + 1 == n_layers {
-                x = x.index_select(&last, 0)?;
-            }
-            let h = layer.ffn_norm.forward(&x)?;
-            let mut h = layer.mlp.forward(&h)?;
-            if let Some(norm) = &layer.post_ffn_norm {
-                h = norm.forward(&h)?;
-            }
-            x = (x + h)?;
-        }
-        let x = self.output_norm.forward(&x)?;
-        self.lm_head.forward(&x)
-    }
-
-    /// [`Self::forward`] over the buffers of `ws` with the paged cache, the
-    /// same logits bit for bit (`[seqs.len(), vocab_size]`, row-major, in
-    /// `ws`). Once `ws` has seen a batch this large, nothing is allocated.
-    /// Only for models that [`Self::supports_buffered`].
-    pub fn forward_into<'w>(
-        &self,
-        tokens: &[u32],
-        seqs: &[SeqChunk],
-        kv: &mut PagedKvView,
-        ws: &'w mut Workspace,
-    ) -> Result<&'w [f32]> {
-        if !self.buffered {
-            return Err(ModelError::InvalidBatch(
-                "this model has weights without a CPU kernel; use the tensor forward pass".into(),
-            ));
-        }
-        self.check_batch(tokens, seqs)?;
-        let pool = match ws.pool.take() {
-            Some(pool) => pool,
-            None => SpinPool::new(rayon::current_num_threads()).map_err(|e| {
-                ModelError::InvalidConfig(format!("starting the kernel threads: {e}"))
-            })?,
-        };
-        let passed = pool.install(|| self.buffered_pass(tokens, seqs, kv, ws));
-        ws.pool = Some(pool);
-        passed?;
-        Ok(&ws.logits)
-    }
-
-    /// [`Self::forward_into`]'s layers, logits into `ws.logits`.
-    fn buffered_pass(
-        &self,
-        tokens: &[u32],
-        seqs: &[SeqChunk],
-        kv: &mut PagedKvView,
-        ws: &mut Workspace,
+        b: &mut B,
+        step: &Step,
+        a: &mut Activations<B>,
     ) -> Result<()> {
-        let (n, h) = (tokens.len(), self.config.hidden_size);
-        ws.positions.clear();
-        ws.positions.extend(seqs.iter().flat_map(|s| s.positions()));
-        ws.rope_tables
-            .resize_with(self.ropes.len(), Default::default);
-        for (rope, (cos, sin)) in self.ropes.iter().zip(&mut ws.rope_tables) {
-            rope.fill_tables(&ws.positions, cos, sin);
-        }
-        let x = sized(&mut ws.x, n * h);
-        for (row, &id) in x.chunks_exact_mut(h).zip(tokens) {
-            self.token_embd.row_into(id, row)?;
-        }
+        self.check_tokens(step.tokens())?;
+        b.begin_step(step, &self.ropes)?;
+        b.embed(&self.token_embd, step.tokens(), &mut a.x)?;
         if let Some(scale) = self.config.embedding_scale {
-            // As candle's affine op computes `x * scale` (plus 0).
-            x.iter_mut().for_each(|v| *v = *v * scale + 0.0);
+            b.scale(&mut a.x, scale)?;
         }
-        ws.last.clear();
-        let mut end = 0;
-        for seq in seqs {
-            end += seq.len;
-            ws.last.push(end - 1);
-        }
-        let mut rows = n;
         let n_layers = self.layers.len();
         for (i, layer) in self.layers.iter().enumerate() {
-            layer
-                .attn_norm
-                .forward_into(&ws.x, sized(&mut ws.normed, rows * h));
-            let (cos, sin) = std::mem::take(&mut ws.rope_tables[layer.rope]);
+            b.rms_norm(&a.x, &layer.attn_norm, &mut a.normed)?;
             let rope = &self.ropes[layer.rope];
-            let attended = layer
-                .attention
-                .forward_into(ws, rows, rope, (&cos, &sin), seqs, kv);
-            ws.rope_tables[layer.rope] = (cos, sin);
-            attended?;
-            Self::add_branch(ws, layer.post_attn_norm.as_ref());
+            layer.attention.forward(b, a, rope, layer.rope, step)?;
+            Self::add_branch(b, a, layer.post_attn_norm.as_ref())?;
             if i + 1 == n_layers {
-                // Only each chunk's last row goes on (see `forward`).
-                for (j, &row) in ws.last.iter().enumerate() {
-                    ws.x.copy_within(row * h..(row + 1) * h, j * h);
-                }
-                rows = seqs.len();
-                ws.x.truncate(rows * h);
+                // Only each chunk's last token needs logits. Its rows are
+                // picked after the last layer's attention (which needs every
+                // row's keys and values), so that layer's MLP runs on them
+                // alone, as in llama.cpp.
+                b.select_rows(&mut a.x, step.last_rows(), self.config.hidden_size)?;
             }
-            layer
-                .ffn_norm
-                .forward_into(&ws.x, sized(&mut ws.normed, rows * h));
-            layer.mlp.forward_into(ws, rows)?;
-            Self::add_branch(ws, layer.post_ffn_norm.as_ref());
+            b.rms_norm(&a.x, &layer.ffn_norm, &mut a.normed)?;
+            layer.mlp.forward(b, a)?;
+            Self::add_branch(b, a, layer.post_ffn_norm.as_ref())?;
         }
-        self.output_norm
-            .forward_into(&ws.x, sized(&mut ws.normed, rows * h));
-        let logits = sized(&mut ws.logits, rows * self.config.vocab_size);
-        self.lm_head
-            .forward_into(&ws.normed, logits, &mut ws.matmul)
+        b.rms_norm(&a.x, &self.output_norm, &mut a.normed)?;
+        b.matmul(&a.normed, &self.lm_head, &mut a.logits)
     }
 
     /// `x += branch`, normed first when the layer has a post-norm.
-    fn add_branch(ws: &mut Workspace, post_norm: Option<&RmsNorm>) {
-        let branch = match post_norm {
+    fn add_branch<B: Backend>(
+        b: &mut B,
+        a: &mut Activations<B>,
+        post_norm: Option<&RmsNorm>,
+    ) -> Result<()> {
+        match post_norm {
             Some(norm) => {
-                norm.forward_into(&ws.branch, sized(&mut ws.normed, ws.branch.len()));
-                &ws.normed
+                b.rms_norm(&a.branch, norm, &mut a.normed)?;
+                b.add(&mut a.x, &a.normed)
             }
-            None => &ws.branch,
-        };
-        ws.x.iter_mut().zip(branch).for_each(|(x, b)| *x += b);
+            None => b.add(&mut a.x, &a.branch),
+        }
     }
 
-    fn check_batch(&self, tokens: &[u32], seqs: &[SeqChunk]) -> Result<()> {
-        let total: usize = seqs.iter().map(|s| s.len).sum();
-        if total != tokens.len() || seqs.iter().any(|s| s.len == 0) {
-            return Err(ModelError::InvalidBatch(format!(
-                "{} tokens for chunks of lengths {:?}",
-                tokens.len(),
-                seqs.iter().map(|s| s.len).collect::<Vec<_>>()
-            )));
-        }
+    fn check_tokens(&self, tokens: &[u32]) -> Result<()> {
         if let Some(&bad) = tokens
             .iter()
             .find(|&&t| t as usize >= self.config.vocab_size)

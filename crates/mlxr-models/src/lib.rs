@@ -1,28 +1,36 @@
-//! Model architectures on candle: weights to logits.
+//! Model architectures: weights to logits.
 //!
 //! One decoder implementation ([`DecoderModel`]) serves every supported
-//! architecture; [`ModelConfig`] holds what differs between them. The forward
-//! pass takes a batch of sequence chunks (flattened tokens, per-sequence
-//! positions and KV caches) so a scheduler can mix prefill and decode.
+//! architecture; [`ModelConfig`] holds what differs between them. Its one
+//! forward pass runs a [`Step`] (a batch of sequence chunks, prefill and
+//! decode mixed, with paged-cache metadata) on a [`Backend`]: the CPU
+//! backend ([`CpuBackend`]) or the candle reference ([`ReferenceBackend`]).
+//! A [`ModelRunner`] keeps a backend's buffers between steps.
 
+pub mod backend;
 pub mod batch;
 pub mod config;
 mod config_hf;
 pub mod decoder;
 pub mod kernels;
-pub mod kv_cache;
 pub mod layers;
 pub mod paged;
+pub mod pass;
+pub mod runner;
+pub mod step;
 pub mod weights;
-mod workspace;
 
+pub use backend::cpu::CpuBackend;
+pub use backend::reference::ReferenceBackend;
+pub use backend::{AttentionSpec, Backend, Glu, KvGeometry};
 pub use batch::SeqChunk;
 pub use config::{Activation, LayerAttention, ModelConfig, RopeStyle};
 pub use decoder::DecoderModel;
 pub use kernels::RowOrder;
-pub use kv_cache::{AttentionSpec, ContiguousKvCache, KvCache};
-pub use paged::{PagedKvStore, PagedKvView};
-pub use workspace::Workspace;
+pub use paged::PagedKvStore;
+pub use pass::Activations;
+pub use runner::{ModelRunner, Session, StepRunner};
+pub use step::Step;
 
 use mlxr_formats::gguf::GgufError;
 

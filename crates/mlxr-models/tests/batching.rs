@@ -1,7 +1,7 @@
-//! The batched forward pass: sequences sharing a pass, and prompts prefilled
-//! in chunks, give the same logits as each sequence run alone in one go —
-//! with contiguous per-sequence caches and with the paged block cache
-//! (shuffled, non-contiguous block tables).
+//! The batched forward pass: sequences sharing a step, and prompts
+//! prefilled in chunks, give the same logits as each sequence run alone in
+//! one go, on the CPU backend and on the reference backend (shuffled,
+//! non-contiguous block tables).
 //!
 //! Weights are dequantized to f32 here. With quantized weights candle
 //! quantizes activations to 8 bits per row, and the last-ulp differences that
@@ -9,28 +9,16 @@
 //! differ by a few tenths although positions, masks and caches are right. In
 //! f32 the same comparison holds to ~1e-4, relative (5e-2 absolute on Gemma logits of magnitude ~30; a wrong position, mask or cache entry moves them by whole units).
 
+mod common;
+
 use candle_core::{DType, Device};
 use mlxr_formats::gguf::GgufFile;
-use mlxr_models::{ContiguousKvCache, DecoderModel, PagedKvStore, PagedKvView, SeqChunk};
+use mlxr_models::{
+    Backend, CpuBackend, DecoderModel, KvGeometry, ReferenceBackend, RowOrder, Session,
+};
+use mlxr_testkit::{GEMMA3, SMOLLM2};
 
-fn model(file: &str) -> Option<DecoderModel> {
-    let path = mlxr_testkit::model_path(file)?;
-    // Read by candle when the weights become QMatMuls; every test in this
-    // binary sets the same value.
-    std::env::set_var("CANDLE_DEQUANTIZE_ALL", "1");
-    Some(DecoderModel::load(&GgufFile::open(&path).unwrap(), &Device::Cpu).unwrap())
-}
-
-fn alone(model: &DecoderModel, tokens: &[u32]) -> Vec<f32> {
-    let mut cache = ContiguousKvCache::new(model.config().n_layers);
-    model
-        .forward(tokens, &[SeqChunk::new(0, tokens.len())], &mut cache)
-        .unwrap()
-        .squeeze(0)
-        .unwrap()
-        .to_vec1()
-        .unwrap()
-}
+use common::BLOCK;
 
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
     a.iter()
@@ -45,29 +33,24 @@ fn prompt(len: usize, salt: u32) -> Vec<u32> {
         .collect()
 }
 
-/// One sequence of the batch: its prompt, how many tokens it feeds per pass,
-/// and what it has fed so far.
 struct Seq {
     tokens: Vec<u32>,
     chunk: usize,
     pos: usize,
-    cache: ContiguousKvCache,
     logits: Vec<f32>,
 }
 
-#[derive(Clone, Copy)]
-enum Kv {
-    Contiguous,
-    Paged(DType),
-}
-
-const BLOCK: usize = 16;
-
-fn check(file: &str, long: usize, kv: Kv) {
-    let Some(model) = model(file) else { return };
-    let n = model.config().n_layers;
-    // A long prompt and a short one prefilled in chunks of different sizes
-    // while the third feeds one token a pass: mixed prefill and decode.
+/// Three sequences in one session, blocks interleaved and in reverse: a
+/// long prompt and a short one prefilled in chunks of different sizes while
+/// the third feeds one token a step (mixed prefill and decode); each one's
+/// last logits against the same prompt run alone (`new_session(1 or 3,
+/// tables)`).
+fn check<B: Backend>(
+    file: &str,
+    model: &DecoderModel,
+    long: usize,
+    new_session: impl Fn(Vec<Vec<u32>>) -> Session<B>,
+) {
     let mut seqs: Vec<Seq> = [(long, 100), (9, 4), (3, 1)]
         .iter()
         .enumerate()
@@ -75,14 +58,18 @@ fn check(file: &str, long: usize, kv: Kv) {
             tokens: prompt(len, i as u32 + 1),
             chunk,
             pos: 0,
-            cache: ContiguousKvCache::new(n),
             logits: Vec::new(),
         })
         .collect();
-    let expected: Vec<Vec<f32>> = seqs.iter().map(|s| alone(&model, &s.tokens)).collect();
-    // Each sequence's blocks interleaved with the others', in reverse.
-    let c = model.config();
     let blocks_per_seq = long.div_ceil(BLOCK);
+    let expected: Vec<Vec<f32>> = seqs
+        .iter()
+        .map(|s| {
+            let table = (0..blocks_per_seq as u32).collect();
+            let mut alone = new_session(vec![table]);
+            alone.feed(model, &[(0, &s.tokens)]).unwrap().to_vec()
+        })
+        .collect();
     let num_blocks = blocks_per_seq * seqs.len();
     let tables: Vec<Vec<u32>> = (0..seqs.len())
         .map(|i| {
@@ -91,47 +78,20 @@ fn check(file: &str, long: usize, kv: Kv) {
                 .collect()
         })
         .collect();
-    let store = match kv {
-        Kv::Paged(dtype) => Some(
-            PagedKvStore::new(
-                c.n_layers,
-                num_blocks,
-                BLOCK,
-                c.n_kv_heads,
-                c.head_dim,
-                dtype,
-                &Device::Cpu,
-            )
-            .unwrap(),
-        ),
-        Kv::Contiguous => None,
-    };
-
+    let mut session = new_session(tables);
+    let vocab = model.config().vocab_size;
     while seqs.iter().any(|s| s.pos < s.tokens.len()) {
-        let mut tokens = Vec::new();
-        let mut chunks = Vec::new();
-        let mut caches = Vec::new();
-        let mut rows = Vec::new();
-        for (i, s) in seqs.iter_mut().enumerate() {
+        let mut chunks: Vec<(usize, &[u32])> = Vec::new();
+        for (i, s) in seqs.iter().enumerate() {
             let take = (s.tokens.len() - s.pos).min(s.chunk);
-            if take == 0 {
-                continue;
+            if take > 0 {
+                chunks.push((i, &s.tokens[s.pos..s.pos + take]));
             }
-            tokens.extend_from_slice(&s.tokens[s.pos..s.pos + take]);
-            chunks.push(SeqChunk::new(s.pos, take));
-            caches.push(&mut s.cache);
-            rows.push((i, take));
         }
-        let logits = match &store {
-            Some(store) => {
-                let tables = rows.iter().map(|&(i, _)| tables[i].as_slice()).collect();
-                let mut view = PagedKvView::new(store, tables);
-                model.forward(&tokens, &chunks, &mut view).unwrap()
-            }
-            None => model.forward(&tokens, &chunks, &mut caches).unwrap(),
-        };
-        for (row, &(i, take)) in rows.iter().enumerate() {
-            seqs[i].logits = logits.get(row).unwrap().to_vec1::<f32>().unwrap();
+        let fed: Vec<(usize, usize)> = chunks.iter().map(|&(i, t)| (i, t.len())).collect();
+        let logits = session.feed(model, &chunks).unwrap().to_vec();
+        for (row, (i, take)) in logits.chunks_exact(vocab).zip(fed) {
+            seqs[i].logits = row.to_vec();
             seqs[i].pos += take;
         }
     }
@@ -144,25 +104,64 @@ fn check(file: &str, long: usize, kv: Kv) {
     }
 }
 
-use mlxr_testkit::{GEMMA3, SMOLLM2};
+fn geometry(model: &DecoderModel, tables: &[Vec<u32>]) -> KvGeometry {
+    let c = model.config();
+    KvGeometry {
+        n_layers: c.n_layers,
+        num_blocks: tables.iter().map(Vec::len).sum(),
+        block_size: BLOCK,
+        n_kv_heads: c.n_kv_heads,
+        head_dim: c.head_dim,
+    }
+}
 
-#[test]
-fn smollm2_batched_equals_alone() {
-    check(SMOLLM2, 250, Kv::Contiguous);
+/// The model file, with candle told to dequantize its weights (every test
+/// in this binary sets the same value).
+fn model_file(file: &str) -> Option<GgufFile> {
+    let path = mlxr_testkit::model_path(file)?;
+    std::env::set_var("CANDLE_DEQUANTIZE_ALL", "1");
+    Some(GgufFile::open(&path).unwrap())
+}
+
+fn on_cpu(file: &str, long: usize) {
+    let Some(gguf) = model_file(file) else {
+        return;
+    };
+    let order = Some(RowOrder::Independent);
+    let model = DecoderModel::load_with_kernels(&gguf, &Device::Cpu, order).unwrap();
+    check(file, &model, long, |tables| {
+        let backend = CpuBackend::new(geometry(&model, &tables), DType::F32).unwrap();
+        Session::with_tables(backend, tables, BLOCK)
+    });
+}
+
+fn on_reference(file: &str, long: usize) {
+    let Some(gguf) = model_file(file) else {
+        return;
+    };
+    let model = DecoderModel::load_with_kernels(&gguf, &Device::Cpu, None).unwrap();
+    check(file, &model, long, |tables| {
+        let backend = ReferenceBackend::new(geometry(&model, &tables), &Device::Cpu).unwrap();
+        Session::with_tables(backend, tables, BLOCK)
+    });
 }
 
 #[test]
-fn smollm2_paged_equals_alone() {
-    check(SMOLLM2, 250, Kv::Paged(DType::F32));
-}
-
-/// Longer than Gemma 3's 512-token sliding window, so local layers mask.
-#[test]
-fn gemma3_batched_equals_alone_past_the_window() {
-    check(GEMMA3, 600, Kv::Contiguous);
+fn smollm2_batched_equals_alone_on_the_cpu_backend() {
+    on_cpu(SMOLLM2, 250);
 }
 
 #[test]
-fn gemma3_paged_equals_alone_past_the_window() {
-    check(GEMMA3, 600, Kv::Paged(DType::F32));
+fn smollm2_batched_equals_alone_on_the_reference_backend() {
+    on_reference(SMOLLM2, 250);
+}
+
+#[test]
+fn gemma3_batched_equals_alone_past_the_window_on_the_cpu_backend() {
+    on_cpu(GEMMA3, 600);
+}
+
+#[test]
+fn gemma3_batched_equals_alone_past_the_window_on_the_reference_backend() {
+    on_reference(GEMMA3, 600);
 }

@@ -6,11 +6,13 @@
 //! QK-norm, sliding windows (a 706-token prompt), embedding scaling and the
 //! tied LM head, independently of llama.cpp's quantized numerics.
 
+mod common;
+
 use std::collections::BTreeMap;
 
-use candle_core::Device;
+use candle_core::{DType, Device};
 use mlxr_formats::gguf::GgufFile;
-use mlxr_models::{ContiguousKvCache, DecoderModel, SeqChunk};
+use mlxr_models::DecoderModel;
 use serde::Deserialize;
 
 const TOLERANCE: f32 = 1e-3;
@@ -41,14 +43,9 @@ fn check(name: &str) {
     let model = DecoderModel::load(&GgufFile::open(&model_path).unwrap(), &Device::Cpu).unwrap();
     let mut worst = 0f32;
     for case in &fx.cases {
-        let mut cache = ContiguousKvCache::new(model.config().n_layers);
-        let logits = model
-            .forward(&case.ids, &[SeqChunk::new(0, case.ids.len())], &mut cache)
-            .unwrap()
-            .squeeze(0)
-            .unwrap()
-            .to_vec1::<f32>()
-            .unwrap();
+        let blocks = case.ids.len().div_ceil(common::BLOCK);
+        let mut session = common::cpu(&model, 1, blocks, DType::F32);
+        let logits = session.feed(&model, &[(0, &case.ids)]).unwrap().to_vec();
         let max = logits.iter().copied().fold(f32::MIN, f32::max) as f64;
         let lse = max
             + logits

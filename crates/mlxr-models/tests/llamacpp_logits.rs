@@ -22,10 +22,14 @@
 //!
 //! The tight, architecture-level check (dequantized f32 weights) is hf_f32.rs.
 
-use candle_core::Device;
+mod common;
+
+use candle_core::{DType, Device};
 use mlxr_formats::gguf::GgufFile;
-use mlxr_models::{ContiguousKvCache, DecoderModel, SeqChunk};
+use mlxr_models::DecoderModel;
 use serde::Deserialize;
+
+use common::argmax;
 
 /// SmolLM2 (Q4_1/Q8_0 weights): every op is llama.cpp's arithmetic bit for
 /// bit, so logits are equal, not close, and every step is compared.
@@ -58,16 +62,6 @@ fn fixture(name: &str) -> Fixture {
 
 use mlxr_testkit::model_path;
 
-fn argmax(v: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &x) in v.iter().enumerate() {
-        if x > v[best] {
-            best = i;
-        }
-    }
-    best as u32
-}
-
 fn check_model(name: &str, ambiguous_gap: f32, tolerance: f32) {
     let fx = fixture(name);
     let Some(path) = model_path(&fx.model_file) else {
@@ -78,8 +72,9 @@ fn check_model(name: &str, ambiguous_gap: f32, tolerance: f32) {
     let mut compared_steps = 0;
     let mut worst = 0f32;
     for case in &fx.generate {
-        let mut cache = ContiguousKvCache::new(model.config().n_layers);
-        let mut pos = 0;
+        // The CPU backend with an f32 cache: llama.cpp's exact attention.
+        let blocks = (case.prompt_ids.len() + case.ids.len()).div_ceil(common::BLOCK);
+        let mut session = common::cpu(&model, 1, blocks, DType::F32);
         let mut input = case.prompt_ids.clone();
         for (step, &expected) in case.ids.iter().enumerate() {
             if case.top2_gap[step] < ambiguous_gap {
@@ -88,14 +83,7 @@ fn check_model(name: &str, ambiguous_gap: f32, tolerance: f32) {
             let mut logits = Vec::new();
             // Prefill in llama.cpp-sized chunks, then one token per step.
             for chunk in input.chunks(512) {
-                logits = model
-                    .forward(chunk, &[SeqChunk::new(pos, chunk.len())], &mut cache)
-                    .unwrap()
-                    .squeeze(0)
-                    .unwrap()
-                    .to_vec1::<f32>()
-                    .unwrap();
-                pos += chunk.len();
+                logits = session.feed(&model, &[(0, chunk)]).unwrap().to_vec();
             }
             let (top_id, top_ref) = case.top5[step][0];
             for &(id, reference) in &case.top5[step] {

@@ -10,12 +10,16 @@
 //! is below `CLEAR_GAP` (there a rounding difference may pick the other
 //! token and the rest legitimately diverges).
 
+mod common;
+
 use std::path::PathBuf;
 
-use candle_core::Device;
+use candle_core::{DType, Device};
 use mlxr_formats::gguf::GgufFile;
-use mlxr_models::{ContiguousKvCache, DecoderModel, KvCache, SeqChunk};
+use mlxr_models::{Backend, DecoderModel, Session};
 use serde::Deserialize;
+
+use common::argmax;
 
 /// transformers' own f32-vs-f64 noise is below 4e-5 on these models; MLX's
 /// quantized matmul sums in another order than ours.
@@ -50,47 +54,29 @@ fn reference(name: &str) -> Reference {
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
 }
 
-fn last_logits(
+/// Tokens a test sequence may hold.
+const BLOCKS: usize = 32;
+
+/// The model through one backend against the reference's logits and
+/// greedy tokens; returns each case's last-position logits.
+fn check_on<B: Backend>(
+    label: &str,
     model: &DecoderModel,
-    tokens: &[u32],
-    start: usize,
-    cache: &mut dyn KvCache,
-) -> Vec<f32> {
-    model
-        .forward(tokens, &[SeqChunk::new(start, tokens.len())], cache)
-        .unwrap()
-        .squeeze(0)
-        .unwrap()
-        .to_vec1::<f32>()
-        .unwrap()
-}
-
-fn argmax(v: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &x) in v.iter().enumerate() {
-        if x > v[best] {
-            best = i;
-        }
-    }
-    best as u32
-}
-
-fn check(label: &str, model: &DecoderModel, reference: &Reference) {
+    reference: &Reference,
+    session: &mut Session<B>,
+) -> Vec<Vec<f32>> {
     let mut worst_of_model = 0f32;
     let mut greedy_steps = 0;
+    let mut all = Vec::new();
     for case in &reference.cases {
-        let mut cache = ContiguousKvCache::new(model.config().n_layers);
-        let logits = last_logits(model, &case.ids, 0, &mut cache);
+        session.truncate(0, 0);
+        let logits = session.feed(model, &[(0, &case.ids)]).unwrap().to_vec();
         assert_eq!(logits.len(), case.last_logits.len(), "{label}: vocab size");
         assert!(
             logits.iter().all(|l| l.is_finite()),
             "{label}: non-finite logits"
         );
-        let worst = logits
-            .iter()
-            .zip(&case.last_logits)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0f32, f32::max);
+        let worst = max_diff(&logits, &case.last_logits);
         assert!(
             worst <= TOLERANCE,
             "{label}/{}: logits differ by up to {worst}",
@@ -99,6 +85,7 @@ fn check(label: &str, model: &DecoderModel, reference: &Reference) {
         worst_of_model = worst_of_model.max(worst);
 
         let mut next = argmax(&logits);
+        all.push(logits);
         for (step, (&want, &gap)) in case
             .greedy
             .ids
@@ -115,17 +102,51 @@ fn check(label: &str, model: &DecoderModel, reference: &Reference) {
                 case.name
             );
             greedy_steps += 1;
-            let logits = last_logits(model, &[next], case.ids.len() + step, &mut cache);
-            next = argmax(&logits);
+            next = argmax(session.feed(model, &[(0, &[next])]).unwrap());
         }
     }
     eprintln!("{label}: max |logit diff| {worst_of_model:.2e}, {greedy_steps} greedy steps equal");
+    all
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max)
+}
+
+/// `model` on the CPU backend and `reference_model` (the same weights,
+/// prepared for candle's ops) on the reference backend, each against the
+/// reference implementation's numbers, and against each other.
+fn check(label: &str, model: &DecoderModel, reference_model: &DecoderModel, reference: &Reference) {
+    let candle = check_on(
+        &format!("{label} (reference backend)"),
+        reference_model,
+        reference,
+        &mut common::reference(reference_model, 1, BLOCKS),
+    );
+    let cpu = check_on(
+        &format!("{label} (CPU backend)"),
+        model,
+        reference,
+        &mut common::cpu(model, 1, BLOCKS, DType::F32),
+    );
+    for ((a, b), case) in cpu.iter().zip(&candle).zip(&reference.cases) {
+        let worst = max_diff(a, b);
+        assert!(
+            worst <= TOLERANCE,
+            "{label}/{}: the backends differ by up to {worst}",
+            case.name
+        );
+    }
 }
 
 fn check_dir(name: &str) {
+    // Float and MLX weights have no CPU-kernel form: one load serves both.
     let model = DecoderModel::load_dir(&fixtures().join(name), &Device::Cpu)
         .unwrap_or_else(|e| panic!("{name}: {e}"));
-    check(name, &model, &reference(name));
+    check(name, &model, &model, &reference(name));
 }
 
 #[test]
@@ -158,7 +179,13 @@ fn gguf_conversions_match_transformers() {
         let file = GgufFile::open(&path).unwrap();
         let model = DecoderModel::load(&file, &Device::Cpu)
             .unwrap_or_else(|e| panic!("{name}.f32.gguf: {e}"));
-        check(&format!("{name}.f32.gguf"), &model, &reference(name));
+        let candle = DecoderModel::load_with_kernels(&file, &Device::Cpu, None).unwrap();
+        check(
+            &format!("{name}.f32.gguf"),
+            &model,
+            &candle,
+            &reference(name),
+        );
     }
 }
 

@@ -1,13 +1,9 @@
-use candle_core::Tensor;
-
-use crate::batch::SeqChunk;
+use crate::backend::{AttentionSpec, Backend};
 use crate::config::ModelConfig;
-use crate::kv_cache::{AttentionSpec, KvCache};
-use crate::layers::rope::RopeTables;
 use crate::layers::{Linear, Projections, RmsNorm, Rope};
-use crate::paged::PagedKvView;
+use crate::pass::Activations;
+use crate::step::Step;
 use crate::weights::Weights;
-use crate::workspace::{sized, Workspace};
 use crate::Result;
 
 /// Multi-head attention with grouped KV heads, optional QK-norm and an
@@ -64,48 +60,17 @@ impl Attention {
         })
     }
 
-    /// `x`: `[tokens, hidden]`, the tokens of `seqs` in order.
-    pub fn forward(
+    /// `a.normed` `[tokens, hidden]` in, the output projection into
+    /// `a.branch`; `rope` is the step's RoPE `rope_index`.
+    pub fn forward<B: Backend>(
         &self,
-        x: &Tensor,
+        b: &mut B,
+        a: &mut Activations<B>,
         rope: &Rope,
-        tables: &RopeTables,
-        seqs: &[SeqChunk],
-        kv: &mut dyn KvCache,
-    ) -> Result<Tensor> {
-        let tokens = x.dim(0)?;
-        let (n_heads, n_kv, d) = (self.spec.n_heads, self.spec.n_kv_heads, self.spec.head_dim);
-        let [q, k, v]: [Tensor; 3] = self.qkv.forward(x)?.try_into().expect("three projections");
-        let mut q = q.contiguous()?.reshape((tokens, n_heads, d))?;
-        let mut k = k.contiguous()?.reshape((tokens, n_kv, d))?;
-        let v = v.contiguous()?.reshape((tokens, n_kv, d))?;
-        if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
-            q = qn.forward(&q)?;
-            k = kn.forward(&k)?;
-        }
-        let q = rope.apply(&q, tables)?;
-        let k = rope.apply(&k, tables)?;
-        let out = kv.attend(self.layer, &self.spec, seqs, &q, &k, &v)?;
-        self.wo.forward(&out)
-    }
-
-    /// Whether every projection has a kernel for [`Self::forward_into`].
-    pub fn has_kernels(&self) -> bool {
-        self.qkv.has_kernels() && self.wo.has_kernel()
-    }
-
-    /// [`Self::forward`] over `ws`, bit for bit: `ws.normed` `[tokens,
-    /// hidden]` in, the output projection into `ws.branch`.
-    pub fn forward_into(
-        &self,
-        ws: &mut Workspace,
-        tokens: usize,
-        rope: &Rope,
-        tables: (&[f32], &[f32]),
-        seqs: &[SeqChunk],
-        kv: &mut PagedKvView,
+        rope_index: usize,
+        step: &Step,
     ) -> Result<()> {
-        let Workspace {
+        let Activations {
             normed,
             q,
             k,
@@ -114,34 +79,20 @@ impl Attention {
             attn,
             branch,
             stacked,
-            matmul,
-            attention,
             ..
-        } = ws;
-        let (n_heads, n_kv, d) = (self.spec.n_heads, self.spec.n_kv_heads, self.spec.head_dim);
-        let q = sized(q, tokens * n_heads * d);
-        let k = sized(k, tokens * n_kv * d);
-        let v = sized(v, tokens * n_kv * d);
-        self.qkv.forward_into(
-            normed,
-            tokens,
-            &mut [&mut *q, &mut *k, &mut *v],
-            stacked,
-            matmul,
-        )?;
+        } = a;
+        self.qkv
+            .forward(b, normed, &mut [&mut *q, &mut *k, &mut *v], stacked)?;
         if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
             for (x, norm) in [(&mut *q, qn), (&mut *k, kn)] {
-                let out = sized(head_norm, x.len());
-                norm.forward_into(x, out);
-                x.copy_from_slice(out);
+                b.rms_norm(x, norm, head_norm)?;
+                std::mem::swap(x, head_norm);
             }
         }
-        rope.apply_in_place(q, tokens, d, tables);
-        rope.apply_in_place(k, tokens, d, tables);
-        let attn = sized(attn, tokens * n_heads * d);
-        kv.attend_into(self.layer, &self.spec, seqs, [q, k, v], attn, attention)?;
-        let hidden = self.wo.rows();
-        self.wo
-            .forward_into(attn, sized(branch, tokens * hidden), matmul)
+        let d = self.spec.head_dim;
+        b.rope(q, rope, rope_index, d)?;
+        b.rope(k, rope, rope_index, d)?;
+        b.attend(self.layer, &self.spec, step, q, k, v, attn)?;
+        b.matmul(attn, &self.wo, branch)
     }
 }

@@ -32,6 +32,16 @@ impl Embedding {
         }
     }
 
+    /// The width of a row (the hidden size).
+    pub fn cols(&self) -> usize {
+        match self {
+            Embedding::Ggml(t) => t.shape().dims().last().copied().unwrap_or(0),
+            Embedding::Tiled(op) => op.cols(),
+            Embedding::Dense(t) => t.dims().last().copied().unwrap_or(0),
+            Embedding::Affine(w) => w.cols(),
+        }
+    }
+
     /// Whether [`Self::row_into`] works: rows from kernel tiles, or from
     /// GGML blocks on the CPU.
     pub fn has_rows(&self) -> bool {
@@ -71,8 +81,8 @@ impl Embedding {
     /// kernel keeps the table in tiles it can read rows from, the embedding
     /// reads them there and the file's copy is dropped (Gemma 3's 262k-row
     /// table would otherwise be in memory twice).
-    pub fn tie(self, order: RowOrder) -> Result<(Embedding, Linear)> {
-        let head = self.as_linear(order)?;
+    pub fn tie(self, kernels: Option<RowOrder>) -> Result<(Embedding, Linear)> {
+        let head = self.as_linear(kernels)?;
         match (&self, head.row_source()) {
             (Embedding::Ggml(_), Some(rows)) => Ok((Embedding::Tiled(rows), head)),
             _ => Ok((self, head)),
@@ -80,9 +90,9 @@ impl Embedding {
     }
 
     /// The same table as an output projection (tied LM head).
-    pub fn as_linear(&self, order: RowOrder) -> Result<Linear> {
+    pub fn as_linear(&self, kernels: Option<RowOrder>) -> Result<Linear> {
         match self {
-            Embedding::Ggml(t) => Linear::ggml(t.clone(), order),
+            Embedding::Ggml(t) => Linear::ggml(t.clone(), kernels),
             Embedding::Tiled(op) => Ok(Linear::tiled(op.clone())),
             Embedding::Dense(t) => Ok(Linear::dense(t.clone())),
             Embedding::Affine(w) => Ok(Linear::affine(w.clone())),

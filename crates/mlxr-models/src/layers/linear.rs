@@ -4,7 +4,7 @@ use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::{DType, Module, Tensor};
 
 use crate::kernels::affine::{AffineMatMul, AffineWeight};
-use crate::kernels::{MatmulScratch, QuantMatMul, RowOrder};
+use crate::kernels::{QuantMatMul, RowOrder};
 use crate::weights::Weights;
 use crate::Result;
 
@@ -12,7 +12,7 @@ use crate::Result;
 pub struct Linear {
     weight: LinearWeight,
     bias: Option<Tensor>,
-    /// The bias values, for [`Self::forward_into`].
+    /// The bias values, for host kernels.
     bias_values: Option<Vec<f32>>,
 }
 
@@ -81,11 +81,13 @@ impl Linear {
         Ok(Some(linear))
     }
 
-    pub fn ggml(t: Arc<QTensor>, order: RowOrder) -> Result<Self> {
+    /// A GGML tensor; with `kernels` (their arithmetic order), prepared
+    /// for the CPU kernels where they cover its type, else for candle's ops.
+    pub fn ggml(t: Arc<QTensor>, kernels: Option<RowOrder>) -> Result<Self> {
         let inner = QMatMul::from_arc(t.clone())?;
         // candle dequantizes when asked to (CANDLE_DEQUANTIZE_ALL); keep that.
-        let fast = match inner {
-            QMatMul::QTensor(_) => QuantMatMul::new(t, order),
+        let fast = match (&inner, kernels) {
+            (QMatMul::QTensor(_), Some(order)) => QuantMatMul::new(t, order),
             _ => None,
         };
         Ok(Self::new(match fast {
@@ -131,9 +133,9 @@ impl Linear {
         Ok(())
     }
 
-    /// The kernel [`Self::forward_into`] runs, when this weight has one
-    /// (GGML types with a kernel here, on the CPU).
-    fn kernel(&self) -> Option<&QuantMatMul> {
+    /// The CPU kernel for this weight, when it has one (GGML types with a
+    /// kernel here, loaded for the CPU).
+    pub(crate) fn kernel(&self) -> Option<&QuantMatMul> {
         match &self.weight {
             LinearWeight::Ggml {
                 fast: Some(fast), ..
@@ -143,41 +145,23 @@ impl Linear {
         }
     }
 
-    /// Output features (`W`'s rows), where [`Self::forward_into`] works.
-    pub fn rows(&self) -> usize {
-        self.kernel().map_or(0, QuantMatMul::rows)
+    /// The bias values, when there is a bias.
+    pub(crate) fn bias_values(&self) -> Option<&[f32]> {
+        self.bias_values.as_deref()
     }
 
-    /// Input features (`W`'s columns), where [`Self::forward_into`] works.
-    pub fn cols(&self) -> usize {
-        self.kernel().map_or(0, QuantMatMul::cols)
-    }
-
-    /// Whether [`Self::forward_into`] works for this weight.
-    pub fn has_kernel(&self) -> bool {
-        self.kernel().is_some()
-    }
-
-    /// [`Self::forward`] over buffers: `out[m, out_features] = x[m,
-    /// in_features] Wᵀ (+ b)`, the same values bit for bit.
-    pub fn forward_into(
-        &self,
-        x: &[f32],
-        out: &mut [f32],
-        scratch: &mut MatmulScratch,
-    ) -> Result<()> {
-        let Some(op) = self.kernel() else {
-            return Err(crate::ModelError::InvalidBatch(
-                "this weight type has no kernel for buffered passes".into(),
-            ));
-        };
-        op.matmul_into(x, out, scratch)?;
-        if let Some(bias) = &self.bias_values {
-            for row in out.chunks_exact_mut(bias.len()) {
-                row.iter_mut().zip(bias).for_each(|(y, b)| *y += b);
-            }
+    /// `W`'s shape: (output features, input features).
+    pub fn shape(&self) -> (usize, usize) {
+        let dims2 = |t: &Tensor| t.dims2().unwrap_or((0, 0));
+        match &self.weight {
+            LinearWeight::Ggml { inner, .. } => match inner {
+                QMatMul::QTensor(t) => t.shape().dims2().unwrap_or((0, 0)),
+                QMatMul::Tensor(t) | QMatMul::TensorF16(t) => dims2(t),
+            },
+            LinearWeight::Tiled(op) => (op.rows(), op.cols()),
+            LinearWeight::Dense(w) => dims2(w),
+            LinearWeight::Affine(w) => (w.rows(), w.cols()),
         }
-        Ok(())
     }
 
     /// Whether `W` is a GGML-quantized tensor computed with ggml's arithmetic
@@ -193,13 +177,10 @@ impl Linear {
         )
     }
 
-    /// `x`: `[tokens, in_features]` → `[tokens, out_features]`.
+    /// `x`: `[tokens, in_features]` → `[tokens, out_features]` through
+    /// candle's ops (the path of weights without a kernel of the backend).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let cpu_f32 = x.device().is_cpu() && x.dtype() == DType::F32;
         let y = match &self.weight {
-            LinearWeight::Ggml {
-                fast: Some(fast), ..
-            } if cpu_f32 => fast.forward(x)?,
             LinearWeight::Ggml { inner, .. } => inner.forward(&x.contiguous()?)?,
             LinearWeight::Tiled(fast) => fast.forward(&x.to_dtype(DType::F32)?)?,
             LinearWeight::Dense(w) => x.contiguous()?.matmul(&w.t()?)?,

@@ -1,7 +1,6 @@
 //! Building blocks of the decoder.
 
 pub mod attention;
-pub mod dense_attention;
 pub mod embedding;
 pub mod linear;
 pub mod mlp;
@@ -10,7 +9,6 @@ pub mod projections;
 pub mod rope;
 
 pub use attention::Attention;
-pub use dense_attention::dense_attention;
 pub use embedding::Embedding;
 pub use linear::Linear;
 pub use mlp::Mlp;

@@ -1,15 +1,13 @@
 use candle_core::{DType, Tensor};
 
-use crate::kernels::ops::{rms_norm_rows, RmsNormOp};
-
 use crate::weights::Weights;
 use crate::Result;
 
-/// RMSNorm over the last dimension. On the CPU (f32) it computes what ggml
-/// computes, bit for bit (`kernels::ggml_f32::rms_norm`).
+/// RMSNorm weights over the last dimension: a tensor on the weights' device
+/// and its values on the host (the CPU backend computes ggml's arithmetic
+/// with them, bit for bit: `kernels::ggml_f32::rms_norm`).
 pub struct RmsNorm {
     weight: Tensor,
-    /// The weight's values, for [`Self::forward_into`].
     values: Vec<f32>,
     eps: f32,
 }
@@ -29,21 +27,20 @@ impl RmsNorm {
         })
     }
 
-    /// [`Self::forward`] over buffers: rows of `x` into `out` (alike long).
-    pub fn forward_into(&self, x: &[f32], out: &mut [f32]) {
-        rms_norm_rows(x, &self.values, self.eps, out)
+    pub fn weight(&self) -> &Tensor {
+        &self.weight
     }
 
-    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        if x.device().is_cpu() && x.dtype() == DType::F32 && self.weight.dtype() == DType::F32 {
-            return Ok(x
-                .contiguous()?
-                .apply_op2_no_bwd(&self.weight, &RmsNormOp { eps: self.eps })?);
-        }
-        Ok(candle_nn::ops::rms_norm(
-            &x.contiguous()?,
-            &self.weight,
-            self.eps,
-        )?)
+    pub fn values(&self) -> &[f32] {
+        &self.values
+    }
+
+    pub fn eps(&self) -> f32 {
+        self.eps
+    }
+
+    /// The width of the rows it norms.
+    pub fn dim(&self) -> usize {
+        self.values.len()
     }
 }

@@ -1,6 +1,4 @@
-use candle_core::Tensor;
-
-use crate::kernels::MatmulScratch;
+use crate::backend::Backend;
 use crate::layers::Linear;
 use crate::weights::Weights;
 use crate::Result;
@@ -57,74 +55,41 @@ impl Projections {
         self.parts[0].0.is_ggml_quantized()
     }
 
-    /// Whether every matmul has a kernel for [`Self::forward_into`].
-    pub fn has_kernels(&self) -> bool {
-        self.parts.iter().all(|(linear, _)| linear.has_kernel())
-    }
-
-    /// [`Self::forward`] over buffers: `x` `[m, inp]`, projection `j` into
-    /// `outs[j]` (`[m, out_j]`); a stacked matmul's rows pass through
-    /// `stacked` on their way.
-    pub fn forward_into(
+    /// `x` `[m, inp]`, projection `j` into `outs[j]` (`[m, out_j]`); a
+    /// stacked matmul's rows pass through `stacked` on their way.
+    pub fn forward<B: Backend>(
         &self,
-        x: &[f32],
-        m: usize,
-        outs: &mut [&mut [f32]],
-        stacked: &mut Vec<f32>,
-        scratch: &mut MatmulScratch,
+        b: &mut B,
+        x: &B::Act,
+        outs: &mut [&mut B::Act],
+        stacked: &mut B::Act,
     ) -> Result<()> {
         let mut next = 0;
         for (linear, widths) in &self.parts {
             if let [_] = widths.as_slice() {
-                linear.forward_into(x, outs[next], scratch)?;
+                b.matmul(x, linear, outs[next])?;
                 next += 1;
                 continue;
             }
-            let total: usize = widths.iter().sum();
-            stacked.resize(m * total, 0.0);
-            linear.forward_into(x, &mut stacked[..m * total], scratch)?;
-            let mut start = 0;
-            for &width in widths {
-                let out = &mut *outs[next];
-                for (dst, src) in out.chunks_exact_mut(width).zip(stacked.chunks_exact(total)) {
-                    dst.copy_from_slice(&src[start..start + width]);
-                }
-                start += width;
-                next += 1;
-            }
+            b.matmul(x, linear, stacked)?;
+            b.split(stacked, widths, &mut outs[next..next + widths.len()])?;
+            next += widths.len();
         }
         Ok(())
-    }
-
-    /// `x`: `[tokens, inp]` → one `[tokens, out]` per projection, in order
-    /// (views into a stacked result are not contiguous).
-    pub fn forward(&self, x: &Tensor) -> Result<Vec<Tensor>> {
-        let mut outs = Vec::new();
-        for (linear, widths) in &self.parts {
-            let y = linear.forward(x)?;
-            if let [_] = widths.as_slice() {
-                outs.push(y);
-                continue;
-            }
-            let mut start = 0;
-            for &width in widths {
-                outs.push(y.narrow(1, start, width)?);
-                start += width;
-            }
-        }
-        Ok(outs)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use candle_core::quantized::{GgmlDType, QTensor};
-    use candle_core::{Device, Tensor};
+    use candle_core::{DType, Device, Tensor};
     use mlxr_formats::gguf::writer::GgufWriter;
     use mlxr_formats::gguf::{GgmlType, GgufFile};
     use rand::{Rng, SeedableRng};
 
     use super::Projections;
+    use crate::backend::cpu::CpuBackend;
+    use crate::backend::{Backend, KvGeometry};
     use crate::layers::Linear;
     use crate::weights::GgufWeights;
 
@@ -160,43 +125,38 @@ mod tests {
         GgufFile::from_bytes(w.build()).unwrap()
     }
 
-    /// Loads the layers as [`Projections`] and checks each output, from
-    /// tensors and from buffers, equals the layer loaded alone, bit for bit;
-    /// returns how many matmuls ran.
+    /// Loads the layers as [`Projections`] and checks each output, on the
+    /// CPU backend, equals the layer loaded alone, bit for bit; returns how
+    /// many matmuls ran.
     fn check(layers: &[(&str, usize, GgmlType, bool)]) -> usize {
         let file = file(layers);
         let weights = GgufWeights::new(&file, &Device::Cpu);
         let named: Vec<(String, usize)> = layers.iter().map(|l| (l.0.to_string(), l.1)).collect();
         let projections = Projections::load(&weights, &named, INP).unwrap();
+        let kv = KvGeometry {
+            n_layers: 1,
+            num_blocks: 1,
+            block_size: 1,
+            n_kv_heads: 1,
+            head_dim: 1,
+        };
+        let mut b = CpuBackend::new(kv, DType::F32).unwrap();
         let mut rng = rand::rngs::StdRng::seed_from_u64(8);
         for tokens in [1, 5, 20] {
             let x: Vec<f32> = (0..tokens * INP)
                 .map(|_| rng.random_range(-2.0..2.0))
                 .collect();
-            let x = Tensor::from_vec(x, (tokens, INP), &Device::Cpu).unwrap();
-            let outs = projections.forward(&x).unwrap();
-            assert_eq!(outs.len(), layers.len());
-            let mut buffers: Vec<Vec<f32>> =
-                named.iter().map(|l| vec![0.0; tokens * l.1]).collect();
-            let mut slices: Vec<&mut [f32]> = buffers.iter_mut().map(Vec::as_mut_slice).collect();
-            let x_values = x.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-            let (mut stacked, mut scratch) = (Vec::new(), Default::default());
+            let mut outs: Vec<Vec<f32>> = vec![Vec::new(); layers.len()];
+            let mut slices: Vec<&mut Vec<f32>> = outs.iter_mut().collect();
+            let mut stacked = Vec::new();
             projections
-                .forward_into(&x_values, tokens, &mut slices, &mut stacked, &mut scratch)
+                .forward(&mut b, &x, &mut slices, &mut stacked)
                 .unwrap();
-            for (((name, rows), out), buffer) in named.iter().zip(&outs).zip(&buffers) {
+            for ((name, rows), out) in named.iter().zip(&outs) {
                 let alone = Linear::load(&weights, name, *rows, INP).unwrap();
-                let want = alone.forward(&x).unwrap().to_vec2::<f32>().unwrap();
-                assert_eq!(
-                    out.to_vec2::<f32>().unwrap(),
-                    want,
-                    "{name}, {tokens} tokens"
-                );
-                assert_eq!(
-                    buffer,
-                    &want.concat(),
-                    "{name} from buffers, {tokens} tokens"
-                );
+                let mut want = Vec::new();
+                b.matmul(&x, &alone, &mut want).unwrap();
+                assert_eq!(out, &want, "{name}, {tokens} tokens");
             }
         }
         projections.parts.len()

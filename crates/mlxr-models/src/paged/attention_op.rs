@@ -20,12 +20,23 @@ const QUERY_TILE: usize = 32;
 
 /// One chunk of the batch: its queries sit at positions `start_pos..start_pos
 /// + len` and see keys `0..start_pos + len`, whose position `p` lives at
-/// offset `p % block_size` of block `block_table[p / block_size]`.
-#[derive(Clone, Copy, Debug)]
-pub struct PagedSeq<'a> {
+/// offset `p % block_size` of block `table[p / block_size]`, where `table` is
+/// `block_ids[table_start..table_start + table_len]` of the step.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PagedSeq {
     pub start_pos: usize,
     pub len: usize,
-    pub block_table: &'a [u32],
+    pub table_start: usize,
+    pub table_len: usize,
+}
+
+impl PagedSeq {
+    /// This chunk's block table within the step's `block_ids` (empty when
+    /// the range lies outside them).
+    pub fn table<'t>(&self, block_ids: &'t [u32]) -> &'t [u32] {
+        let end = self.table_start.saturating_add(self.table_len);
+        block_ids.get(self.table_start..end).unwrap_or(&[])
+    }
 }
 
 /// `q.apply_op3_no_bwd(&k_cache, &v_cache, &op)` (or [`Self::forward`]):
@@ -34,7 +45,8 @@ pub struct PagedSeq<'a> {
 /// BF16 or F32, both alike); the result is `[tokens, n_heads * head_dim]` f32.
 /// Query head `h` reads KV head `h / (n_heads / n_kv_heads)`.
 pub struct PagedAttentionOp<'a> {
-    seqs: &'a [PagedSeq<'a>],
+    seqs: &'a [PagedSeq],
+    block_ids: &'a [u32],
     scale: f32,
     sliding_window: Option<usize>,
 }
@@ -42,9 +54,15 @@ pub struct PagedAttentionOp<'a> {
 impl<'a> PagedAttentionOp<'a> {
     /// A query at position `p` sees keys `j <= p` with `p - j < window` when
     /// `sliding_window` is `Some(window)`; scores are `scale * q·k`.
-    pub fn new(seqs: &'a [PagedSeq<'a>], scale: f32, sliding_window: Option<usize>) -> Self {
+    pub fn new(
+        seqs: &'a [PagedSeq],
+        block_ids: &'a [u32],
+        scale: f32,
+        sliding_window: Option<usize>,
+    ) -> Self {
         Self {
             seqs,
+            block_ids,
             scale,
             sliding_window,
         }
@@ -59,6 +77,7 @@ impl<'a> PagedAttentionOp<'a> {
 /// sliding window) is in its block table and names an existing block.
 pub(crate) fn check_block_tables(
     seqs: &[PagedSeq],
+    block_ids: &[u32],
     block_size: usize,
     num_blocks: usize,
     sliding_window: Option<usize>,
@@ -70,17 +89,23 @@ pub(crate) fn check_block_tables(
         let Some(end) = seq.start_pos.checked_add(seq.len) else {
             return Err(format!("sequence {i}: position overflow"));
         };
-        let capacity = seq.block_table.len().saturating_mul(block_size);
+        let table = seq.table(block_ids);
+        if table.len() != seq.table_len {
+            return Err(format!(
+                "sequence {i}: block table outside the step's block ids"
+            ));
+        }
+        let capacity = table.len().saturating_mul(block_size);
         if end > capacity {
             return Err(format!(
                 "sequence {i}: position {} is beyond its block table ({} blocks of {block_size})",
                 end - 1,
-                seq.block_table.len()
+                table.len()
             ));
         }
         let first_block = first_key(seq.start_pos, sliding_window) / block_size;
         let last_block = (end - 1) / block_size;
-        for &block in &seq.block_table[first_block..=last_block] {
+        for &block in &table[first_block..=last_block] {
             if block as usize >= num_blocks {
                 return Err(format!(
                     "sequence {i}: block id {block} out of range ({num_blocks} blocks)"
@@ -134,8 +159,6 @@ impl CustomOp3 for PagedAttentionOp<'_> {
 /// Buffers of [`PagedAttentionOp::attend_into`], kept between calls.
 #[derive(Default)]
 pub struct AttentionScratch {
-    /// The cache slot of each token ([`super::PagedKvView::attend_into`]).
-    pub(super) slots: Vec<u32>,
     items: Vec<WorkItem>,
     /// Per thread: its buffers and one work item's output.
     threads: Vec<(Scratch, Vec<f32>)>,
@@ -246,8 +269,13 @@ impl PagedAttentionOp<'_> {
         if chunk_tokens != tokens {
             bail!("paged-attention: the chunks hold {chunk_tokens} tokens, q has {tokens}")
         }
-        if let Err(msg) = check_block_tables(self.seqs, block_size, num_blocks, self.sliding_window)
-        {
+        if let Err(msg) = check_block_tables(
+            self.seqs,
+            self.block_ids,
+            block_size,
+            num_blocks,
+            self.sliding_window,
+        ) {
             bail!("paged-attention: {msg}")
         }
         Ok(Dims {
@@ -332,7 +360,7 @@ impl PagedAttentionOp<'_> {
             let seq = &self.seqs[item.seq];
             let rows = |cache| exact::HeadRows {
                 cache,
-                table: seq.block_table,
+                table: seq.table(self.block_ids),
                 n_kv_heads: dims.n_kv_heads,
                 kv_head: item.kv_head,
                 block_size: dims.block_size,
@@ -375,7 +403,7 @@ impl PagedAttentionOp<'_> {
     ) -> tiled::Tile<'s, T> {
         let rows = |cache| tiled::BlockRows {
             cache,
-            table: self.seqs[item.seq].block_table,
+            table: self.seqs[item.seq].table(self.block_ids),
             n_kv_heads: dims.n_kv_heads,
             kv_head: item.kv_head,
             block_size: dims.block_size,
@@ -466,7 +494,7 @@ impl PagedAttentionOp<'_> {
         out: &mut Vec<f32>,
     ) {
         let (hd, group, bs) = (dims.head_dim, dims.group, dims.block_size);
-        let table = self.seqs[item.seq].block_table;
+        let table = self.seqs[item.seq].table(self.block_ids);
         let last_pos = item.first_pos + item.len - 1;
         let lo = first_key(item.first_pos, self.sliding_window);
         let ctx = last_pos + 1 - lo;

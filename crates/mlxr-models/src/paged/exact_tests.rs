@@ -1,5 +1,5 @@
-//! The paged op over an F32 store against `layers::dense_attention`: the
-//! same bits.
+//! The paged op over an F32 store against ggml's dense attention
+//! (`kernels::attention`, llama.cpp's arithmetic): the same bits.
 
 use candle_core::{DType, Device, Tensor};
 use rand::rngs::StdRng;
@@ -7,8 +7,9 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
 use super::{KvWriteOp, PagedAttentionOp, PagedSeq};
-use crate::kv_cache::AttentionSpec;
-use crate::layers::dense_attention;
+use crate::backend::AttentionSpec;
+use crate::kernels::attention::AttnShape;
+use crate::kernels::ops::AttentionOp;
 
 fn random(rng: &mut StdRng, n: usize, amplitude: f32) -> Vec<f32> {
     (0..n)
@@ -37,13 +38,19 @@ fn dense(spec: &AttentionSpec, s: &Seq) -> Vec<u32> {
             .unwrap()
     };
     let q = Tensor::from_slice(&s.q, (s.len, nh, d), &Device::Cpu).unwrap();
-    let out = dense_attention(
-        spec,
-        &q,
-        &heads_first(&s.k),
-        &heads_first(&s.v),
-        s.start_pos,
-    );
+    let op = AttentionOp {
+        shape: AttnShape {
+            len: s.len,
+            n_heads: nh,
+            n_kv_heads: nkv,
+            head_dim: d,
+            kv_len,
+            start_pos: s.start_pos,
+            window: spec.sliding_window,
+        },
+        scale: spec.scale,
+    };
+    let out = q.apply_op3_no_bwd(&heads_first(&s.k), &heads_first(&s.v), &op);
     let out: Vec<f32> = out.unwrap().flatten_all().unwrap().to_vec1().unwrap();
     out.iter().map(|x| x.to_bits()).collect()
 }
@@ -76,19 +83,24 @@ fn paged(spec: &AttentionSpec, seqs: &[Seq], block_size: usize, rng: &mut StdRng
         }
         tables.push(table);
     }
+    let mut block_ids = Vec::new();
     let chunks: Vec<PagedSeq> = seqs
         .iter()
         .zip(&tables)
-        .map(|(s, table)| PagedSeq {
-            start_pos: s.start_pos,
-            len: s.len,
-            block_table: table,
+        .map(|(s, table)| {
+            block_ids.extend_from_slice(table);
+            PagedSeq {
+                start_pos: s.start_pos,
+                len: s.len,
+                table_start: block_ids.len() - table.len(),
+                table_len: table.len(),
+            }
         })
         .collect();
     let q: Vec<f32> = seqs.iter().flat_map(|s| s.q.iter().copied()).collect();
     let tokens = q.len() / (nh * d);
     let q = Tensor::from_vec(q, (tokens, nh, d), &Device::Cpu).unwrap();
-    let op = PagedAttentionOp::new(&chunks, spec.scale, spec.sliding_window);
+    let op = PagedAttentionOp::new(&chunks, &block_ids, spec.scale, spec.sliding_window);
     let out = op.forward(&q, &keys, &values).unwrap();
     let out: Vec<f32> = out.flatten_all().unwrap().to_vec1().unwrap();
     out.iter().map(|x| x.to_bits()).collect()

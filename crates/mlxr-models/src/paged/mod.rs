@@ -1,9 +1,8 @@
-//! Paged KV cache: keys and values of all sequences in one pool of
-//! fixed-size blocks per layer ([`PagedKvStore`]), addressed through
-//! per-sequence block tables ([`PagedKvView`], the [`crate::KvCache`] the
-//! model uses), with in-place candle ops that write new rows into their slots
-//! ([`KvWriteOp`]) and attend over the blocks ([`PagedAttentionOp`], CPU
-//! kernel; other backends plug in as that op's `cuda_fwd`/`metal_fwd`).
+//! The CPU backend's paged KV cache: keys and values of all sequences in one
+//! pool of fixed-size blocks per layer ([`PagedKvStore`]), addressed through
+//! per-sequence block tables (a [`crate::Step`]'s), with ops that write new
+//! rows into their slots ([`KvWriteOp`]) and attend over the blocks
+//! ([`PagedAttentionOp`]).
 
 mod attention_op;
 mod element;
@@ -11,7 +10,6 @@ mod exact;
 mod store;
 mod tiled;
 mod vector;
-mod view;
 mod write_op;
 
 #[cfg(test)]
@@ -19,7 +17,7 @@ mod exact_tests;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use attention_op::check_block_tables;
 pub use attention_op::{AttentionScratch, PagedAttentionOp, PagedSeq};
 pub use store::PagedKvStore;
-pub use view::PagedKvView;
 pub use write_op::{KvRowsWrite, KvWriteOp};

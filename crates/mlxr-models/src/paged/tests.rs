@@ -6,13 +6,63 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
-use super::{KvWriteOp, PagedAttentionOp, PagedKvStore, PagedKvView, PagedSeq};
+use super::{KvWriteOp, PagedAttentionOp, PagedKvStore, PagedSeq};
+use crate::backend::cpu::CpuBackend;
+use crate::backend::{AttentionSpec, Backend};
 use crate::batch::SeqChunk;
-use crate::kv_cache::{AttentionSpec, KvCache};
+use crate::step::Step;
 use crate::ModelError;
 
 const LAYERS: usize = 2;
 const LAYER: usize = 1;
+
+/// The CPU backend's attention over `chunks` (empty ones skipped) in the
+/// blocks `tables`: `q` `[tokens, n_heads, head_dim]`, `k`/`v` `[tokens,
+/// n_kv_heads, head_dim]`; returns `[tokens, n_heads * head_dim]`.
+#[allow(clippy::too_many_arguments)]
+fn backend_attend(
+    b: &mut CpuBackend,
+    tables: Vec<&[u32]>,
+    layer: usize,
+    spec: &AttentionSpec,
+    chunks: &[SeqChunk],
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+) -> crate::Result<Tensor> {
+    if tables.len() != chunks.len() {
+        return Err(ModelError::InvalidBatch(format!(
+            "{} chunks but {} block tables",
+            chunks.len(),
+            tables.len()
+        )));
+    }
+    let mut step = Step::default();
+    for (chunk, table) in chunks.iter().zip(tables) {
+        if chunk.len > 0 {
+            step.push(&vec![0; chunk.len], chunk.start_pos, table.iter().copied());
+        }
+    }
+    step.finish(b.store().block_size())?;
+    b.begin_step(&step, &[])?;
+    let values = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let mut out = Vec::new();
+    b.attend(
+        layer,
+        spec,
+        &step,
+        &values(q),
+        &values(k),
+        &values(v),
+        &mut out,
+    )?;
+    let tokens = out.len() / (spec.n_heads * spec.head_dim);
+    Ok(Tensor::from_vec(
+        out,
+        (tokens, spec.n_heads * spec.head_dim),
+        &Device::Cpu,
+    )?)
+}
 
 fn spec(
     n_heads: usize,
@@ -100,7 +150,7 @@ struct Case {
     q_amplitude: f32,
 }
 
-/// Runs every step of `case` through a [`PagedKvView`] over shuffled blocks
+/// Runs every step of `case` through the CPU backend over shuffled blocks
 /// and returns the largest difference from the dense reference.
 fn max_error(case: &Case, rng: &mut StdRng) -> f32 {
     let spec = spec(case.n_heads, case.n_kv_heads, case.head_dim, case.window);
@@ -137,7 +187,7 @@ fn max_error(case: &Case, rng: &mut StdRng) -> f32 {
         &Device::Cpu,
     )
     .unwrap();
-    let mut view = PagedKvView::new(&store, tables.iter().map(Vec::as_slice).collect());
+    let mut b = CpuBackend::with_store(store);
     let steps = case.schedules.iter().map(Vec::len).max().unwrap_or(0);
     let mut done = vec![0usize; data.len()];
     let mut worst = 0f32;
@@ -163,7 +213,8 @@ fn max_error(case: &Case, rng: &mut StdRng) -> f32 {
         let q = gather(|d| &d.q, case.n_heads);
         let k = gather(|d| &d.k, case.n_kv_heads);
         let v = gather(|d| &d.v, case.n_kv_heads);
-        let out = view.attend(LAYER, &spec, &chunks, &q, &k, &v).unwrap();
+        let tables = tables.iter().map(Vec::as_slice).collect();
+        let out = backend_attend(&mut b, tables, LAYER, &spec, &chunks, &q, &k, &v).unwrap();
         let out: Vec<Vec<f32>> = out.to_vec2().unwrap();
         let mut row = 0;
         for (chunk, d) in chunks.iter().zip(&data) {
@@ -308,16 +359,16 @@ fn cache_is_zero(store: &PagedKvStore) -> bool {
 
 #[test]
 fn rejects_bad_batches_without_writing() {
-    let store = small_store();
+    let mut b = CpuBackend::with_store(small_store());
     let spec = spec(4, 2, 8, None);
     let (q, k, v) = inputs(2, 4, 2);
     let chunk = [SeqChunk {
         start_pos: 3,
         len: 2,
     }];
-    let attend =
+    let mut attend =
         |tables: Vec<&[u32]>, layer, spec: &AttentionSpec, chunks: &[SeqChunk], q: &Tensor| {
-            PagedKvView::new(&store, tables).attend(layer, spec, chunks, q, &k, &v)
+            backend_attend(&mut b, tables, layer, spec, chunks, q, &k, &v)
         };
 
     // Position 4 needs a second block.
@@ -347,7 +398,11 @@ fn rejects_bad_batches_without_writing() {
         attend(vec![&[0, 1]], LAYER, &spec, &overflow, &q),
         "overflow",
     );
-    assert!(cache_is_zero(&store));
+    assert!(cache_is_zero(b.store()));
+    let mut attend =
+        |tables: Vec<&[u32]>, layer, spec: &AttentionSpec, chunks: &[SeqChunk], q: &Tensor| {
+            backend_attend(&mut b, tables, layer, spec, chunks, q, &k, &v)
+        };
 
     // Blocks outside the sliding window are not read, so they are not checked.
     let windowed = self::spec(4, 2, 8, Some(2));
@@ -366,9 +421,10 @@ fn ops_reject_out_of_range_blocks_and_slots() {
     let seqs = [PagedSeq {
         start_pos: 4,
         len: 1,
-        block_table: &table,
+        table_start: 0,
+        table_len: table.len(),
     }];
-    let op = PagedAttentionOp::new(&seqs, 1.0, None);
+    let op = PagedAttentionOp::new(&seqs, &table, 1.0, None);
     let (keys, values) = (store.keys(0).unwrap(), store.values(0).unwrap());
     assert!(op.forward(&q, &keys, &values).is_err());
 

@@ -14,7 +14,8 @@ use crate::ModelError;
 pub struct GgufWeights<'a> {
     file: &'a GgufFile,
     device: Device,
-    row_order: RowOrder,
+    /// The CPU kernels' arithmetic order, or `None` for candle's ops alone.
+    kernels: Option<RowOrder>,
 }
 
 impl<'a> GgufWeights<'a> {
@@ -22,18 +23,15 @@ impl<'a> GgufWeights<'a> {
         Self {
             file,
             device: device.clone(),
-            row_order: RowOrder::Ggml,
+            kernels: Some(RowOrder::Ggml),
         }
     }
 
-    /// The arithmetic order the quantized matmuls of these weights use.
-    pub fn with_row_order(mut self, order: RowOrder) -> Self {
-        self.row_order = order;
+    /// Prepares the quantized matmuls for the CPU kernels with their
+    /// arithmetic order, or (`None`) for candle's ops alone.
+    pub fn with_kernels(mut self, kernels: Option<RowOrder>) -> Self {
+        self.kernels = kernels;
         self
-    }
-
-    pub fn row_order(&self) -> RowOrder {
-        self.row_order
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -74,7 +72,7 @@ impl<'a> GgufWeights<'a> {
     /// The type all of `names` share, when they exist, there are several, the
     /// weights load on the CPU and our kernels compute that type.
     fn common_kernel_type(&self, names: &[String]) -> Option<GgmlDType> {
-        if names.len() < 2 || !self.device.is_cpu() {
+        if names.len() < 2 || !self.device.is_cpu() || self.kernels.is_none() {
             return None;
         }
         let mut types = names
@@ -102,7 +100,7 @@ impl Weights for GgufWeights<'_> {
     }
 
     fn linear(&self, name: &str, out: usize, inp: usize) -> Result<Linear, ModelError> {
-        Linear::ggml(Arc::new(self.qtensor(name, &[out, inp])?), self.row_order)
+        Linear::ggml(Arc::new(self.qtensor(name, &[out, inp])?), self.kernels)
     }
 
     fn stacked_linear(
@@ -122,7 +120,7 @@ impl Weights for GgufWeights<'_> {
         let rows = outs.iter().sum();
         let stacked = qtensor_from_ggml(dtype, &bytes, vec![rows, inp], &self.device)
             .map_err(|e| ModelError::candle(format!("stacking {names:?}"), e))?;
-        Ok(Some(Linear::ggml(Arc::new(stacked), self.row_order)?))
+        Ok(Some(Linear::ggml(Arc::new(stacked), self.kernels)?))
     }
 
     fn vector(&self, name: &str, len: usize) -> Result<Tensor, ModelError> {
@@ -135,8 +133,8 @@ impl Weights for GgufWeights<'_> {
         )))
     }
 
-    fn row_order(&self) -> RowOrder {
-        self.row_order
+    fn kernels(&self) -> Option<RowOrder> {
+        self.kernels
     }
 }
 

@@ -40,8 +40,9 @@ pub trait Weights {
         let _ = (names, outs, inp);
         Ok(None)
     }
-    /// The arithmetic order of quantized matmuls (GGUF only).
-    fn row_order(&self) -> RowOrder {
-        RowOrder::Independent
+    /// The CPU kernels' arithmetic order for quantized matmuls (GGUF only),
+    /// or `None` when the weights are prepared for candle's ops alone.
+    fn kernels(&self) -> Option<RowOrder> {
+        Some(RowOrder::Independent)
     }
 }

@@ -1,0 +1,143 @@
+//! The device seam: what a forward pass asks of the hardware.
+//!
+//! [`crate::DecoderModel::forward`] is written once against [`Backend`];
+//! each backend owns its activation buffers, its paged KV cache and the
+//! kernels behind every op. Weights are loaded once in the form the file
+//! stores them ([`crate::layers::Linear`], ...), and each backend picks its
+//! kernel per weight kind.
+//!
+//! - [`cpu::CpuBackend`]: the fast CPU kernels (ggml's arithmetic bit for
+//!   bit, tiles, the spin pool), host buffers, no allocation per step.
+//! - [`reference::ReferenceBackend`]: plain candle ops on any candle device;
+//!   the independent implementation the tests compare against.
+
+pub mod cpu;
+pub mod reference;
+
+use crate::config::Activation;
+use crate::layers::{Embedding, Linear, RmsNorm, Rope};
+use crate::step::Step;
+use crate::Result;
+
+/// The attention geometry of one layer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttentionSpec {
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+    pub scale: f32,
+    /// A query at position `p` sees keys `j` with `p - j < window` only.
+    pub sliding_window: Option<usize>,
+}
+
+/// The gated activation of a feed-forward block: `act(gate) * up`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Glu {
+    /// SiLU (SwiGLU).
+    Silu,
+    /// The tanh-approximated GELU as ggml computes it (an f16 table lookup,
+    /// about 1e-3 relative error): for GGML-quantized weights, so the result
+    /// equals llama.cpp's.
+    GeluGgml,
+    /// The tanh-approximated GELU in f32 (float weights, compared against
+    /// transformers).
+    GeluTanh,
+}
+
+impl Glu {
+    pub fn new(activation: Activation, ggml_weights: bool) -> Self {
+        match activation {
+            Activation::Silu => Glu::Silu,
+            Activation::GeluTanh if ggml_weights => Glu::GeluGgml,
+            Activation::GeluTanh => Glu::GeluTanh,
+        }
+    }
+}
+
+/// The KV cache a backend allocates for a model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvGeometry {
+    pub n_layers: usize,
+    pub num_blocks: usize,
+    pub block_size: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+}
+
+/// One device's buffers and ops. Activations are `[rows, cols]` f32
+/// row-major; an op sizes its output itself. Every op of one step runs
+/// inside [`Backend::run`], after [`Backend::begin_step`].
+pub trait Backend {
+    /// An activation buffer (host memory, or a device tensor).
+    type Act: Default;
+
+    /// Blocks in this backend's KV cache.
+    fn num_blocks(&self) -> usize;
+
+    /// Runs `f` (a whole step) on this backend's threads or stream.
+    fn run<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
+        f(self)
+    }
+
+    /// Uploads the step's metadata (positions, slots, block tables) and
+    /// builds what every layer shares (each RoPE's tables).
+    fn begin_step(&mut self, step: &Step, ropes: &[Rope]) -> Result<()>;
+
+    /// The rows of `tokens` of `table` into `out` `[tokens, hidden]`.
+    fn embed(&mut self, table: &Embedding, tokens: &[u32], out: &mut Self::Act) -> Result<()>;
+
+    /// `x *= factor`.
+    fn scale(&mut self, x: &mut Self::Act, factor: f32) -> Result<()>;
+
+    /// RMSNorm of every row of `norm.dim()` values of `x` (a `[tokens,
+    /// heads * head_dim]` buffer is normed per head when `norm.dim()` is the
+    /// head dimension).
+    fn rms_norm(&mut self, x: &Self::Act, norm: &RmsNorm, out: &mut Self::Act) -> Result<()>;
+
+    /// `out[m, out_features] = x[m, in_features] Wᵀ (+ b)`.
+    fn matmul(&mut self, x: &Self::Act, w: &Linear, out: &mut Self::Act) -> Result<()>;
+
+    /// Column blocks of `widths` of `x` (`[m, Σ widths]`) into `outs`.
+    fn split(&mut self, x: &Self::Act, widths: &[usize], outs: &mut [&mut Self::Act])
+        -> Result<()>;
+
+    /// The step's RoPE `index` (of the `ropes` given to [`Self::begin_step`])
+    /// over `x` `[tokens, heads * head_dim]`, in place.
+    fn rope(&mut self, x: &mut Self::Act, rope: &Rope, index: usize, head_dim: usize)
+        -> Result<()>;
+
+    /// `out = act(gate) * up`.
+    fn glu(
+        &mut self,
+        gate: &Self::Act,
+        up: &Self::Act,
+        glu: Glu,
+        out: &mut Self::Act,
+    ) -> Result<()>;
+
+    /// `x += y`.
+    fn add(&mut self, x: &mut Self::Act, y: &Self::Act) -> Result<()>;
+
+    /// Stores `k`, `v` (`[tokens, n_kv_heads * head_dim]`) in the step's
+    /// slots of `layer`, then attends: `q` `[tokens, n_heads * head_dim]`,
+    /// a query at position `p` over keys `0..=p` of its own sequence
+    /// (within the sliding window), into `out` `[tokens, n_heads *
+    /// head_dim]`.
+    #[allow(clippy::too_many_arguments)]
+    fn attend(
+        &mut self,
+        layer: usize,
+        spec: &AttentionSpec,
+        step: &Step,
+        q: &Self::Act,
+        k: &Self::Act,
+        v: &Self::Act,
+        out: &mut Self::Act,
+    ) -> Result<()>;
+
+    /// Keeps rows `rows` of `x` (`width` values each), in that order.
+    fn select_rows(&mut self, x: &mut Self::Act, rows: &[usize], width: usize) -> Result<()>;
+
+    /// `x`'s values on the host, row-major.
+    fn read<'a>(&'a mut self, x: &'a Self::Act) -> Result<&'a [f32]>;
+}

@@ -1,0 +1,60 @@
+//! Sessions over each backend for the model tests.
+#![allow(dead_code)]
+
+use candle_core::{DType, Device};
+use mlxr_models::{CpuBackend, DecoderModel, KvGeometry, ReferenceBackend, Session};
+
+pub const BLOCK: usize = 16;
+
+fn geometry(model: &DecoderModel, n_seqs: usize, blocks_per_seq: usize) -> KvGeometry {
+    let c = model.config();
+    KvGeometry {
+        n_layers: c.n_layers,
+        num_blocks: n_seqs * blocks_per_seq,
+        block_size: BLOCK,
+        n_kv_heads: c.n_kv_heads,
+        head_dim: c.head_dim,
+    }
+}
+
+/// `n_seqs` sequences of up to `blocks_per_seq * BLOCK` tokens on the CPU
+/// backend, the cache in `dtype` (F32: llama.cpp's exact attention).
+pub fn cpu(
+    model: &DecoderModel,
+    n_seqs: usize,
+    blocks_per_seq: usize,
+    dtype: DType,
+) -> Session<CpuBackend> {
+    let kv = geometry(model, n_seqs, blocks_per_seq);
+    Session::new(
+        CpuBackend::new(kv, dtype).unwrap(),
+        n_seqs,
+        blocks_per_seq,
+        BLOCK,
+    )
+}
+
+/// The same on the reference backend (candle's ops, on the CPU).
+pub fn reference(
+    model: &DecoderModel,
+    n_seqs: usize,
+    blocks_per_seq: usize,
+) -> Session<ReferenceBackend> {
+    let kv = geometry(model, n_seqs, blocks_per_seq);
+    Session::new(
+        ReferenceBackend::new(kv, &Device::Cpu).unwrap(),
+        n_seqs,
+        blocks_per_seq,
+        BLOCK,
+    )
+}
+
+pub fn argmax(v: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &x) in v.iter().enumerate() {
+        if x > v[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
