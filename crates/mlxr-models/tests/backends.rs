@@ -2,17 +2,18 @@
 //! models, through the one forward pass: three sequences prefilled in chunks
 //! of different sizes and decoded together, a preempted sequence recomputed,
 //! and a sequence that reuses another's cached prefix blocks (whose logits
-//! must equal a full prefill's). On SmolLM2 every step's logits agree with
-//! the reference's within `TOLERANCE` (relative to the row's largest logit;
-//! candle's quantized matmuls round differently from ggml's, which the CPU
-//! kernels follow bit for bit and `llamacpp_logits` holds to llama.cpp)
-//! and greedy tokens are equal wherever the reference's top-2 gap exceeds
-//! `CLEAR_GAP`. On Gemma 3 the reference backend is NOT compared: its
-//! logits for the quantized file are off by up to 38% (relative) while the
-//! CPU backend equals llama.cpp, a reference bug not found yet. Then
-//! decode steps on the CPU backend must not touch the heap once its buffers
-//! have seen a batch that large (counted by a global allocator that only
-//! this test binary installs; it runs without libtest's harness so no
+//! must equal a full prefill's). Both backends run the weights dequantized
+//! to f32, so what is compared is the pass itself (norms, RoPE, attention
+//! over the paged cache, activations, residuals): every step's logits agree
+//! within `TOLERANCE` (relative to the row's largest logit) and greedy
+//! tokens are equal wherever the reference's top-2 gap exceeds `CLEAR_GAP`.
+//! (With the quantized weights the two differ by up to 9% on SmolLM2 and
+//! 38% on Gemma 3's huge residuals: candle's quantized matmuls round
+//! otherwise than ggml's, which the CPU kernels follow bit for bit and
+//! `llamacpp_logits` holds to llama.cpp.) Then decode steps on the CPU
+//! backend with the quantized kernels must not touch the heap once its
+//! buffers have seen a batch that large (counted by a global allocator that
+//! only this test binary installs; it runs without libtest's harness so no
 //! other thread allocates meanwhile).
 
 mod common;
@@ -27,10 +28,10 @@ use mlxr_testkit::{GEMMA3, SMOLLM2};
 
 use common::{argmax, BLOCK};
 
-/// Measured: up to 8.9e-2 on SmolLM2 (f16 or f32 cache on the CPU side,
-/// f32 in the reference).
-const TOLERANCE: f32 = 0.1;
-const CLEAR_GAP: f32 = 0.5;
+/// ggml's f32 arithmetic against candle's, and an f16 cache on the CPU
+/// side (the reference keeps f32).
+const TOLERANCE: f32 = 3e-3;
+const CLEAR_GAP: f32 = 0.01;
 
 struct Counting;
 
@@ -85,7 +86,6 @@ fn geometry(model: &DecoderModel) -> KvGeometry {
 }
 
 struct Compared {
-    enabled: bool,
     rows: usize,
     worst: f32,
     greedy: usize,
@@ -104,9 +104,6 @@ fn step(
     let vocab = model.0.config().vocab_size;
     let got = cpu.feed(model.0, chunks).unwrap().to_vec();
     let want = reference.feed(model.1, chunks).unwrap();
-    if !compared.enabled {
-        return got.chunks_exact(vocab).map(argmax).collect();
-    }
     assert_eq!(got.len(), chunks.len() * vocab, "{label}: logits shape");
     let mut next = Vec::new();
     for (r, (g, w)) in got
@@ -145,13 +142,24 @@ fn prompt(len: usize, salt: usize) -> Vec<u32> {
 
 /// Compares the backends, then returns the CPU backend's allocations per
 /// decode step (after the first).
-fn run(file: &str, dtype: DType, compare: bool) -> Option<Vec<usize>> {
+fn run(file: &str, dtype: DType) -> Option<Vec<usize>> {
     let path = mlxr_testkit::model_path(file)?;
     let gguf = GgufFile::open(&path).unwrap();
     let order = Some(RowOrder::Independent);
     let fast = DecoderModel::load_with_kernels(&gguf, &Device::Cpu, order).unwrap();
-    let plain = DecoderModel::load_with_kernels(&gguf, &Device::Cpu, None).unwrap();
-    let dequantized = &fast;
+    // candle reads CANDLE_DEQUANTIZE_ALL once per thread, when a thread
+    // first makes a QMatMul: these loads run on a thread of their own.
+    std::env::set_var("CANDLE_DEQUANTIZE_ALL", "1");
+    let (dequantized, plain) = std::thread::scope(|s| {
+        s.spawn(|| {
+            let load = |kernels| DecoderModel::load_with_kernels(&gguf, &Device::Cpu, kernels);
+            (load(order).unwrap(), load(None).unwrap())
+        })
+        .join()
+        .unwrap()
+    });
+    std::env::remove_var("CANDLE_DEQUANTIZE_ALL");
+    let dequantized = &dequantized;
     let models = (dequantized, &plain);
     let label = format!("{file} ({dtype:?} cache)");
     let mut cpu = Session::with_tables(
@@ -165,7 +173,6 @@ fn run(file: &str, dtype: DType, compare: bool) -> Option<Vec<usize>> {
         BLOCK,
     );
     let mut compared = Compared {
-        enabled: compare,
         rows: 0,
         worst: 0.0,
         greedy: 0,
@@ -241,10 +248,7 @@ fn run(file: &str, dtype: DType, compare: bool) -> Option<Vec<usize>> {
         "{label}: {} rows compared, largest relative difference {:.2e}, {} greedy tokens equal",
         compared.rows, compared.worst, compared.greedy
     );
-    assert!(
-        !compare || compared.greedy >= 20,
-        "{label}: too few clear greedy steps"
-    );
+    assert!(compared.greedy >= 20, "{label}: too few clear greedy steps");
 
     // Decode steps with the quantized kernels, as the engine runs them,
     // after the three prompts in one step.
@@ -283,7 +287,7 @@ fn run(file: &str, dtype: DType, compare: bool) -> Option<Vec<usize>> {
     Some(allocations)
 }
 
-fn check(file: &str, compare: bool) {
+fn check(file: &str) {
     // The engine runs its passes on a pool thread; so does this test.
     rayon::ThreadPoolBuilder::new()
         .num_threads(2)
@@ -291,7 +295,7 @@ fn check(file: &str, compare: bool) {
         .unwrap()
         .install(|| {
             for dtype in [DType::F16, DType::F32] {
-                if let Some(allocations) = run(file, dtype, compare) {
+                if let Some(allocations) = run(file, dtype) {
                     println!("{file} {dtype:?}: allocations per decode step {allocations:?}");
                     // An F32 store runs llama.cpp's exact attention, which
                     // keeps one score row as long as the context: it grows
@@ -312,7 +316,7 @@ fn check(file: &str, compare: bool) {
 }
 
 fn main() {
-    check(SMOLLM2, true);
-    check(GEMMA3, false);
+    check(SMOLLM2);
+    check(GEMMA3);
     println!("cpu_backend_equals_reference_backend ... ok");
 }
