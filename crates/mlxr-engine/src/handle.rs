@@ -6,7 +6,7 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 
 use candle_core::Device;
-use mlxr_models::paged::PagedKvStore;
+use mlxr_models::backend::cpu::paged::PagedKvStore;
 use mlxr_models::{CpuBackend, KvGeometry, ModelRunner, ReferenceBackend, StepRunner};
 use mlxr_tokenizer::TokenId;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};

@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 
 use candle_core::{Device, Tensor};
 use mlxr_formats::gguf::GgufFile;
+use mlxr_models::backend::cpu::kernels::attention::{attention, AttnShape};
+use mlxr_models::backend::cpu::kernels::ggml_f32;
 use mlxr_models::config::{Activation, RopeStyle};
-use mlxr_models::kernels::attention::{attention, AttnShape};
-use mlxr_models::kernels::ggml_f32;
 use mlxr_models::layers::{Linear, Rope};
 use mlxr_models::weights::{GgufWeights, Weights};
 use mlxr_models::{Backend, CpuBackend, KvGeometry, ModelConfig};

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
-use mlxr_models::kernels::{QuantMatMul, RowOrder};
+use mlxr_models::backend::cpu::kernels::{QuantMatMul, RowOrder};
 
 /// Mean seconds per call of `f` over about 2 s of work.
 fn time(macs: usize, mut f: impl FnMut() -> anyhow::Result<()>) -> anyhow::Result<f64> {

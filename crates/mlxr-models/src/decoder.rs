@@ -5,9 +5,9 @@ use std::path::Path;
 use candle_core::Device;
 use mlxr_formats::gguf::GgufFile;
 
+use crate::backend::cpu::kernels::RowOrder;
 use crate::backend::Backend;
 use crate::config::ModelConfig;
-use crate::kernels::RowOrder;
 use crate::layers::{Attention, Embedding, Linear, Mlp, RmsNorm, Rope};
 use crate::pass::Activations;
 use crate::step::Step;

@@ -3,8 +3,8 @@
 //! rows that get logits), built once per step by the caller and uploaded
 //! once by the backend.
 
+use crate::backend::cpu::paged::PagedSeq;
 use crate::batch::SeqChunk;
-use crate::paged::PagedSeq;
 use crate::{ModelError, Result};
 
 /// A batch of chunks with its paged-cache metadata. Reused between steps:

@@ -3,8 +3,8 @@ use std::sync::Arc;
 use candle_core::quantized::QTensor;
 use candle_core::{Device, Tensor};
 
-use crate::kernels::affine::AffineWeight;
-use crate::kernels::{QuantMatMul, RowOrder};
+use crate::backend::cpu::kernels::affine::AffineWeight;
+use crate::backend::cpu::kernels::{QuantMatMul, RowOrder};
 use crate::layers::Linear;
 use crate::Result;
 

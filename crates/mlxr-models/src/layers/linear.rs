@@ -3,8 +3,8 @@ use std::sync::Arc;
 use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::{DType, Module, Tensor};
 
-use crate::kernels::affine::{AffineMatMul, AffineWeight};
-use crate::kernels::{QuantMatMul, RowOrder};
+use crate::backend::cpu::kernels::affine::{AffineMatMul, AffineWeight};
+use crate::backend::cpu::kernels::{QuantMatMul, RowOrder};
 use crate::weights::Weights;
 use crate::Result;
 

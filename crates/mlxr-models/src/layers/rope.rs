@@ -1,5 +1,5 @@
+use crate::backend::cpu::kernels::ops::RopeOp;
 use crate::config::RopeStyle;
-use crate::kernels::ops::RopeOp;
 
 /// Rotary position embedding for one frequency base.
 pub struct Rope {

@@ -7,7 +7,7 @@ use candle_core::{Device, Tensor};
 use mlxr_formats::gguf::{GgmlType, GgufFile};
 
 use super::Weights;
-use crate::kernels::{RowOrder, WeightKind};
+use crate::backend::cpu::kernels::{RowOrder, WeightKind};
 use crate::layers::{Embedding, Linear};
 use crate::ModelError;
 

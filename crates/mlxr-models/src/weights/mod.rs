@@ -14,7 +14,7 @@ pub use safetensors::SafetensorsWeights;
 
 use candle_core::Tensor;
 
-use crate::kernels::RowOrder;
+use crate::backend::cpu::kernels::RowOrder;
 use crate::layers::{Embedding, Linear};
 use crate::Result;
 

@@ -15,7 +15,7 @@ use candle_core::{DType, Device, Tensor};
 
 use super::hf_names::hf_name;
 use super::Weights;
-use crate::kernels::affine::AffineWeight;
+use crate::backend::cpu::kernels::affine::AffineWeight;
 use crate::layers::{Embedding, Linear};
 use crate::{ModelError, Result};
 

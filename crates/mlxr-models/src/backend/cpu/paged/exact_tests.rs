@@ -7,9 +7,9 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
 use super::{KvWriteOp, PagedAttentionOp, PagedSeq};
+use crate::backend::cpu::kernels::attention::AttnShape;
+use crate::backend::cpu::kernels::ops::AttentionOp;
 use crate::backend::AttentionSpec;
-use crate::kernels::attention::AttnShape;
-use crate::kernels::ops::AttentionOp;
 
 fn random(rng: &mut StdRng, n: usize, amplitude: f32) -> Vec<f32> {
     (0..n)

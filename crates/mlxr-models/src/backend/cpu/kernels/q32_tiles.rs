@@ -272,7 +272,7 @@ pub mod x86 {
     use std::arch::x86_64::*;
 
     use super::{BlockQ8, Line, TileShape};
-    use crate::kernels::WeightKind;
+    use crate::backend::cpu::kernels::WeightKind;
 
     const Q4_1: u8 = 0;
     const Q5_0: u8 = 1;

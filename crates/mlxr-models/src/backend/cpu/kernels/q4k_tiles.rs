@@ -273,7 +273,7 @@ pub mod x86 {
 
     /// 16 Q6_K rows against one Q8_K row in ggml's `vec_dot` order (8 lane
     /// sums per block, each lane FMA'd on its own, then ggml's `hsum_float_8`):
-    /// bit-identical to [`crate::kernels::kquants::dot_q6_k_scalar`] without
+    /// bit-identical to [`crate::backend::cpu::kernels::kquants::dot_q6_k_scalar`] without
     /// `tiled`. Lane `l` of a block gathers elements `32c + 4l .. 32c + 4l + 4`
     /// (sub-block `2c + l/4`, group `l%4` of the tile) and subtracts the offset
     /// 32 of sub-blocks `2l` and `2l + 1`.

@@ -5,7 +5,7 @@
 //! running maximum grows, so nothing is materialised beyond one chunk.
 
 use super::element::CacheElement;
-use crate::kernels::ggml_f32::v_expf;
+use crate::backend::cpu::kernels::ggml_f32::v_expf;
 
 /// Keys per chunk.
 const KC: usize = 64;

@@ -1,19 +1,22 @@
-//! The CPU backend: host buffers, the kernels of [`crate::kernels`]
+//! The CPU backend: host buffers, the kernels of [`crate::backend::cpu::kernels`]
 //! (ggml's x86/ARM arithmetic bit for bit, VNNI tiles), the paged store of
-//! [`crate::paged`], and the spin pool the kernels split their rows over.
+//! [`crate::backend::cpu::paged`], and the spin pool the kernels split their rows over.
 //! Once it has run a step of a given size, later steps up to that size
 //! allocate nothing (for weights with a kernel; other weight kinds go
 //! through candle's CPU ops and allocate).
 
+pub mod kernels;
+pub mod paged;
+
 use candle_core::{Device, Tensor};
 
 use super::{AttentionSpec, Backend, Glu, KvGeometry};
-use crate::kernels::ops::{rms_norm_rows, GluOp};
-use crate::kernels::{MatmulScratch, SpinPool};
 use crate::layers::{Embedding, Linear, RmsNorm, Rope};
-use crate::paged::{check_block_tables, AttentionScratch, PagedAttentionOp, PagedKvStore};
 use crate::step::Step;
 use crate::{ModelError, Result};
+use kernels::ops::{rms_norm_rows, GluOp};
+use kernels::{MatmulScratch, SpinPool};
+use paged::{check_block_tables, AttentionScratch, PagedAttentionOp, PagedKvStore};
 
 pub struct CpuBackend {
     store: PagedKvStore,

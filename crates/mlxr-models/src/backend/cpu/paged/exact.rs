@@ -11,7 +11,7 @@
 //!   `j` in `j % 64`), a longer chunk tinyBLAS (16 accumulators, `j % 16`);
 //!   each accumulator adds its keys in position order.
 
-use crate::kernels::ggml_f32::{reduce_add16, v_expf, vec_dot_f32};
+use crate::backend::cpu::kernels::ggml_f32::{reduce_add16, v_expf, vec_dot_f32};
 
 /// Rows of one KV head of one sequence in a cache `[blocks, n_kv_heads,
 /// block_size, head_dim]`.

@@ -437,17 +437,17 @@ impl PagedAttentionOp<'_> {
     {
         let AttentionScratch { items, threads, .. } = scratch;
         self.work_items(dims, items);
-        let n = crate::kernels::current_threads().clamp(1, items.len().max(1));
+        let n = crate::backend::cpu::kernels::current_threads().clamp(1, items.len().max(1));
         if threads.len() < n {
             threads.resize_with(n, Default::default);
         }
         let row = dims.n_heads * dims.head_dim;
         let run = dims.group * dims.head_dim;
         assert_eq!(out.len(), dims.tokens * row);
-        let out = crate::kernels::SendPtr(out.as_mut_ptr());
+        let out = crate::backend::cpu::kernels::SendPtr(out.as_mut_ptr());
         let items = &*items;
-        let threads = crate::kernels::SendPtr(threads.as_mut_ptr());
-        crate::kernels::for_each_thread(n, |t| {
+        let threads = crate::backend::cpu::kernels::SendPtr(threads.as_mut_ptr());
+        crate::backend::cpu::kernels::for_each_thread(n, |t| {
             // SAFETY: t < n <= threads.len(); each region thread takes its own.
             let (scratch, result) = unsafe { &mut *threads.get().add(t) };
             for item in items.iter().skip(t).step_by(n) {
