@@ -1,5 +1,6 @@
 //! How an engine is sized: KV memory, block size, batch limits.
 
+use crate::DeviceChoice;
 use std::fmt;
 use std::str::FromStr;
 
@@ -86,6 +87,8 @@ impl FromStr for KvDtype {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct EngineConfig {
+    /// Where models run (resolved when the model loads).
+    pub device: DeviceChoice,
     /// Tokens per KV block.
     pub block_size: usize,
     pub kv_budget: KvBudget,
@@ -105,6 +108,7 @@ pub struct EngineConfig {
 impl Default for EngineConfig {
     fn default() -> Self {
         Self {
+            device: DeviceChoice::Auto,
             block_size: 16,
             kv_budget: KvBudget::FractionOfRam(0.1),
             kv_dtype: KvDtype::F16,

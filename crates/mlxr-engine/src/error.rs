@@ -38,6 +38,8 @@ pub enum EngineError {
     LogitBiasToken { id: u32, vocab: usize },
     #[error("the KV cache budget ({budget}) is smaller than one block ({block_bytes} bytes)")]
     KvBudgetTooSmall { budget: String, block_bytes: u64 },
+    #[error("device {0}")]
+    Device(String),
     #[error("the engine has stopped")]
     Stopped,
     #[error("starting the engine thread: {0}")]

@@ -9,9 +9,11 @@
 //! - [`sequence`]: one request's tokens, sampler and text state.
 //! - [`kv`]: KV block bookkeeping (block pool, prefix hashes, block tables).
 //! - [`metrics`]: counters and histograms in Prometheus' format.
+//! - [`device`]: `--device`, and which devices this build supports.
 
 pub mod byte_size;
 pub mod config;
+pub mod device;
 mod engine;
 pub mod error;
 pub mod events;
@@ -25,6 +27,7 @@ pub mod sequence;
 
 pub use byte_size::ByteSize;
 pub use config::{EngineConfig, KvBudget, KvDtype};
+pub use device::DeviceChoice;
 pub use error::EngineError;
 pub use events::{Event, FinishReason, Timings, TokenEvent, TokenLogprob, Usage};
 pub use handle::{EngineHandle, Generation, RequestId, RequestStream};

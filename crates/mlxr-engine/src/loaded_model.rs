@@ -8,7 +8,7 @@ use mlxr_models::{DecoderModel, RowOrder};
 use mlxr_template::{ChatMessage, ChatTemplate};
 use mlxr_tokenizer::{TokenId, Tokenizer};
 
-use crate::EngineError;
+use crate::{DeviceChoice, EngineError};
 
 pub struct LoadedModel {
     pub path: PathBuf,
@@ -20,11 +20,21 @@ pub struct LoadedModel {
 }
 
 impl LoadedModel {
-    /// Opens a GGUF file, or a Hugging Face / MLX model folder.
+    /// Opens a GGUF file, or a Hugging Face / MLX model folder, on the CPU.
     /// `context_size`: `None` for the model's trained context.
     pub fn load(path: &Path, context_size: Option<usize>) -> Result<Self, EngineError> {
+        Self::load_on(path, context_size, DeviceChoice::Cpu)
+    }
+
+    /// [`Self::load`] with the weights on `device`.
+    pub fn load_on(
+        path: &Path,
+        context_size: Option<usize>,
+        device: DeviceChoice,
+    ) -> Result<Self, EngineError> {
+        let device = device.candle()?;
         if path.is_dir() {
-            return Self::load_dir(path, context_size);
+            return Self::load_dir(path, context_size, &device);
         }
         let path = path.to_path_buf();
         let file = GgufFile::open(&path).map_err(|source| EngineError::Open {
@@ -47,15 +57,19 @@ impl LoadedModel {
             _ => ChatTemplate::fallback(),
         };
         // The engine batches requests: each row's arithmetic must not depend on
-        // what else is in the batch (batched equals alone).
-        let model =
-            DecoderModel::load_with_kernels(&file, &Device::Cpu, Some(RowOrder::Independent))
-                .map_err(model_err)?;
+        // what else is in the batch (batched equals alone). Other devices
+        // than the CPU take the weights in candle's form.
+        let kernels = device.is_cpu().then_some(RowOrder::Independent);
+        let model = DecoderModel::load_with_kernels(&file, &device, kernels).map_err(model_err)?;
         Ok(Self::new(path, model, tokenizer, template, context_size))
     }
 
     /// A folder with `config.json`, safetensors weights and `tokenizer.json`.
-    fn load_dir(dir: &Path, context_size: Option<usize>) -> Result<Self, EngineError> {
+    fn load_dir(
+        dir: &Path,
+        context_size: Option<usize>,
+        device: &Device,
+    ) -> Result<Self, EngineError> {
         let path = dir.to_path_buf();
         let tokenizer_err = |source| EngineError::Tokenizer {
             path: path.clone(),
@@ -66,11 +80,10 @@ impl LoadedModel {
             Some(source) => template_for(&tokenizer, &source)?,
             None => ChatTemplate::fallback(),
         };
-        let model =
-            DecoderModel::load_dir(dir, &Device::Cpu).map_err(|source| EngineError::Model {
-                path: path.clone(),
-                source,
-            })?;
+        let model = DecoderModel::load_dir(dir, device).map_err(|source| EngineError::Model {
+            path: path.clone(),
+            source,
+        })?;
         Ok(Self::new(path, model, tokenizer, template, context_size))
     }
 

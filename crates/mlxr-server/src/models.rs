@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use mlxr_engine::{EngineConfig, EngineHandle, LoadedModel};
+use mlxr_engine::{DeviceChoice, EngineConfig, EngineHandle, LoadedModel};
 use tokio::sync::Mutex;
 
 use mlxr_embed::EmbeddingModel;
@@ -103,6 +103,8 @@ pub fn parse_go_duration(s: &str) -> Result<f64, String> {
 pub struct LoadedInfo {
     pub spec: ModelSpec,
     pub context_length: usize,
+    /// Where it runs (`--device` notation).
+    pub device: String,
     /// `None`: kept forever.
     pub expires_at: Option<DateTime<Utc>>,
 }
@@ -359,6 +361,11 @@ impl ModelManager {
         Ok((entry.backend.clone(), entry.spec.clone(), load_duration))
     }
 
+    /// Where generation models run.
+    pub fn device(&self) -> DeviceChoice {
+        self.engine_config.device
+    }
+
     pub fn is_loading(&self) -> bool {
         self.loading.load(std::sync::atomic::Ordering::Relaxed) > 0
     }
@@ -386,7 +393,7 @@ impl ModelManager {
         let config = self.engine_config.clone();
         let template = spec.template.clone();
         tokio::task::spawn_blocking(move || {
-            let mut lm = LoadedModel::load(&path, context)?;
+            let mut lm = LoadedModel::load_on(&path, context, config.device)?;
             if let Some(source) = template {
                 lm.set_chat_template(&source)?;
             }
@@ -445,6 +452,11 @@ impl ModelManager {
                 context_length: match &l.backend {
                     Backend::Engine(e) => e.max_sequence_len(),
                     Backend::Embedder(m) => m.max_tokens(),
+                },
+                device: match &l.backend {
+                    Backend::Engine(e) => DeviceChoice::of(e.model().model.device()).to_string(),
+                    // Embedding models run on the CPU.
+                    Backend::Embedder(_) => DeviceChoice::Cpu.to_string(),
                 },
                 // Expiries are bounded (MAX_KEEP_ALIVE); one past chrono's
                 // range would show as never.

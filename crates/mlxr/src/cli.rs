@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::builder::BoolishValueParser;
 use clap::{Args, Parser, Subcommand};
-use mlxr_engine::{KvBudget, KvDtype};
+use mlxr_engine::{DeviceChoice, KvBudget, KvDtype};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -54,6 +54,7 @@ In a chat, Ctrl-C stops the current reply; /bye or Ctrl-D leaves.")]
     #[command(after_help = "Examples:
   mlxr bench -m SmolLM2-135M-Instruct.Q4_1.gguf                   pp512 and tg128, physical cores, 5 runs each
   mlxr bench -m model.gguf -p 512 -n 128 -t 2 -r 5                 llama-bench's defaults on 2 threads
+  mlxr bench -m model.gguf --device cpu                            on the CPU even where a GPU build finds a GPU
   mlxr bench -m model.gguf -p 128,512 -n 0 -t 1,2                  prompts only, two thread counts
   mlxr bench -m model.gguf -p 16 -n 4 -r 1 -o json                 one JSON array, llama-bench's keys
 
@@ -214,6 +215,15 @@ pub struct ServeArgs {
     /// Element type of the KV cache: f16, bf16 or f32.
     #[arg(long, default_value = "f16", value_name = "TYPE")]
     pub kv_dtype: KvDtype,
+    /// Where the model runs: auto (the best device this build supports and
+    /// the machine has), cpu, cuda, cuda:N or metal.
+    #[arg(
+        long,
+        env = "MLXR_DEVICE",
+        default_value = "auto",
+        value_name = "DEVICE"
+    )]
+    pub device: DeviceChoice,
     /// Largest request body, in bytes.
     #[arg(long, default_value_t = 32 << 20)]
     pub body_limit: usize,
@@ -254,6 +264,15 @@ pub struct EngineArgs {
     /// Element type of the KV cache: f16, bf16 or f32.
     #[arg(long, default_value = "f16", value_name = "TYPE")]
     pub kv_dtype: KvDtype,
+    /// Where the model runs: auto (the best device this build supports and
+    /// the machine has), cpu, cuda, cuda:N or metal.
+    #[arg(
+        long,
+        env = "MLXR_DEVICE",
+        default_value = "auto",
+        value_name = "DEVICE"
+    )]
+    pub device: DeviceChoice,
 }
 
 /// Where the daemon listens, for the commands that talk to it.
@@ -458,6 +477,15 @@ pub struct BenchArgs {
     /// Element type of the KV cache: f16, bf16 or f32.
     #[arg(long, default_value = "f16", value_name = "TYPE")]
     pub kv_dtype: KvDtype,
+    /// Where the model runs: auto (the best device this build supports and
+    /// the machine has), cpu, cuda, cuda:N or metal.
+    #[arg(
+        long,
+        env = "MLXR_DEVICE",
+        default_value = "auto",
+        value_name = "DEVICE"
+    )]
+    pub device: DeviceChoice,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -63,6 +63,7 @@ pub async fn ps(State(state): State<AppState>) -> Json<Value> {
                 "expires_at": rfc3339(l.expires_at.unwrap_or(far_future)),
                 "size_vram": 0,
                 "context_length": l.context_length,
+                "device": l.device,
             })
         })
         .collect();
@@ -142,6 +143,11 @@ pub async fn show(
         "model_info": model_info,
         "capabilities": capabilities,
         "modified_at": rfc3339(spec.modified_at),
+        // Where the model runs (or would run) when loaded.
+        "device": match spec.kind {
+            ModelKind::Generate => state.models.device().to_string(),
+            ModelKind::Embed => "cpu".to_string(),
+        },
     })))
 }
 

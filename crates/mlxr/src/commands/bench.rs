@@ -86,7 +86,8 @@ fn run_tests(args: &BenchArgs, threads: Option<usize>) -> Result<Vec<TestResult>
     // generated token), rounded up to whole KV blocks.
     let needed = max_prompt.max(max_gen + 2) + 1;
     let ctx = args.ctx_size.unwrap_or(needed.next_multiple_of(16));
-    let lm = Arc::new(LoadedModel::load(&args.model, Some(ctx))?);
+    let device = args.device.resolve()?;
+    let lm = Arc::new(LoadedModel::load_on(&args.model, Some(ctx), device)?);
     ensure!(
         lm.context_size >= needed,
         "the tests need {needed} tokens of context; the model has {}",
@@ -94,6 +95,7 @@ fn run_tests(args: &BenchArgs, threads: Option<usize>) -> Result<Vec<TestResult>
     );
     let desc = describe(&args.model)?;
     let config = EngineConfig {
+        device,
         kv_budget: KvBudget::Bytes(u64::MAX),
         kv_dtype: args.kv_dtype,
         max_num_seqs: 1,

@@ -46,6 +46,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
 fn start_engine(path: &Path, args: &EngineArgs) -> Result<EngineHandle> {
     let lm = Arc::new(load_model(path, args)?);
     let config = EngineConfig {
+        device: args.device,
         kv_budget: args.kv_cache_mem.unwrap_or(KvBudget::Bytes(u64::MAX)),
         kv_dtype: args.kv_dtype,
         max_num_seqs: 1,
@@ -54,10 +55,14 @@ fn start_engine(path: &Path, args: &EngineArgs) -> Result<EngineHandle> {
     Ok(EngineHandle::start(lm, config)?)
 }
 
-/// Applies `--threads` and loads the model.
+/// Applies `--threads` and loads the model onto `--device`.
 fn load_model(path: &Path, args: &EngineArgs) -> Result<LoadedModel> {
     set_threads(args.threads)?;
-    Ok(LoadedModel::load(path, args.ctx_size)?)
+    Ok(LoadedModel::load_on(
+        path,
+        args.ctx_size,
+        args.device.resolve()?,
+    )?)
 }
 
 /// Sizes the kernels' thread pool: `--threads`, else `RAYON_NUM_THREADS`,

@@ -73,7 +73,10 @@ pub fn serve(mut args: ServeArgs) -> Result<()> {
                 args.load_timeout
             )
         })?;
+    // A device this build or machine lacks fails here, not at first use.
+    let device = args.device.resolve().context("--device")?;
     let engine = EngineConfig {
+        device,
         kv_budget: args.kv_cache_mem,
         kv_dtype: args.kv_dtype,
         max_num_seqs: args.max_num_seqs,

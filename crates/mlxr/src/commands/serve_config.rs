@@ -31,6 +31,7 @@ pub struct ServeFile {
     ctx_size: Option<usize>,
     kv_cache_mem: Option<String>,
     kv_dtype: Option<String>,
+    device: Option<String>,
     body_limit: Option<usize>,
     max_blob_size: Option<String>,
     allow_local_pulls: Option<bool>,
@@ -131,6 +132,13 @@ pub fn apply(args: &mut ServeArgs, file: ServeFile, given: Option<&ArgMatches>) 
             args.kv_dtype = v
                 .parse()
                 .map_err(|e: String| anyhow::anyhow!("kv_dtype: {e}"))?;
+        }
+    }
+    if let Some(v) = file.device {
+        if from_default("device") {
+            args.device = v
+                .parse()
+                .map_err(|e: String| anyhow::anyhow!("device: {e}"))?;
         }
     }
     if args.models.is_empty() {
