@@ -8,6 +8,9 @@
 #
 #   bench/llamacpp-side-by-side.sh                      2 threads, 5 rounds, pp512 + tg128
 #   bench/llamacpp-side-by-side.sh -t 1 -r 3 -p 128 -n 32 -o /tmp/t1.md path/to/other.gguf
+#   MLXR_BASE_BIN=/path/to/old/mlxr bench/llamacpp-side-by-side.sh
+#                                      also an earlier mlxr build in the same rounds
+#                                      (a "before" column and after/before ratios)
 #
 # llama.cpp comes from scripts/llamacpp-reference/build.sh (the llama-cpp-python
 # sdist pinned there), via bench/llamacpp-build.sh.
@@ -65,7 +68,11 @@ for m in "${models[@]}"; do
       "$MLXR" bench -m "$m" -p "$n_prompt" -n "$n_gen" -t "$threads" -r 1 -o json \
         > "$work/mlxr@$name@$round.json"
     }
-    if [ $((round % 2)) -eq 1 ]; then llama; ours; else ours; llama; fi
+    base() {
+      [ -z "${MLXR_BASE_BIN:-}" ] || "$MLXR_BASE_BIN" bench -m "$m" -p "$n_prompt" -n "$n_gen" \
+        -t "$threads" -r 1 -o json > "$work/before@$name@$round.json"
+    }
+    if [ $((round % 2)) -eq 1 ]; then llama; base; ours; else ours; base; llama; fi
   done
 done
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -80,6 +87,7 @@ mkdir -p bench/results
     "$(cpu_cores);" \
     "load average (1, 5, 15 min) $load_before before, $load_after after;" \
     "command: \`bench/llamacpp-side-by-side.sh -t $threads -r $reps -p $n_prompt -n $n_gen\`."
+  [ -z "${MLXR_BASE_BIN:-}" ] || echo "Before: \`$MLXR_BASE_BIN\`${BASE_NOTE:+ ($BASE_NOTE)}, run in the same rounds."
   echo
   cpu_flags_line
   echo
@@ -104,8 +112,13 @@ for path in sorted(glob.glob(os.path.join(work, "*.json"))):
 def fmt(xs):
     sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
     return f"{statistics.mean(xs):.2f} ± {sd:.2f}"
-print("| model | threads | test | mlxr t/s | llama.cpp t/s | ratio |")
-print("| --- | ---: | --- | ---: | ---: | ---: |")
+before = any(k[1] == "before" for k in runs)
+if before:
+    print("| model | threads | test | mlxr t/s | before t/s | after/before | llama.cpp t/s | ratio |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+else:
+    print("| model | threads | test | mlxr t/s | llama.cpp t/s | ratio |")
+    print("| --- | ---: | --- | ---: | ---: | ---: |")
 for model in models:
     tests = sorted({k[2] for k in runs if k[0] == model}, key=lambda s: (s[:2] != "pp", s))
     for test in tests:
@@ -113,7 +126,12 @@ for model in models:
         if not ours or not ref:
             continue
         ratio = statistics.mean(ours) / statistics.mean(ref)
-        print(f"| {model} | {threads} | {test} | {fmt(ours)} | {fmt(ref)} | {ratio:.2f}× |")
+        old = runs.get((model, "before", test))
+        if before and old:
+            vs = statistics.mean(ours) / statistics.mean(old)
+            print(f"| {model} | {threads} | {test} | {fmt(ours)} | {fmt(old)} | {vs:.2f}× | {fmt(ref)} | {ratio:.2f}× |")
+        else:
+            print(f"| {model} | {threads} | {test} | {fmt(ours)} | {fmt(ref)} | {ratio:.2f}× |")
 PY
 } > "$out.tmp"
 mv "$out.tmp" "$out"
