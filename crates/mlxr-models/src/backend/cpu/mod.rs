@@ -28,6 +28,9 @@ pub struct CpuBackend {
     /// `cos`/`sin` of every token's angles, per RoPE of the model.
     rope_tables: Vec<(Vec<f32>, Vec<f32>)>,
     tokens: usize,
+    /// Rows of the residual stream: the step's tokens, then (after
+    /// `select_rows`) the rows that get logits.
+    rows: usize,
 }
 
 impl CpuBackend {
@@ -56,6 +59,7 @@ impl CpuBackend {
             attention: AttentionScratch::default(),
             rope_tables: Vec::new(),
             tokens: 0,
+            rows: 0,
         }
     }
 
@@ -103,6 +107,7 @@ impl Backend for CpuBackend {
 
     fn begin_step(&mut self, step: &Step, ropes: &[Rope]) -> Result<()> {
         self.tokens = step.tokens().len();
+        self.rows = self.tokens;
         self.rope_tables.resize_with(ropes.len(), Default::default);
         for (rope, (cos, sin)) in ropes.iter().zip(&mut self.rope_tables) {
             rope.fill_tables(step.positions(), cos, sin);
@@ -191,12 +196,9 @@ impl Backend for CpuBackend {
             )));
         }
         let out = sized(out, gate.len());
-        // Every value is computed on its own: "rows" only split the work.
-        let width = if gate.len() % 256 == 0 {
-            256
-        } else {
-            gate.len().max(1)
-        };
+        // Rows split the work (one row: no thread wake-up for a decode).
+        let width = gate.len() / self.rows.max(1);
+        check_width("glu", gate.len(), width)?;
         match glu {
             Glu::Silu | Glu::GeluGgml => GluOp {
                 gelu: glu == Glu::GeluGgml,
@@ -296,6 +298,7 @@ impl Backend for CpuBackend {
             x.copy_within(row * width..(row + 1) * width, j * width);
         }
         x.truncate(rows.len() * width);
+        self.rows = rows.len();
         Ok(())
     }
 
