@@ -18,6 +18,7 @@ mod details;
 mod digest;
 mod error;
 mod http;
+pub mod modelfile;
 mod name;
 mod policy;
 mod pull;

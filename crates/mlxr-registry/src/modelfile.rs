@@ -2,8 +2,6 @@
 //! `MESSAGE role text`, `LICENSE`. Keywords are case-insensitive, `#` starts
 //! a comment line, and a value may span lines inside `"""triple quotes"""`.
 
-use std::fmt;
-
 #[derive(Debug, Default, PartialEq)]
 pub struct Modelfile {
     pub from: String,
@@ -15,22 +13,17 @@ pub struct Modelfile {
     pub licenses: Vec<String>,
 }
 
-#[derive(Debug, PartialEq)]
+/// Why a Modelfile was refused: the 1-based line and a readable sentence.
+#[derive(Debug, PartialEq, thiserror::Error)]
+#[error("line {line}: {message}")]
 pub struct ParseError {
     pub line: usize,
     pub message: String,
 }
 
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "line {}: {}", self.line, self.message)
-    }
-}
-
-impl std::error::Error for ParseError {}
-
 const ROLES: [&str; 3] = ["system", "user", "assistant"];
 
+/// Parses a Modelfile's text. Every refusal is a [`ParseError`].
 pub fn parse(text: &str) -> Result<Modelfile, ParseError> {
     let mut out = Modelfile::default();
     let mut from = None;
