@@ -21,7 +21,10 @@ fuzz_target!(|data: &[u8]| {
     let Ok(json) = serde_json::from_slice::<Value>(data) else {
         return;
     };
-    if json["num_hidden_layers"].as_u64().is_some_and(|n| n > KNOWN_BUG_MAX_LAYERS) {
+    if json["num_hidden_layers"]
+        .as_u64()
+        .is_some_and(|n| n > KNOWN_BUG_MAX_LAYERS)
+    {
         return;
     }
     match ModelConfig::from_hf_json(&json) {
