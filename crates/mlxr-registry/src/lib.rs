@@ -18,6 +18,7 @@ mod details;
 mod digest;
 mod error;
 mod http;
+pub mod modelfile;
 mod name;
 mod policy;
 mod pull;
@@ -37,7 +38,10 @@ pub use pull::{folder_files, folder_weights, PullProgress, PullSource};
 pub use pypi::PYTHON_ENV;
 pub use record::{ModelFile, ModelRecord, NewModel};
 pub use registry::{Registry, BLOBS_DIR, BLOB_SPACE_MARGIN, DB_FILE};
-pub use safetensors::details as safetensors_details;
+pub use safetensors::{
+    details as safetensors_details, details_from_headers as safetensors_details_from_headers,
+    header_from_bytes as safetensors_header, Header as SafetensorsHeader,
+};
 
 #[cfg(test)]
 mod send_sync {

@@ -13,20 +13,39 @@ use crate::error::{RegistryError, Result};
 /// Largest header accepted (the format's own limit is 100 MB).
 const MAX_HEADER: u64 = 100 << 20;
 
-fn read_header(path: &Path) -> Option<serde_json::Map<String, Value>> {
+fn read_header(path: &Path) -> Option<Header> {
     let mut file = File::open(path).ok()?;
-    let mut len = [0u8; 8];
-    file.read_exact(&mut len).ok()?;
-    let len = u64::from_le_bytes(len);
-    if !(2..=MAX_HEADER).contains(&len) {
-        return None;
-    }
-    let mut header = vec![0u8; len as usize];
+    let mut prefix = [0u8; 8];
+    file.read_exact(&mut prefix).ok()?;
+    let mut header = vec![0u8; header_len(prefix)?];
     file.read_exact(&mut header).ok()?;
+    parse_header_json(&header)
+}
+
+/// A header's JSON object: tensor names to `{dtype, shape, data_offsets}`,
+/// and `__metadata__`.
+pub type Header = serde_json::Map<String, Value>;
+
+/// The header length an 8-byte little-endian prefix announces, when within
+/// bounds.
+fn header_len(prefix: [u8; 8]) -> Option<usize> {
+    let len = u64::from_le_bytes(prefix);
+    (2..=MAX_HEADER).contains(&len).then_some(len as usize)
+}
+
+fn parse_header_json(header: &[u8]) -> Option<Header> {
     if header.first() != Some(&b'{') {
         return None;
     }
-    serde_json::from_slice(&header).ok()
+    serde_json::from_slice(header).ok()
+}
+
+/// The header at the start of `bytes` (a whole file or its beginning), or
+/// `None` when it is not a readable safetensors header.
+pub fn header_from_bytes(bytes: &[u8]) -> Option<Header> {
+    let prefix: [u8; 8] = bytes.get(..8)?.try_into().ok()?;
+    let len = header_len(prefix)?;
+    parse_header_json(bytes.get(8..)?.get(..len)?)
 }
 
 /// Whether `path` starts with a safetensors header.
@@ -38,8 +57,9 @@ pub(crate) fn is_safetensors(path: &Path) -> bool {
     if f.read_exact(&mut magic).is_err() || magic[8] != b'{' {
         return false;
     }
-    let len = u64::from_le_bytes(magic[..8].try_into().unwrap());
-    (2..=MAX_HEADER).contains(&len)
+    let mut prefix = [0u8; 8];
+    prefix.copy_from_slice(&magic[..8]);
+    header_len(prefix).is_some()
 }
 
 /// Details from the headers of the weights files (parameter count, dominant
@@ -50,37 +70,53 @@ pub fn details(weights: &[&Path], config: Option<&Path>) -> Result<ModelDetails>
         .and_then(|p| std::fs::read(p).ok())
         .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
         .unwrap_or(Value::Null);
+    let headers = weights
+        .iter()
+        .map(|&path| {
+            read_header(path).ok_or_else(|| RegistryError::InvalidModel {
+                path: path.to_path_buf(),
+                reason: "not a readable safetensors file".to_string(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(details_from_headers(&headers, &config))
+}
+
+/// [`details`] from parsed headers and `config.json` (`Value::Null` when
+/// absent). Any header and config are accepted: counts saturate.
+pub fn details_from_headers(headers: &[Header], config: &Value) -> ModelDetails {
     // MLX packs `32 / bits` integers in each U32 element; its per-group
     // scales and biases are not parameters of the model.
     let mlx_bits = config["quantization"]["bits"]
         .as_u64()
-        .filter(|b| 32 % b == 0);
+        .filter(|&b| b > 0 && 32 % b == 0);
     let mut params = 0u64;
     let mut by_dtype: HashMap<String, u64> = HashMap::new();
-    for &path in weights {
-        let header = read_header(path).ok_or_else(|| RegistryError::InvalidModel {
-            path: path.to_path_buf(),
-            reason: "not a readable safetensors file".to_string(),
-        })?;
-        for (name, info) in &header {
+    for header in headers {
+        for (name, info) in header {
             if name == "__metadata__" {
                 continue;
             }
             let dtype = info["dtype"].as_str().unwrap_or("unknown").to_string();
             let mut n: u64 = info["shape"]
                 .as_array()
-                .map(|dims| dims.iter().filter_map(Value::as_u64).product())
+                .map(|dims| {
+                    dims.iter()
+                        .filter_map(Value::as_u64)
+                        .fold(1u64, u64::saturating_mul)
+                })
                 .unwrap_or(0);
             if let Some(bits) = mlx_bits {
                 if name.ends_with(".scales") || name.ends_with(".biases") {
                     continue;
                 }
                 if dtype == "U32" {
-                    n *= 32 / bits;
+                    n = n.saturating_mul(32 / bits);
                 }
             }
-            params += n;
-            *by_dtype.entry(dtype).or_default() += n;
+            params = params.saturating_add(n);
+            let count = by_dtype.entry(dtype).or_default();
+            *count = count.saturating_add(n);
         }
     }
     let quantization_level = by_dtype
@@ -97,11 +133,51 @@ pub fn details(weights: &[&Path], config: Option<&Path>) -> Result<ModelDetails>
         Some(bits) => format!("MLX_Q{bits}"),
         None => quantization_level,
     };
-    Ok(ModelDetails {
+    ModelDetails {
         format: "safetensors".to_string(),
         families: vec![family.clone()],
         family,
         parameter_size: human_number(params),
         quantization_level,
-    })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn header(v: Value) -> Header {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn header_from_bytes_reads_the_length_prefix() {
+        let json = br#"{"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}}"#;
+        let mut bytes = (json.len() as u64).to_le_bytes().to_vec();
+        bytes.extend_from_slice(json);
+        let h = header_from_bytes(&bytes).unwrap();
+        assert_eq!(h["w"]["shape"], json!([2, 3]));
+        assert!(header_from_bytes(&bytes[..bytes.len() - 1]).is_none());
+        assert!(header_from_bytes(&bytes[..7]).is_none());
+    }
+
+    #[test]
+    fn counts_saturate_instead_of_wrapping() {
+        let h = header(json!({"w": {"dtype": "U32", "shape": [4294967296u64, 4294967296u64]}}));
+        let config = json!({"quantization": {"bits": 4}});
+        let d = details_from_headers(&[h], &config);
+        assert_eq!(d.parameter_size, human_number(u64::MAX));
+    }
+
+    #[test]
+    fn zero_or_odd_mlx_bits_count_u32_words() {
+        for bits in [0, 3] {
+            let h = header(json!({"w": {"dtype": "U32", "shape": [10]}}));
+            let config = json!({"quantization": {"bits": bits}});
+            let d = details_from_headers(&[h], &config);
+            assert_eq!(d.parameter_size, human_number(10));
+            assert_eq!(d.quantization_level, format!("MLX_Q{bits}"));
+        }
+    }
 }

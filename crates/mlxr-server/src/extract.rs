@@ -33,8 +33,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 }
 
 /// Parses a JSON body with a readable error instead of axum's plain-text
-/// rejection (bad JSON and wrong types are 400s in both APIs).
-fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+/// rejection (bad JSON and wrong types are 400s in both APIs). Public for
+/// the fuzz targets, which feed it the bodies a handler would see.
+pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     if body.is_empty() {
         return Err(ApiError::bad_request("missing request body"));
     }

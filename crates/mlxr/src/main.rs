@@ -2,7 +2,6 @@
 
 mod cli;
 mod commands;
-mod modelfile;
 
 use std::process::ExitCode;
 

@@ -12,7 +12,7 @@ use mlxr_engine::{
     ChatMessage, Event, GenerateRequest, LoadedModel, Prompt, Timings, TokenLogprob, Usage,
 };
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::options::{settings, Settings};
 use crate::error::{ApiError, OllamaError};
@@ -114,6 +114,72 @@ impl Common {
     fn keep_alive(&self) -> Result<Option<KeepAlive>, ApiError> {
         super::keep_alive(&self.keep_alive)
     }
+
+    /// The engine settings: the model's parameters, then the request's options.
+    fn settings(&self, model_params: &Map<String, Value>) -> Result<Settings, ApiError> {
+        settings(model_params, self.options.as_ref())
+    }
+}
+
+impl GenerateBody {
+    /// Everything checked before a model is loaded; the request's keep-alive.
+    pub fn check(&self) -> Result<Option<KeepAlive>, ApiError> {
+        self.common.check_unsupported()?;
+        if self.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
+            return Err(ApiError::bad_request(
+                "suffix (fill-in-the-middle) is not supported yet",
+            ));
+        }
+        let template = self.template.as_deref().filter(|t| !t.is_empty());
+        if self.raw && (self.system.is_some() || self.context.is_some() || template.is_some()) {
+            return Err(ApiError::bad_request(
+                "raw mode cannot be combined with system, template or context",
+            ));
+        }
+        if let Some(context) = &self.context {
+            at_most(
+                "context (number of token ids)",
+                context.len(),
+                limits::MAX_PROMPT_TOKEN_IDS,
+            )?;
+        }
+        self.common.keep_alive()
+    }
+
+    /// The engine settings for a model with `model_params`.
+    pub fn settings(&self, model_params: &Map<String, Value>) -> Result<Settings, ApiError> {
+        self.common.settings(model_params)
+    }
+}
+
+impl ChatBody {
+    /// Everything checked before a model is loaded; the request's keep-alive.
+    pub fn check(&self) -> Result<Option<KeepAlive>, ApiError> {
+        self.common.check_unsupported()?;
+        if self.tools.as_ref().is_some_and(|t| !t.is_empty()) {
+            return Err(ApiError::bad_request("tool calling is not supported yet"));
+        }
+        if self
+            .messages
+            .iter()
+            .any(|m| m.images.as_ref().is_some_and(|i| !i.is_empty()))
+        {
+            return Err(ApiError::bad_request(
+                "images are not supported: no vision models yet",
+            ));
+        }
+        at_most(
+            "messages (number of messages)",
+            self.messages.len(),
+            limits::MAX_MESSAGES,
+        )?;
+        self.common.keep_alive()
+    }
+
+    /// The engine settings for a model with `model_params`.
+    pub fn settings(&self, model_params: &Map<String, Value>) -> Result<Settings, ApiError> {
+        self.common.settings(model_params)
+    }
 }
 
 /// The two endpoints differ only in how a chunk carries text.
@@ -144,33 +210,14 @@ pub async fn generate(
     JsonBody(body): JsonBody<GenerateBody>,
 ) -> Result<Response, OllamaError> {
     let started = Instant::now();
-    body.common.check_unsupported()?;
-    if body.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
-        return Err(
-            ApiError::bad_request("suffix (fill-in-the-middle) is not supported yet").into(),
-        );
-    }
+    let keep_alive = body.check()?;
     let template = body.template.clone().filter(|t| !t.is_empty());
-    if body.raw && (body.system.is_some() || body.context.is_some() || template.is_some()) {
-        return Err(ApiError::bad_request(
-            "raw mode cannot be combined with system, template or context",
-        )
-        .into());
-    }
-    if let Some(context) = &body.context {
-        at_most(
-            "context (number of token ids)",
-            context.len(),
-            limits::MAX_PROMPT_TOKEN_IDS,
-        )?;
-    }
-    let keep_alive = body.common.keep_alive()?;
     let prompt = body.prompt.clone().unwrap_or_default();
     if prompt.is_empty() && body.context.is_none() {
         return load_or_unload(&state, &body.model, keep_alive, Shape::Generate).await;
     }
     let acquired = state.models.acquire(&body.model, keep_alive).await?;
-    let settings = settings(&acquired.spec.parameters, body.common.options.as_ref())?;
+    let settings = body.common.settings(&acquired.spec.parameters)?;
     let system = body.system.clone().or_else(|| acquired.spec.system.clone());
     let engine_prompt = if body.raw {
         Prompt::Raw(prompt)
@@ -208,28 +255,12 @@ pub async fn chat(
     JsonBody(body): JsonBody<ChatBody>,
 ) -> Result<Response, OllamaError> {
     let started = Instant::now();
-    body.common.check_unsupported()?;
-    if body.tools.as_ref().is_some_and(|t| !t.is_empty()) {
-        return Err(ApiError::bad_request("tool calling is not supported yet").into());
-    }
-    if body
-        .messages
-        .iter()
-        .any(|m| m.images.as_ref().is_some_and(|i| !i.is_empty()))
-    {
-        return Err(ApiError::bad_request("images are not supported: no vision models yet").into());
-    }
-    at_most(
-        "messages (number of messages)",
-        body.messages.len(),
-        limits::MAX_MESSAGES,
-    )?;
-    let keep_alive = body.common.keep_alive()?;
+    let keep_alive = body.check()?;
     if body.messages.is_empty() {
         return load_or_unload(&state, &body.model, keep_alive, Shape::Chat).await;
     }
     let acquired = state.models.acquire(&body.model, keep_alive).await?;
-    let settings = settings(&acquired.spec.parameters, body.common.options.as_ref())?;
+    let settings = body.common.settings(&acquired.spec.parameters)?;
     let mut messages: Vec<ChatMessage> = body
         .messages
         .iter()

@@ -4,12 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use mlxr_registry::modelfile::{self, Modelfile};
 use serde_json::{json, Map, Value};
 
 use super::client::Client;
 use super::upload::upload_model;
 use crate::cli::CreateArgs;
-use crate::modelfile::{self, Modelfile};
 
 pub fn create(args: CreateArgs) -> Result<()> {
     let client = Client::new(args.host.host.as_deref());
