@@ -113,7 +113,7 @@ impl ModelConfig {
                 "rope dimension {rope_dim} does not fit head dimension {head_dim}"
             )));
         }
-        let n_layers = meta.get_u32(&key("block_count"))? as usize;
+        let n_layers = check_layer_count(meta.get_u32(&key("block_count"))? as usize)?;
         let rope_base = meta.opt_f32(&key("rope.freq_base"))?.unwrap_or(10_000.0);
         let vocab_size = match meta.opt_u32(&key("vocab_size"))? {
             Some(v) => v as usize,
@@ -193,4 +193,18 @@ impl ModelConfig {
     pub fn kv_dim(&self) -> usize {
         self.n_kv_heads * self.head_dim
     }
+}
+
+/// Layers a model may declare: far beyond any real one, small enough that
+/// the per-layer tables of a bad file cannot exhaust memory.
+pub const MAX_LAYERS: usize = 4096;
+
+/// `n_layers`, or an error naming the bound.
+pub(crate) fn check_layer_count(n_layers: usize) -> crate::Result<usize> {
+    if n_layers == 0 || n_layers > MAX_LAYERS {
+        return Err(ModelError::InvalidConfig(format!(
+            "the model declares {n_layers} layers (1 to {MAX_LAYERS} are supported)"
+        )));
+    }
+    Ok(n_layers)
 }

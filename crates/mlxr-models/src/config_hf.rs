@@ -88,7 +88,7 @@ impl ModelConfig {
             None if hidden_size % n_heads == 0 => hidden_size / n_heads,
             None => return Err(invalid("hidden_size is not a multiple of the head count")),
         };
-        let n_layers = j.usize("num_hidden_layers")?;
+        let n_layers = crate::config::check_layer_count(j.usize("num_hidden_layers")?)?;
         let rope = RopeParameters::read(config)?;
         let rope_dim = ((head_dim as f64 * rope.partial_rotary_factor).round() as usize) & !1;
         if rope_dim == 0 || rope_dim > head_dim {
