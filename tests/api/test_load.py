@@ -121,6 +121,8 @@ MALFORMED = [
     ("oversized value", "/v1/chat/completions",
      {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "top_logprobs": 10**9,
       "logprobs": True}),
+    ("oversized value", "/v1/completions", {"model": MODEL, "prompt": "hi", "logprobs": 1000000}),
+    ("oversized value", "/api/generate", {"model": MODEL, "prompt": "hi", "keep_alive": 1e300}),
 ]
 
 
