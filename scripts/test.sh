@@ -46,9 +46,20 @@ aarch64_tests() {
     fi
 }
 
+cuda_clippy() {
+    if [ "${MLXR_SKIP_CUDA:-0}" = 1 ]; then
+        echo "skipped (MLXR_SKIP_CUDA=1)"
+    else
+        scripts/build-cuda.sh clippy
+    fi
+}
+
 stage "cargo fmt --check" cargo fmt --all -- --check
 stage "web UI: npm ci, type check, build (embedded into mlxr), Vitest" scripts/build-ui.sh
 stage "cargo clippy" cargo clippy --release --workspace --all-targets -- -D warnings
+# The CUDA build compiles here without a GPU (its tests run on the GPU
+# machine: scripts/gpu-tests.sh).
+stage "cargo clippy --features cuda (CUDA 13.0 from PyPI, sm_90)" cuda_clippy
 # One x86 build of everything (tests, examples, the mlxr binary the API and
 # UI stages run); the test run below compiles nothing more.
 stage "cargo build (release, every target)" cargo build --release --workspace --all-targets

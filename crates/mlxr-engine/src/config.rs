@@ -10,32 +10,59 @@ use candle_core::DType;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum KvBudget {
     Bytes(u64),
-    /// A fraction (0, 1] of the machine's physical memory.
-    FractionOfRam(f64),
+    /// A fraction (0, 1] of the machine's physical memory, or of a GPU's
+    /// free memory for a model on a GPU ([`Self::bytes_on`]).
+    Fraction(f64),
 }
 
 impl KvBudget {
+    /// The budget in bytes of RAM.
     pub fn bytes(&self) -> u64 {
         match *self {
             KvBudget::Bytes(b) => b,
-            KvBudget::FractionOfRam(f) => (physical_memory() as f64 * f) as u64,
+            KvBudget::Fraction(f) => (physical_memory() as f64 * f) as u64,
+        }
+    }
+
+    /// The budget on `device`: a fraction is of RAM for the CPU and of the
+    /// free memory of a GPU (after the weights were loaded to it).
+    pub fn bytes_on(&self, device: &candle_core::Device) -> u64 {
+        match (*self, free_device_memory(device)) {
+            (KvBudget::Fraction(f), Some(free)) => (free as f64 * f) as u64,
+            _ => self.bytes(),
         }
     }
 }
 
-/// Parses `0.25` (a fraction of RAM), `2GiB`, `512MiB`, `1.5GB`, `1000000`.
+#[cfg(feature = "cuda")]
+fn free_device_memory(device: &candle_core::Device) -> Option<u64> {
+    match device {
+        candle_core::Device::Cuda(d) => {
+            let (free, _total) = d.cuda_stream().context().mem_get_info().ok()?;
+            Some(free as u64)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn free_device_memory(_: &candle_core::Device) -> Option<u64> {
+    None
+}
+
+/// Parses `0.25` (a fraction of RAM, or of free GPU memory), `2GiB`, `512MiB`, `1.5GB`, `1000000`.
 impl FromStr for KvBudget {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
         let s = s.trim();
         let bad = || {
-            format!("'{s}' is not a KV budget: give bytes (e.g. 2GiB, 512MiB, 1000000) or a fraction of RAM (e.g. 0.25)")
+            format!("'{s}' is not a KV budget: give bytes (e.g. 2GiB, 512MiB, 1000000) or a fraction of RAM or free GPU memory (e.g. 0.25)")
         };
         if s.contains('.') && !s.contains(|c: char| c.is_ascii_alphabetic()) {
             let value: f64 = s.parse().map_err(|_| bad())?;
             if value > 0.0 && value <= 1.0 {
-                return Ok(KvBudget::FractionOfRam(value));
+                return Ok(KvBudget::Fraction(value));
             }
         }
         s.parse::<crate::ByteSize>()
@@ -48,7 +75,7 @@ impl fmt::Display for KvBudget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             KvBudget::Bytes(b) => write!(f, "{:.1} MiB", *b as f64 / (1024.0 * 1024.0)),
-            KvBudget::FractionOfRam(x) => write!(f, "{:.0}% of RAM", x * 100.0),
+            KvBudget::Fraction(x) => write!(f, "{:.0}% of memory", x * 100.0),
         }
     }
 }
@@ -110,7 +137,7 @@ impl Default for EngineConfig {
         Self {
             device: DeviceChoice::Auto,
             block_size: 16,
-            kv_budget: KvBudget::FractionOfRam(0.1),
+            kv_budget: KvBudget::Fraction(0.1),
             kv_dtype: KvDtype::F16,
             max_num_batched_tokens: 512,
             max_num_seqs: 64,
@@ -208,10 +235,10 @@ mod tests {
         assert_eq!("512 MiB".parse(), Ok(KvBudget::Bytes(512 << 20)));
         assert_eq!("1.5GB".parse(), Ok(KvBudget::Bytes(1_500_000_000)));
         assert_eq!("1000000".parse(), Ok(KvBudget::Bytes(1_000_000)));
-        assert_eq!("0.25".parse(), Ok(KvBudget::FractionOfRam(0.25)));
+        assert_eq!("0.25".parse(), Ok(KvBudget::Fraction(0.25)));
         for bad in ["", "-1", "0", "abc", "3 parsecs", "NaN"] {
             assert!(bad.parse::<KvBudget>().is_err(), "{bad}");
         }
-        assert!(KvBudget::FractionOfRam(0.5).bytes() > 0);
+        assert!(KvBudget::Fraction(0.5).bytes() > 0);
     }
 }

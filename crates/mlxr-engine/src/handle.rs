@@ -56,22 +56,20 @@ impl EngineHandle {
         ) as u64;
         // More than every sequence at full context would be wasted.
         let useful = (config.max_num_seqs.max(1) * model.context_size.div_ceil(block_size)) as u64;
-        let num_blocks = (config.kv_budget.bytes() / per_block).min(useful) as usize;
+        let num_blocks = (config.kv_budget.bytes_on(model.model.device()) / per_block).min(useful) as usize;
         if num_blocks == 0 {
             return Err(EngineError::KvBudgetTooSmall {
                 budget: config.kv_budget.to_string(),
                 block_bytes: per_block,
             });
         }
-        let kv = KvGeometry {
-            n_layers: cfg.n_layers,
-            num_blocks,
-            block_size,
-            n_kv_heads: cfg.n_kv_heads,
-            head_dim: cfg.head_dim,
-        };
+        let kv = KvGeometry::new(cfg, num_blocks, block_size);
         let runner: Box<dyn StepRunner> = match model.model.device() {
             Device::Cpu => Box::new(ModelRunner::new(CpuBackend::new(kv, dtype)?)),
+            #[cfg(feature = "cuda")]
+            device @ Device::Cuda(_) => Box::new(ModelRunner::new(
+                mlxr_models::backend::cuda::CudaBackend::new(kv, dtype, device)?,
+            )),
             device => Box::new(ModelRunner::new(ReferenceBackend::new(kv, device)?)),
         };
         let seq_limit = model.context_size.min(num_blocks * block_size);

@@ -22,6 +22,8 @@ pub use backend::cpu::kernels::RowOrder;
 pub use backend::cpu::paged::PagedKvStore;
 pub use backend::cpu::CpuBackend;
 pub use backend::reference::ReferenceBackend;
+#[cfg(feature = "cuda")]
+pub use backend::cuda::CudaBackend;
 pub use backend::{AttentionSpec, Backend, Glu, KvGeometry};
 pub use batch::SeqChunk;
 pub use config::{Activation, LayerAttention, ModelConfig, RopeStyle};

@@ -75,14 +75,7 @@ fn tables() -> Vec<Vec<u32>> {
 }
 
 fn geometry(model: &DecoderModel) -> KvGeometry {
-    let c = model.config();
-    KvGeometry {
-        n_layers: c.n_layers,
-        num_blocks: SEQS * BLOCKS_PER_SEQ,
-        block_size: BLOCK,
-        n_kv_heads: c.n_kv_heads,
-        head_dim: c.head_dim,
-    }
+    KvGeometry::new(model.config(), SEQS * BLOCKS_PER_SEQ, BLOCK)
 }
 
 struct Compared {

@@ -105,14 +105,7 @@ fn check<B: Backend>(
 }
 
 fn geometry(model: &DecoderModel, tables: &[Vec<u32>]) -> KvGeometry {
-    let c = model.config();
-    KvGeometry {
-        n_layers: c.n_layers,
-        num_blocks: tables.iter().map(Vec::len).sum(),
-        block_size: BLOCK,
-        n_kv_heads: c.n_kv_heads,
-        head_dim: c.head_dim,
-    }
+    KvGeometry::new(model.config(), tables.iter().map(Vec::len).sum(), BLOCK)
 }
 
 /// The model file, with candle told to dequantize its weights (every test

@@ -135,7 +135,7 @@ fn keep_alive_text(k: KeepAlive) -> String {
     }
 }
 
-/// `1 GiB`, `512 MiB`, `1000 bytes`, or `0.1 of RAM` — as `--kv-cache-mem` takes it.
+/// `1 GiB`, `512 MiB`, `1000 bytes`, or `0.1 of memory` — as `--kv-cache-mem` takes it.
 fn kv_budget_text(b: &KvBudget) -> String {
     match *b {
         KvBudget::Bytes(n) => {
@@ -150,7 +150,7 @@ fn kv_budget_text(b: &KvBudget) -> String {
                 None => format!("{n} bytes"),
             }
         }
-        KvBudget::FractionOfRam(f) => format!("{f} of RAM"),
+        KvBudget::Fraction(f) => format!("{f} of memory"),
     }
 }
 
@@ -234,7 +234,7 @@ mod tests {
             (KvBudget::Bytes(256 << 20), "256 MiB"),
             (KvBudget::Bytes(1536 << 20), "1536 MiB"),
             (KvBudget::Bytes(1000), "1000 bytes"),
-            (KvBudget::FractionOfRam(0.1), "0.1 of RAM"),
+            (KvBudget::Fraction(0.1), "0.1 of memory"),
         ] {
             assert_eq!(kv_budget_text(&b), want);
         }

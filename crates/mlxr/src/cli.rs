@@ -209,7 +209,8 @@ pub struct ServeArgs {
     /// Context size per sequence (default: the model's trained context).
     #[arg(short = 'c', long = "ctx-size")]
     pub ctx_size: Option<usize>,
-    /// KV cache memory per model: bytes (2GiB, 512MiB) or a fraction of RAM (0.1).
+    /// KV cache memory per model: bytes (2GiB, 512MiB) or a fraction (0.1) of
+    /// RAM, or of free GPU memory for a model on a GPU.
     #[arg(long, default_value = "1GiB", value_name = "SIZE")]
     pub kv_cache_mem: KvBudget,
     /// Element type of the KV cache: f16, bf16 or f32.
@@ -257,7 +258,8 @@ pub struct EngineArgs {
     /// Context size in tokens (default: the model's trained context).
     #[arg(short = 'c', long = "ctx-size")]
     pub ctx_size: Option<usize>,
-    /// KV cache memory: bytes (2GiB, 512MiB) or a fraction of RAM (0.1).
+    /// KV cache memory: bytes (2GiB, 512MiB) or a fraction (0.1) of RAM, or
+    /// of free GPU memory for a model on a GPU.
     /// Default: enough for one full context.
     #[arg(long, value_name = "SIZE")]
     pub kv_cache_mem: Option<KvBudget>,

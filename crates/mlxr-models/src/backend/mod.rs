@@ -10,8 +10,14 @@
 //!   bit, tiles, the spin pool), host buffers, no allocation per step.
 //! - [`reference::ReferenceBackend`]: plain candle ops on any candle device;
 //!   the independent implementation the tests compare against.
+//! - [`cuda::CudaBackend`] (`cuda` feature): candle's ops and CUDA kernels
+//!   (candle's quantized matmuls, cuBLAS) with a paged KV cache in device
+//!   memory and paged attention kernels of our own.
 
+pub mod candle;
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod reference;
 
 use crate::config::Activation;
@@ -62,6 +68,19 @@ pub struct KvGeometry {
     pub block_size: usize,
     pub n_kv_heads: usize,
     pub head_dim: usize,
+}
+
+impl KvGeometry {
+    /// `num_blocks` blocks of `block_size` tokens for `config`'s layers.
+    pub fn new(config: &crate::ModelConfig, num_blocks: usize, block_size: usize) -> Self {
+        Self {
+            n_layers: config.n_layers,
+            num_blocks,
+            block_size,
+            n_kv_heads: config.n_kv_heads,
+            head_dim: config.head_dim,
+        }
+    }
 }
 
 /// One device's buffers and ops. Activations are `[rows, cols]` f32

@@ -1,34 +1,38 @@
-//! The reference backend: every op in plain candle ops on any candle device
-//! (matmuls through candle's quantized or float matmul, attention as
-//! matmul + softmax over keys gathered from a slot-indexed cache). Slower
-//! than a device's own backend and allocating freely; it is the independent
-//! implementation the tests hold the fast backends to.
+//! The reference backend: candle's ops ([`CandleBackend`]) on any candle
+//! device, attention as matmul + softmax over keys gathered from an f32
+//! slot-indexed cache. Slower than a device's own backend and allocating
+//! freely; it is the independent implementation the tests hold the fast
+//! backends to.
 
 use candle_core::{DType, Device, Tensor, D};
 
-use super::{AttentionSpec, Backend, Glu, KvGeometry};
-use crate::config::RopeStyle;
-use crate::layers::{Embedding, Linear, RmsNorm, Rope};
+use super::candle::{CandleAttention, CandleBackend};
+use super::{AttentionSpec, KvGeometry};
 use crate::step::Step;
 use crate::{ModelError, Result};
 
-pub struct ReferenceBackend {
+pub type ReferenceBackend = CandleBackend<GatherAttention>;
+
+impl ReferenceBackend {
+    pub fn new(kv: KvGeometry, device: &Device) -> Result<Self> {
+        Ok(Self::with_attention(GatherAttention::new(kv, device)?, device))
+    }
+}
+
+pub struct GatherAttention {
     device: Device,
     kv: KvGeometry,
     /// Per layer, keys and values by slot: `[num_blocks * block_size,
     /// n_kv_heads * head_dim]` f32.
     keys: Vec<Tensor>,
     values: Vec<Tensor>,
-    /// Per RoPE of the model, `cos`/`sin` `[tokens, 1, rot / 2]`.
-    rope_tables: Vec<(Tensor, Tensor)>,
     /// Each token's slot, `[tokens]` u32.
     slots: Option<Tensor>,
     /// Per chunk, the slots of its positions `0..start_pos + len`.
     gathers: Vec<Tensor>,
-    host: Vec<f32>,
 }
 
-impl ReferenceBackend {
+impl GatherAttention {
     pub fn new(kv: KvGeometry, device: &Device) -> Result<Self> {
         let slots = kv
             .num_blocks
@@ -47,40 +51,18 @@ impl ReferenceBackend {
             kv,
             keys,
             values,
-            rope_tables: Vec::new(),
             slots: None,
             gathers: Vec::new(),
-            host: Vec::new(),
         })
     }
 }
 
-fn get(x: &Option<Tensor>) -> Result<&Tensor> {
-    x.as_ref()
-        .ok_or_else(|| ModelError::InvalidBatch("reading an activation never written".into()))
-}
-
-fn tables(rope: &Rope, positions: &[usize], device: &Device) -> Result<(Tensor, Tensor)> {
-    let (cos, sin) = rope.raw_tables(positions);
-    let shape = (positions.len(), 1, rope.dim() / 2);
-    Ok((
-        Tensor::from_vec(cos, shape, device)?,
-        Tensor::from_vec(sin, shape, device)?,
-    ))
-}
-
-impl Backend for ReferenceBackend {
-    type Act = Option<Tensor>;
-
-    fn num_blocks(&self) -> usize {
-        self.kv.num_blocks
+impl CandleAttention for GatherAttention {
+    fn geometry(&self) -> &KvGeometry {
+        &self.kv
     }
 
-    fn begin_step(&mut self, step: &Step, ropes: &[Rope]) -> Result<()> {
-        self.rope_tables = ropes
-            .iter()
-            .map(|rope| tables(rope, step.positions(), &self.device))
-            .collect::<Result<_>>()?;
+    fn begin_step(&mut self, step: &Step) -> Result<()> {
         self.slots = Some(Tensor::new(step.slots(), &self.device)?);
         let bs = self.kv.block_size;
         self.gathers = step
@@ -97,111 +79,15 @@ impl Backend for ReferenceBackend {
         Ok(())
     }
 
-    fn embed(&mut self, table: &Embedding, tokens: &[u32], out: &mut Self::Act) -> Result<()> {
-        *out = Some(table.forward(tokens, &self.device)?);
-        Ok(())
-    }
-
-    fn scale(&mut self, x: &mut Self::Act, factor: f32) -> Result<()> {
-        *x = Some((get(x)? * factor as f64)?);
-        Ok(())
-    }
-
-    fn rms_norm(&mut self, x: &Self::Act, norm: &RmsNorm, out: &mut Self::Act) -> Result<()> {
-        let x = get(x)?;
-        let rows = x.contiguous()?.reshape(((), norm.dim()))?;
-        let y = candle_nn::ops::rms_norm(&rows, norm.weight(), norm.eps())?;
-        *out = Some(y.reshape(x.shape())?);
-        Ok(())
-    }
-
-    fn matmul(&mut self, x: &Self::Act, w: &Linear, out: &mut Self::Act) -> Result<()> {
-        *out = Some(w.forward(get(x)?)?);
-        Ok(())
-    }
-
-    fn split(
-        &mut self,
-        x: &Self::Act,
-        widths: &[usize],
-        outs: &mut [&mut Self::Act],
-    ) -> Result<()> {
-        let x = get(x)?;
-        let mut start = 0;
-        for (&width, out) in widths.iter().zip(outs.iter_mut()) {
-            **out = Some(x.narrow(1, start, width)?.contiguous()?);
-            start += width;
-        }
-        Ok(())
-    }
-
-    fn rope(
-        &mut self,
-        x: &mut Self::Act,
-        rope: &Rope,
-        index: usize,
-        head_dim: usize,
-    ) -> Result<()> {
-        let (cos, sin) = self
-            .rope_tables
-            .get(index)
-            .ok_or_else(|| ModelError::InvalidBatch(format!("no RoPE table {index}")))?;
-        let t = get(x)?;
-        let (tokens, width) = t.dims2()?;
-        let heads = width / head_dim;
-        let t = t.reshape((tokens, heads, head_dim))?;
-        let rot = rope.dim();
-        // Each token is its own "batch" of one position so positions may
-        // differ freely.
-        let rotate = |x: &Tensor| -> Result<Tensor> {
-            let x = x.reshape((tokens, heads, 1, rot))?.contiguous()?;
-            let y = match rope.style() {
-                RopeStyle::Interleaved => candle_nn::rotary_emb::rope_i(&x, cos, sin)?,
-                RopeStyle::Halves => candle_nn::rotary_emb::rope(&x, cos, sin)?,
-            };
-            Ok(y.reshape((tokens, heads, rot))?)
-        };
-        let y = if rot == head_dim {
-            rotate(&t)?
-        } else {
-            let rotated = rotate(&t.narrow(2, 0, rot)?)?;
-            Tensor::cat(&[&rotated, &t.narrow(2, rot, head_dim - rot)?], 2)?
-        };
-        *x = Some(y.reshape((tokens, width))?);
-        Ok(())
-    }
-
-    fn glu(
-        &mut self,
-        gate: &Self::Act,
-        up: &Self::Act,
-        glu: Glu,
-        out: &mut Self::Act,
-    ) -> Result<()> {
-        let gate = get(gate)?;
-        let act = match glu {
-            Glu::Silu => candle_nn::ops::silu(gate)?,
-            Glu::GeluGgml | Glu::GeluTanh => gate.gelu()?,
-        };
-        *out = Some((act * get(up)?)?);
-        Ok(())
-    }
-
-    fn add(&mut self, x: &mut Self::Act, y: &Self::Act) -> Result<()> {
-        *x = Some((get(x)? + get(y)?)?);
-        Ok(())
-    }
-
     fn attend(
         &mut self,
         layer: usize,
         spec: &AttentionSpec,
         step: &Step,
-        q: &Self::Act,
-        k: &Self::Act,
-        v: &Self::Act,
-        out: &mut Self::Act,
-    ) -> Result<()> {
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+    ) -> Result<Tensor> {
         let (Some(keys), Some(values)) = (self.keys.get(layer), self.values.get(layer)) else {
             return Err(ModelError::InvalidBatch(format!("no layer {layer}")));
         };
@@ -214,9 +100,8 @@ impl Backend for ReferenceBackend {
             .unsqueeze(1)?
             .broadcast_as((slots.dim(0)?, width))?
             .contiguous()?;
-        keys.scatter_set(&index, &get(k)?.contiguous()?, 0)?;
-        values.scatter_set(&index, &get(v)?.contiguous()?, 0)?;
-        let q = get(q)?;
+        keys.scatter_set(&index, &k.contiguous()?, 0)?;
+        values.scatter_set(&index, &v.contiguous()?, 0)?;
         let mut outputs = Vec::with_capacity(step.chunks().len());
         let mut offset = 0;
         for (chunk, gather) in step.chunks().iter().zip(&self.gathers) {
@@ -241,23 +126,7 @@ impl Backend for ReferenceBackend {
             )?);
             offset += chunk.len;
         }
-        *out = Some(Tensor::cat(&outputs, 0)?);
-        Ok(())
-    }
-
-    fn select_rows(&mut self, x: &mut Self::Act, rows: &[usize], _width: usize) -> Result<()> {
-        let rows: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
-        let rows = Tensor::new(rows.as_slice(), &self.device)?;
-        *x = Some(get(x)?.index_select(&rows, 0)?);
-        Ok(())
-    }
-
-    fn read<'a>(&'a mut self, x: &'a Self::Act) -> Result<&'a [f32]> {
-        self.host = get(x)?
-            .to_dtype(DType::F32)?
-            .flatten_all()?
-            .to_vec1::<f32>()?;
-        Ok(&self.host)
+        Ok(Tensor::cat(&outputs, 0)?)
     }
 }
 

@@ -7,14 +7,7 @@ use mlxr_models::{CpuBackend, DecoderModel, KvGeometry, ReferenceBackend, Sessio
 pub const BLOCK: usize = 16;
 
 fn geometry(model: &DecoderModel, n_seqs: usize, blocks_per_seq: usize) -> KvGeometry {
-    let c = model.config();
-    KvGeometry {
-        n_layers: c.n_layers,
-        num_blocks: n_seqs * blocks_per_seq,
-        block_size: BLOCK,
-        n_kv_heads: c.n_kv_heads,
-        head_dim: c.head_dim,
-    }
+    KvGeometry::new(model.config(), n_seqs * blocks_per_seq, BLOCK)
 }
 
 /// `n_seqs` sequences of up to `blocks_per_seq * BLOCK` tokens on the CPU

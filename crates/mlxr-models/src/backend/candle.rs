@@ -1,0 +1,214 @@
+//! Candle's ops as a backend, on any candle device: embedding, norms,
+//! RoPE, matmuls (candle's quantized or float matmul), activations. The KV
+//! cache and attention are the one part each user of it brings
+//! ([`CandleAttention`]): the reference backend gathers keys into dense
+//! matmuls ([`super::reference`]); the CUDA backend runs its own paged
+//! kernels ([`super::cuda`]).
+
+use candle_core::{DType, Device, Tensor};
+
+use super::{AttentionSpec, Backend, Glu, KvGeometry};
+use crate::config::RopeStyle;
+use crate::layers::{Embedding, Linear, RmsNorm, Rope};
+use crate::step::Step;
+use crate::{ModelError, Result};
+
+/// A KV cache with its attention, for [`CandleBackend`].
+pub trait CandleAttention {
+    fn geometry(&self) -> &KvGeometry;
+
+    /// Uploads what every layer's attention reads for `step`.
+    fn begin_step(&mut self, step: &Step) -> Result<()>;
+
+    /// Stores `k`, `v` in the step's slots of `layer`, then attends `q`
+    /// (see [`Backend::attend`]); returns `[tokens, n_heads * head_dim]`.
+    fn attend(
+        &mut self,
+        layer: usize,
+        spec: &AttentionSpec,
+        step: &Step,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+    ) -> Result<Tensor>;
+}
+
+pub struct CandleBackend<A> {
+    device: Device,
+    attention: A,
+    /// Per RoPE of the model, `cos`/`sin` `[tokens, 1, rot / 2]`.
+    rope_tables: Vec<(Tensor, Tensor)>,
+    host: Vec<f32>,
+}
+
+impl<A: CandleAttention> CandleBackend<A> {
+    pub fn with_attention(attention: A, device: &Device) -> Self {
+        Self {
+            device: device.clone(),
+            attention,
+            rope_tables: Vec::new(),
+            host: Vec::new(),
+        }
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+}
+
+pub(crate) fn get(x: &Option<Tensor>) -> Result<&Tensor> {
+    x.as_ref()
+        .ok_or_else(|| ModelError::InvalidBatch("reading an activation never written".into()))
+}
+
+fn tables(rope: &Rope, positions: &[usize], device: &Device) -> Result<(Tensor, Tensor)> {
+    let (cos, sin) = rope.raw_tables(positions);
+    let shape = (positions.len(), 1, rope.dim() / 2);
+    Ok((
+        Tensor::from_vec(cos, shape, device)?,
+        Tensor::from_vec(sin, shape, device)?,
+    ))
+}
+
+impl<A: CandleAttention> Backend for CandleBackend<A> {
+    type Act = Option<Tensor>;
+
+    fn num_blocks(&self) -> usize {
+        self.attention.geometry().num_blocks
+    }
+
+    fn begin_step(&mut self, step: &Step, ropes: &[Rope]) -> Result<()> {
+        self.rope_tables = ropes
+            .iter()
+            .map(|rope| tables(rope, step.positions(), &self.device))
+            .collect::<Result<_>>()?;
+        self.attention.begin_step(step)
+    }
+
+    fn embed(&mut self, table: &Embedding, tokens: &[u32], out: &mut Self::Act) -> Result<()> {
+        *out = Some(table.forward(tokens, &self.device)?);
+        Ok(())
+    }
+
+    fn scale(&mut self, x: &mut Self::Act, factor: f32) -> Result<()> {
+        *x = Some((get(x)? * factor as f64)?);
+        Ok(())
+    }
+
+    fn rms_norm(&mut self, x: &Self::Act, norm: &RmsNorm, out: &mut Self::Act) -> Result<()> {
+        let x = get(x)?;
+        let rows = x.contiguous()?.reshape(((), norm.dim()))?;
+        let y = candle_nn::ops::rms_norm(&rows, norm.weight(), norm.eps())?;
+        *out = Some(y.reshape(x.shape())?);
+        Ok(())
+    }
+
+    fn matmul(&mut self, x: &Self::Act, w: &Linear, out: &mut Self::Act) -> Result<()> {
+        *out = Some(w.forward(get(x)?)?);
+        Ok(())
+    }
+
+    fn split(
+        &mut self,
+        x: &Self::Act,
+        widths: &[usize],
+        outs: &mut [&mut Self::Act],
+    ) -> Result<()> {
+        let x = get(x)?;
+        let mut start = 0;
+        for (&width, out) in widths.iter().zip(outs.iter_mut()) {
+            **out = Some(x.narrow(1, start, width)?.contiguous()?);
+            start += width;
+        }
+        Ok(())
+    }
+
+    fn rope(
+        &mut self,
+        x: &mut Self::Act,
+        rope: &Rope,
+        index: usize,
+        head_dim: usize,
+    ) -> Result<()> {
+        let (cos, sin) = self
+            .rope_tables
+            .get(index)
+            .ok_or_else(|| ModelError::InvalidBatch(format!("no RoPE table {index}")))?;
+        let t = get(x)?;
+        let (tokens, width) = t.dims2()?;
+        let heads = width / head_dim;
+        let t = t.reshape((tokens, heads, head_dim))?;
+        let rot = rope.dim();
+        // Each token is its own "batch" of one position so positions may
+        // differ freely.
+        let rotate = |x: &Tensor| -> Result<Tensor> {
+            let x = x.reshape((tokens, heads, 1, rot))?.contiguous()?;
+            let y = match rope.style() {
+                RopeStyle::Interleaved => candle_nn::rotary_emb::rope_i(&x, cos, sin)?,
+                RopeStyle::Halves => candle_nn::rotary_emb::rope(&x, cos, sin)?,
+            };
+            Ok(y.reshape((tokens, heads, rot))?)
+        };
+        let y = if rot == head_dim {
+            rotate(&t)?
+        } else {
+            let rotated = rotate(&t.narrow(2, 0, rot)?)?;
+            Tensor::cat(&[&rotated, &t.narrow(2, rot, head_dim - rot)?], 2)?
+        };
+        *x = Some(y.reshape((tokens, width))?);
+        Ok(())
+    }
+
+    fn glu(
+        &mut self,
+        gate: &Self::Act,
+        up: &Self::Act,
+        glu: Glu,
+        out: &mut Self::Act,
+    ) -> Result<()> {
+        let gate = get(gate)?;
+        let act = match glu {
+            Glu::Silu => candle_nn::ops::silu(gate)?,
+            Glu::GeluGgml | Glu::GeluTanh => gate.gelu()?,
+        };
+        *out = Some((act * get(up)?)?);
+        Ok(())
+    }
+
+    fn add(&mut self, x: &mut Self::Act, y: &Self::Act) -> Result<()> {
+        *x = Some((get(x)? + get(y)?)?);
+        Ok(())
+    }
+
+    fn attend(
+        &mut self,
+        layer: usize,
+        spec: &AttentionSpec,
+        step: &Step,
+        q: &Self::Act,
+        k: &Self::Act,
+        v: &Self::Act,
+        out: &mut Self::Act,
+    ) -> Result<()> {
+        *out = Some(
+            self.attention
+                .attend(layer, spec, step, get(q)?, get(k)?, get(v)?)?,
+        );
+        Ok(())
+    }
+
+    fn select_rows(&mut self, x: &mut Self::Act, rows: &[usize], _width: usize) -> Result<()> {
+        let rows: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
+        let rows = Tensor::new(rows.as_slice(), &self.device)?;
+        *x = Some(get(x)?.index_select(&rows, 0)?);
+        Ok(())
+    }
+
+    fn read<'a>(&'a mut self, x: &'a Self::Act) -> Result<&'a [f32]> {
+        self.host = get(x)?
+            .to_dtype(DType::F32)?
+            .flatten_all()?
+            .to_vec1::<f32>()?;
+        Ok(&self.host)
+    }
+}

@@ -1,0 +1,172 @@
+// Paged attention over the engine's mixed batches (prefill chunks and
+// decodes in one launch), and the KV-cache write before it.
+//
+// Layouts (row-major):
+//   q, out           [tokens, n_heads * head_dim] f32
+//   src (new k or v) [tokens, n_kv_heads * head_dim] f32
+//   k_cache, v_cache [num_blocks * block_size, n_kv_heads * head_dim] (T)
+//   slots            [tokens]: where each token's k/v go
+//   positions        [tokens]: each token's position in its sequence
+//   token_seq        [tokens]: each token's sequence (chunk) index
+//   table_start      [seqs]: where the sequence's block table starts in
+//   block_tables     (flat): block ids, position p in block p / block_size
+//
+// One thread block per (token, KV head): its warps split the keys 0..=p
+// (within the sliding window), each warp scoring one key at a time for all
+// the query heads of the KV head's group (the key and value are read once
+// per group), with an online softmax; the warps' partial results are merged
+// at the end.
+
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#define WARPS 4
+#define MAX_GROUP 8
+#define MAX_DPL 8  // head_dim <= 32 * MAX_DPL = 256
+
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ void from_f32(float &d, float x) { d = x; }
+__device__ __forceinline__ void from_f32(__half &d, float x) { d = __float2half(x); }
+__device__ __forceinline__ void from_f32(__nv_bfloat16 &d, float x) { d = __float2bfloat16(x); }
+
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffff, x, o);
+    return x;
+}
+
+template <typename T>
+__device__ void cache_write(const float *__restrict__ src, T *__restrict__ cache,
+                            const uint32_t *__restrict__ slots, int width) {
+    const int t = blockIdx.x;
+    const size_t dst = (size_t)slots[t] * width;
+    const float *row = src + (size_t)t * width;
+    for (int i = threadIdx.x; i < width; i += blockDim.x) from_f32(cache[dst + i], row[i]);
+}
+
+template <typename T>
+__device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cache,
+                       const T *__restrict__ v_cache, float *__restrict__ out,
+                       const uint32_t *__restrict__ positions, const uint32_t *__restrict__ token_seq,
+                       const uint32_t *__restrict__ table_start,
+                       const uint32_t *__restrict__ block_tables, int n_heads, int n_kv_heads,
+                       int head_dim, int block_size, float scale, int window, float softcap) {
+    const int t = blockIdx.x;
+    const int kvh = blockIdx.y;
+    const int warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    const int group = n_heads / n_kv_heads;
+    const int kv_width = n_kv_heads * head_dim;
+    const int pos = positions[t];
+    const uint32_t *table = block_tables + table_start[token_seq[t]];
+    const int lo = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
+
+    float qr[MAX_GROUP][MAX_DPL];
+    float acc[MAX_GROUP][MAX_DPL];
+    float m[MAX_GROUP], l[MAX_GROUP];
+#pragma unroll
+    for (int g = 0; g < MAX_GROUP; ++g) {
+        m[g] = -INFINITY;
+        l[g] = 0.f;
+#pragma unroll
+        for (int i = 0; i < MAX_DPL; ++i) {
+            const int d = lane + 32 * i;
+            const int h = kvh * group + g;
+            qr[g][i] = g < group && d < head_dim ? q[(size_t)t * n_heads * head_dim + h * head_dim + d] * scale : 0.f;
+            acc[g][i] = 0.f;
+        }
+    }
+
+    for (int j = lo + warp; j <= pos; j += WARPS) {
+        const size_t slot = (size_t)table[j / block_size] * block_size + j % block_size;
+        const T *kr = k_cache + slot * kv_width + kvh * head_dim;
+        const T *vr = v_cache + slot * kv_width + kvh * head_dim;
+        float kv[MAX_DPL];
+#pragma unroll
+        for (int i = 0; i < MAX_DPL; ++i) {
+            const int d = lane + 32 * i;
+            kv[i] = d < head_dim ? to_f32(kr[d]) : 0.f;
+        }
+        float p[MAX_GROUP];
+#pragma unroll
+        for (int g = 0; g < MAX_GROUP; ++g) {
+            if (g >= group) break;
+            float s = 0.f;
+#pragma unroll
+            for (int i = 0; i < MAX_DPL; ++i) s += qr[g][i] * kv[i];
+            s = warp_sum(s);
+            if (softcap > 0.f) s = softcap * tanhf(s / softcap);
+            const float m_new = fmaxf(m[g], s);
+            const float correction = __expf(m[g] - m_new);
+            p[g] = __expf(s - m_new);
+            l[g] = l[g] * correction + p[g];
+            m[g] = m_new;
+#pragma unroll
+            for (int i = 0; i < MAX_DPL; ++i) acc[g][i] *= correction;
+        }
+#pragma unroll
+        for (int i = 0; i < MAX_DPL; ++i) {
+            const int d = lane + 32 * i;
+            kv[i] = d < head_dim ? to_f32(vr[d]) : 0.f;
+        }
+#pragma unroll
+        for (int g = 0; g < MAX_GROUP; ++g) {
+            if (g >= group) break;
+#pragma unroll
+            for (int i = 0; i < MAX_DPL; ++i) acc[g][i] += p[g] * kv[i];
+        }
+    }
+
+    // Merge the warps: each writes (m, l, acc) to shared memory, then warp
+    // 0's lanes combine them per query head.
+    __shared__ float sm[WARPS][MAX_GROUP];
+    __shared__ float sl[WARPS][MAX_GROUP];
+    __shared__ float sacc[WARPS][MAX_GROUP][32 * MAX_DPL];
+#pragma unroll
+    for (int g = 0; g < MAX_GROUP; ++g) {
+        if (g >= group) break;
+        if (lane == 0) {
+            sm[warp][g] = m[g];
+            sl[warp][g] = l[g];
+        }
+#pragma unroll
+        for (int i = 0; i < MAX_DPL; ++i) sacc[warp][g][lane + 32 * i] = acc[g][i];
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < group * head_dim; idx += blockDim.x) {
+        const int g = idx / head_dim;
+        const int d = idx % head_dim;
+        float mx = -INFINITY;
+        for (int w = 0; w < WARPS; ++w) mx = fmaxf(mx, sm[w][g]);
+        float num = 0.f, den = 0.f;
+        for (int w = 0; w < WARPS; ++w) {
+            if (sm[w][g] == -INFINITY) continue;  // a warp that saw no key
+            const float c = __expf(sm[w][g] - mx);
+            num += sacc[w][g][d] * c;
+            den += sl[w][g] * c;
+        }
+        const int h = kvh * group + g;
+        out[(size_t)t * n_heads * head_dim + h * head_dim + d] = den > 0.f ? num / den : 0.f;
+    }
+}
+
+#define INSTANTIATE(T, SUFFIX)                                                                  \
+    extern "C" __global__ void cache_write_##SUFFIX(const float *src, T *cache,               \
+                                                    const uint32_t *slots, int width) {       \
+        cache_write<T>(src, cache, slots, width);                                             \
+    }                                                                                         \
+    extern "C" __global__ void __launch_bounds__(WARPS * 32) paged_attention_##SUFFIX(        \
+        const float *q, const T *k_cache, const T *v_cache, float *out,                       \
+        const uint32_t *positions, const uint32_t *token_seq, const uint32_t *table_start,    \
+        const uint32_t *block_tables, int n_heads, int n_kv_heads, int head_dim,              \
+        int block_size, float scale, int window, float softcap) {                             \
+        attend<T>(q, k_cache, v_cache, out, positions, token_seq, table_start, block_tables,  \
+                  n_heads, n_kv_heads, head_dim, block_size, scale, window, softcap);         \
+    }
+
+INSTANTIATE(float, f32)
+INSTANTIATE(__half, f16)
+INSTANTIATE(__nv_bfloat16, bf16)

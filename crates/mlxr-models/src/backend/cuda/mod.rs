@@ -1,0 +1,124 @@
+//! The CUDA backend: candle's ops on a CUDA device ([`CandleBackend`]:
+//! quantized matmuls, cuBLAS, norms, RoPE) with the KV cache in device
+//! memory as paged blocks of f16/bf16/f32 and attention by kernels of our
+//! own (kernels/paged_attention.cu): one launch per layer for the whole
+//! mixed batch, reading each sequence's blocks through its block table.
+//! The step's metadata (slots, positions, block tables) is uploaded once
+//! per step, in one copy.
+
+mod ops;
+
+use candle_core::{DType, Device, Tensor};
+
+use super::candle::{CandleAttention, CandleBackend};
+use super::{AttentionSpec, KvGeometry};
+use crate::step::Step;
+use crate::{ModelError, Result};
+
+pub use ops::PTX;
+
+pub type CudaBackend = CandleBackend<PagedAttention>;
+
+impl CudaBackend {
+    /// A cache of `kv` in `dtype` (F16, BF16 or F32) on `device`.
+    pub fn new(kv: KvGeometry, dtype: DType, device: &Device) -> Result<Self> {
+        Ok(Self::with_attention(
+            PagedAttention::new(kv, dtype, device)?,
+            device,
+        ))
+    }
+}
+
+pub struct PagedAttention {
+    device: Device,
+    kv: KvGeometry,
+    /// Per layer, `[num_blocks * block_size, n_kv_heads * head_dim]`.
+    keys: Vec<Tensor>,
+    values: Vec<Tensor>,
+    meta: Option<ops::StepMeta>,
+    host: Vec<u32>,
+}
+
+impl PagedAttention {
+    pub fn new(kv: KvGeometry, dtype: DType, device: &Device) -> Result<Self> {
+        if !device.is_cuda() {
+            return Err(ModelError::InvalidConfig(format!(
+                "the CUDA backend needs a CUDA device, not {device:?}"
+            )));
+        }
+        if !matches!(dtype, DType::F16 | DType::BF16 | DType::F32) {
+            return Err(ModelError::InvalidConfig(format!(
+                "a KV cache of {dtype:?} (f16, bf16 or f32)"
+            )));
+        }
+        if kv.head_dim > ops::MAX_HEAD_DIM {
+            return Err(ModelError::InvalidConfig(format!(
+                "head dimension {} (the CUDA attention kernel takes up to {})",
+                kv.head_dim,
+                ops::MAX_HEAD_DIM
+            )));
+        }
+        let slots = kv
+            .num_blocks
+            .checked_mul(kv.block_size)
+            .filter(|&s| s > 0 && s <= u32::MAX as usize)
+            .ok_or_else(|| ModelError::InvalidConfig(format!("KV cache {kv:?}")))?;
+        let zeros = || Tensor::zeros((slots, kv.n_kv_heads * kv.head_dim), dtype, device);
+        let keys = (0..kv.n_layers)
+            .map(|_| zeros())
+            .collect::<Result<_, _>>()?;
+        let values = (0..kv.n_layers)
+            .map(|_| zeros())
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            device: device.clone(),
+            kv,
+            keys,
+            values,
+            meta: None,
+            host: Vec::new(),
+        })
+    }
+}
+
+impl CandleAttention for PagedAttention {
+    fn geometry(&self) -> &KvGeometry {
+        &self.kv
+    }
+
+    fn begin_step(&mut self, step: &Step) -> Result<()> {
+        self.meta = Some(ops::StepMeta::upload(step, &mut self.host, &self.device)?);
+        Ok(())
+    }
+
+    fn attend(
+        &mut self,
+        layer: usize,
+        spec: &AttentionSpec,
+        _step: &Step,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+    ) -> Result<Tensor> {
+        let (Some(keys), Some(values)) = (self.keys.get(layer), self.values.get(layer)) else {
+            return Err(ModelError::InvalidBatch(format!("no layer {layer}")));
+        };
+        let meta = self
+            .meta
+            .as_ref()
+            .ok_or_else(|| ModelError::InvalidBatch("attend before begin_step".into()))?;
+        if spec.n_kv_heads != self.kv.n_kv_heads
+            || spec.head_dim != self.kv.head_dim
+            || spec.n_heads % spec.n_kv_heads != 0
+            || spec.n_heads / spec.n_kv_heads > ops::MAX_GROUP
+        {
+            return Err(ModelError::InvalidBatch(format!(
+                "attention {spec:?} on a cache of {:?}",
+                self.kv
+            )));
+        }
+        meta.write(keys, &k.contiguous()?)?;
+        meta.write(values, &v.contiguous()?)?;
+        Ok(meta.attend(&q.contiguous()?, keys, values, spec, self.kv.block_size)?)
+    }
+}

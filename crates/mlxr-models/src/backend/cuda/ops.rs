@@ -1,0 +1,274 @@
+//! The launches of kernels/paged_attention.cu as candle ops: the cache
+//! write in place ([`InplaceOp3`]) and the attention ([`CustomOp3`]).
+
+use candle_core::backend::BackendStorage;
+use candle_core::cuda_backend::cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::{CudaStorage, WrapErr};
+use candle_core::{CpuStorage, CustomOp3, DType, Device, InplaceOp3, Layout, Shape, Storage, Tensor};
+
+use super::super::AttentionSpec;
+use crate::step::Step;
+use crate::{ModelError, Result};
+
+/// The kernels, compiled to PTX by build.rs.
+pub const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/paged_attention.ptx"));
+const MODULE: &str = "mlxr_paged_attention";
+pub const MAX_GROUP: usize = 8;
+pub const MAX_HEAD_DIM: usize = 256;
+const THREADS: u32 = 128;
+
+/// One step's metadata in one device buffer of u32: slots, positions and
+/// sequence indices per token, then each sequence's block-table start, then
+/// the block tables.
+pub struct StepMeta {
+    buf: Tensor,
+    tokens: usize,
+    seqs: usize,
+}
+
+impl StepMeta {
+    pub fn upload(step: &Step, host: &mut Vec<u32>, device: &Device) -> Result<Self> {
+        let tokens = step.slots().len();
+        host.clear();
+        host.extend_from_slice(step.slots());
+        host.extend(step.positions().iter().map(|&p| p as u32));
+        for (i, seq) in step.seqs().iter().enumerate() {
+            host.extend(std::iter::repeat_n(i as u32, seq.len));
+        }
+        host.extend(step.seqs().iter().map(|s| s.table_start as u32));
+        host.extend_from_slice(step.block_ids());
+        if host.len() != 3 * tokens + step.seqs().len() + step.block_ids().len() {
+            return Err(ModelError::InvalidBatch("step metadata of unequal lengths".into()));
+        }
+        Ok(Self {
+            buf: Tensor::new(host.as_slice(), device)?,
+            tokens,
+            seqs: step.seqs().len(),
+        })
+    }
+
+    /// Stores `new` (`[tokens, width]` f32) in `cache` at the step's slots.
+    pub fn write(&self, cache: &Tensor, new: &Tensor) -> Result<()> {
+        let slots = self.buf.narrow(0, 0, self.tokens)?;
+        cache.inplace_op3(new, &slots, &CacheWrite)?;
+        Ok(())
+    }
+
+    pub fn attend(
+        &self,
+        q: &Tensor,
+        keys: &Tensor,
+        values: &Tensor,
+        spec: &AttentionSpec,
+        block_size: usize,
+    ) -> Result<Tensor> {
+        let op = Attention {
+            meta: self,
+            spec: *spec,
+            block_size,
+        };
+        Ok(q.apply_op3_no_bwd(keys, values, &op)?)
+    }
+}
+
+fn suffix(dtype: DType) -> candle_core::Result<&'static str> {
+    Ok(match dtype {
+        DType::F32 => "f32",
+        DType::F16 => "f16",
+        DType::BF16 => "bf16",
+        other => candle_core::bail!("a KV cache of {other:?}"),
+    })
+}
+
+fn cpu_only(name: &str) -> candle_core::Error {
+    candle_core::Error::Msg(format!("{name} runs on CUDA devices only"))
+}
+
+fn i32_of(n: usize) -> candle_core::Result<i32> {
+    i32::try_from(n).map_err(|_| candle_core::Error::Msg(format!("{n} does not fit a kernel argument")))
+}
+
+/// `cache[slots[t]] = new[t]` (converted to the cache's type).
+struct CacheWrite;
+
+impl InplaceOp3 for CacheWrite {
+    fn name(&self) -> &'static str {
+        "mlxr-cache-write"
+    }
+
+    fn cpu_fwd(
+        &self,
+        _: &mut CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+    ) -> candle_core::Result<()> {
+        Err(cpu_only(self.name()))
+    }
+
+    fn cuda_fwd(
+        &self,
+        cache: &mut CudaStorage,
+        cache_l: &Layout,
+        new: &CudaStorage,
+        new_l: &Layout,
+        slots: &CudaStorage,
+        slots_l: &Layout,
+    ) -> candle_core::Result<()> {
+        let (tokens, width) = new_l.shape().dims2()?;
+        if tokens == 0 {
+            return Ok(());
+        }
+        if cache_l.start_offset() != 0 || !cache_l.is_contiguous() || !new_l.is_contiguous() {
+            candle_core::bail!("cache write on non-contiguous tensors");
+        }
+        let dev = new.device().clone();
+        let name = format!("cache_write_{}", suffix(cache.dtype())?);
+        let func = dev.get_or_load_custom_func(&name, MODULE, PTX)?;
+        let new = new.as_cuda_slice::<f32>()?.slice(new_l.start_offset()..);
+        let slots = slots.as_cuda_slice::<u32>()?.slice(slots_l.start_offset()..);
+        let width = i32_of(width)?;
+        let cfg = LaunchConfig {
+            grid_dim: (tokens as u32, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        fn launch<T: DeviceRepr>(
+            func: &candle_core::cuda_backend::CudaFunc,
+            cache: &mut candle_core::cuda_backend::cudarc::driver::CudaSlice<T>,
+            new: &candle_core::cuda_backend::cudarc::driver::CudaView<f32>,
+            slots: &candle_core::cuda_backend::cudarc::driver::CudaView<u32>,
+            width: i32,
+            cfg: LaunchConfig,
+        ) -> candle_core::Result<()> {
+            let mut b = func.builder();
+            b.arg(new).arg(cache).arg(slots).arg(&width);
+            // SAFETY: the kernel writes `width` values at each of the
+            // `tokens` slots, all below the cache's length (the step's
+            // blocks were checked against the cache's block count).
+            unsafe { b.launch(cfg) }.w()?;
+            Ok(())
+        }
+        match cache.dtype() {
+            DType::F32 => launch(&func, cache.as_cuda_slice_mut::<f32>()?, &new, &slots, width, cfg),
+            DType::F16 => launch(&func, cache.as_cuda_slice_mut::<half::f16>()?, &new, &slots, width, cfg),
+            DType::BF16 => launch(&func, cache.as_cuda_slice_mut::<half::bf16>()?, &new, &slots, width, cfg),
+            other => candle_core::bail!("a KV cache of {other:?}"),
+        }
+    }
+}
+
+/// Paged attention of the step's queries over their sequences' cached keys.
+struct Attention<'a> {
+    meta: &'a StepMeta,
+    spec: AttentionSpec,
+    block_size: usize,
+}
+
+impl CustomOp3 for Attention<'_> {
+    fn name(&self) -> &'static str {
+        "mlxr-paged-attention"
+    }
+
+    fn cpu_fwd(
+        &self,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        Err(cpu_only(self.name()))
+    }
+
+    fn cuda_fwd(
+        &self,
+        q: &CudaStorage,
+        q_l: &Layout,
+        keys: &CudaStorage,
+        keys_l: &Layout,
+        values: &CudaStorage,
+        values_l: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        let s = &self.spec;
+        let tokens = self.meta.tokens;
+        let width = s.n_heads * s.head_dim;
+        if q_l.shape().dims2()? != (tokens, width) || !q_l.is_contiguous() {
+            candle_core::bail!("queries {:?} for {tokens} tokens of {width}", q_l.shape());
+        }
+        if !keys_l.is_contiguous() || !values_l.is_contiguous() {
+            candle_core::bail!("non-contiguous KV cache");
+        }
+        let dev = q.device().clone();
+        let name = format!("paged_attention_{}", suffix(keys.dtype())?);
+        let func = dev.get_or_load_custom_func(&name, MODULE, PTX)?;
+        let (meta, meta_l) = self.meta.buf.storage_and_layout();
+        let Storage::Cuda(meta) = &*meta else {
+            candle_core::bail!("step metadata off the GPU");
+        };
+        let meta = meta.as_cuda_slice::<u32>()?;
+        let base = meta_l.start_offset();
+        let (t, n) = (tokens, self.meta.seqs);
+        let positions = meta.slice(base + t..base + 2 * t);
+        let token_seq = meta.slice(base + 2 * t..base + 3 * t);
+        let table_start = meta.slice(base + 3 * t..base + 3 * t + n);
+        let block_tables = meta.slice(base + 3 * t + n..);
+        let q = q.as_cuda_slice::<f32>()?.slice(q_l.start_offset()..);
+        // SAFETY: every element is written by the kernel before it returns.
+        let mut out = unsafe { dev.alloc::<f32>(tokens * width) }?;
+        let (n_heads, n_kv_heads, head_dim) = (
+            i32_of(s.n_heads)?,
+            i32_of(s.n_kv_heads)?,
+            i32_of(s.head_dim)?,
+        );
+        let block_size = i32_of(self.block_size)?;
+        let window = i32_of(s.sliding_window.unwrap_or(0).min(i32::MAX as usize))?;
+        let softcap = 0f32;
+        let cfg = LaunchConfig {
+            grid_dim: (tokens as u32, s.n_kv_heads as u32, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        macro_rules! launch {
+            ($t:ty) => {{
+                let keys = keys.as_cuda_slice::<$t>()?.slice(keys_l.start_offset()..);
+                let values = values.as_cuda_slice::<$t>()?.slice(values_l.start_offset()..);
+                let mut b = func.builder();
+                b.arg(&q)
+                    .arg(&keys)
+                    .arg(&values)
+                    .arg(&mut out)
+                    .arg(&positions)
+                    .arg(&token_seq)
+                    .arg(&table_start)
+                    .arg(&block_tables)
+                    .arg(&n_heads)
+                    .arg(&n_kv_heads)
+                    .arg(&head_dim)
+                    .arg(&block_size)
+                    .arg(&s.scale)
+                    .arg(&window)
+                    .arg(&softcap);
+                // SAFETY: reads stay within the step's block tables (checked
+                // against the cache by the runner) and the queries; writes
+                // cover `out` exactly.
+                unsafe { b.launch(cfg) }.w()?;
+            }};
+        }
+        if tokens > 0 {
+            match keys.dtype() {
+                DType::F32 => launch!(f32),
+                DType::F16 => launch!(half::f16),
+                DType::BF16 => launch!(half::bf16),
+                other => candle_core::bail!("a KV cache of {other:?}"),
+            }
+        }
+        Ok((
+            CudaStorage::wrap_cuda_slice(out, dev),
+            Shape::from((tokens, width)),
+        ))
+    }
+}

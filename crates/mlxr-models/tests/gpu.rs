@@ -1,0 +1,409 @@
+//! The CUDA backend (`MLXR_TEST_DEVICE`, default `cuda:0`; on `cpu` the
+//! reference backend stands in, a smoke run of this file) against the CPU
+//! backend on the same weights. scripts/gpu-tests.sh runs it on the GPU
+//! machine; CI compiles it (`--features cuda`) but has no GPU to run it.
+//!
+//!   gpu TINY_MODELS_DIR [MODEL.gguf ...]
+//!
+//! Every model goes through one scenario on both sides: three sequences
+//! prefilled in chunks of 16, 7 and 5 tokens and decoded together, a
+//! preempted sequence recomputed next to a decode, and a prefix-cache hit.
+//! On the GPU alone: the hit's logits equal a full prefill's, and the
+//! batched logits of a sequence equal that sequence run alone.
+//!
+//! - Tiny models (every architecture; HF, MLX and GGUF f32 forms): f32
+//!   weights on both sides, so the pass is compared: logits within
+//!   `TOLERANCE` of the row's largest logit, greedy tokens equal wherever
+//!   the CPU's top-2 gap exceeds `CLEAR_GAP`.
+//! - GGUF files (random weights in the real models' shapes, from
+//!   scripts/random-gguf.py): first dequantized to f32 on both sides (the
+//!   same checks), then as each device serves them: the CPU's ggml kernels
+//!   (activations quantized to q8_K/q8_0) against candle's CUDA kernels
+//!   (q8_1, or a dequantized matmul for more than 8 rows), held to
+//!   `QUANTIZED_TOLERANCE`, with greedy agreement reported.
+
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device};
+use mlxr_formats::gguf::GgufFile;
+use mlxr_models::{
+    Backend, CpuBackend, CudaBackend, DecoderModel, KvGeometry, ReferenceBackend, RowOrder,
+    Session,
+};
+
+/// f32 on both sides; the GPU sums in another order (cuBLAS).
+const TOLERANCE: f32 = 3e-3;
+/// What batching or a cache hit may change on one device.
+const SAME_DEVICE: f32 = 1e-4;
+/// Both sides quantize activations to 8 bits, each its own way.
+const QUANTIZED_TOLERANCE: f32 = 0.15;
+const CLEAR_GAP: f32 = 0.01;
+const BLOCK: usize = 16;
+const SEQS: usize = 4;
+const BLOCKS_PER_SEQ: usize = 6;
+
+fn device() -> Device {
+    let spec = std::env::var("MLXR_TEST_DEVICE").unwrap_or_else(|_| "cuda:0".into());
+    match spec.split_once(':') {
+        _ if spec == "cpu" => Device::Cpu,
+        Some(("cuda", n)) => Device::new_cuda(n.parse().expect("cuda:N")).expect("a CUDA device"),
+        _ if spec == "cuda" => Device::new_cuda(0).expect("a CUDA device"),
+        _ => panic!("MLXR_TEST_DEVICE={spec}: expected cpu, cuda or cuda:N"),
+    }
+}
+
+fn geometry(model: &DecoderModel, num_blocks: usize) -> KvGeometry {
+    KvGeometry::new(model.config(), num_blocks, BLOCK)
+}
+
+/// Blocks interleaved and descending; the fourth sequence starts with the
+/// first one's first two blocks (a prefix-cache hit of 32 tokens).
+fn tables() -> Vec<Vec<u32>> {
+    let mut tables: Vec<Vec<u32>> = (0..SEQS)
+        .map(|s| {
+            (0..BLOCKS_PER_SEQ)
+                .map(|b| (SEQS * BLOCKS_PER_SEQ - 1 - (b * SEQS + s)) as u32)
+                .collect()
+        })
+        .collect();
+    tables[3][0] = tables[0][0];
+    tables[3][1] = tables[0][1];
+    tables
+}
+
+fn prompt(len: usize, salt: usize, vocab: usize) -> Vec<u32> {
+    (0..len)
+        .map(|i| ((100 + i * 53 + salt * 7) % vocab.min(4000)) as u32)
+        .collect()
+}
+
+fn argmax(v: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &x) in v.iter().enumerate() {
+        if x > v[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// Largest difference relative to `want`'s largest magnitude (at least 1).
+fn rel_diff(got: &[f32], want: &[f32]) -> f32 {
+    let scale = want.iter().fold(1f32, |m, v| m.max(v.abs()));
+    got.iter()
+        .zip(want)
+        .map(|(a, b)| (a - b).abs() / scale)
+        .fold(0f32, f32::max)
+}
+
+#[derive(Default)]
+struct Stats {
+    rows: usize,
+    worst: f32,
+    clear: usize,
+    greedy_equal: usize,
+    failures: Vec<String>,
+}
+
+impl Stats {
+    fn check(&mut self, what: &str, ok: bool) {
+        if !ok {
+            self.failures.push(what.to_string());
+        }
+    }
+}
+
+/// One model on the CPU backend (`cpu`) and the device (`dev`).
+struct Pair<'a> {
+    label: String,
+    cpu: &'a DecoderModel,
+    dev: &'a DecoderModel,
+    device: Device,
+    tolerance: f32,
+    /// Whether greedy tokens and batching must agree (f32 weights) or are
+    /// only reported (quantized weights).
+    exact: bool,
+}
+
+/// A session on the device's backend: the CUDA backend on a GPU, the
+/// reference backend elsewhere (a smoke run of this test on the CPU).
+trait Feed {
+    fn feed(&mut self, model: &DecoderModel, chunks: &[(usize, &[u32])]) -> Vec<f32>;
+    fn truncate(&mut self, seq: usize, len: usize);
+    fn assume_cached(&mut self, seq: usize, len: usize);
+}
+
+impl<B: Backend> Feed for Session<B> {
+    fn feed(&mut self, model: &DecoderModel, chunks: &[(usize, &[u32])]) -> Vec<f32> {
+        Session::feed(self, model, chunks).unwrap().to_vec()
+    }
+    fn truncate(&mut self, seq: usize, len: usize) {
+        Session::truncate(self, seq, len)
+    }
+    fn assume_cached(&mut self, seq: usize, len: usize) {
+        Session::assume_cached(self, seq, len)
+    }
+}
+
+impl Pair<'_> {
+    /// The cache's type on both sides: f32 for the exact comparisons, f16
+    /// (the default) as served.
+    fn kv_dtype(&self) -> DType {
+        if self.exact {
+            DType::F32
+        } else {
+            DType::F16
+        }
+    }
+
+    fn device_session(&self, kv: KvGeometry, tables: Vec<Vec<u32>>) -> Box<dyn Feed> {
+        if self.device.is_cuda() {
+            let b = CudaBackend::new(kv, self.kv_dtype(), &self.device).unwrap();
+            Box::new(Session::with_tables(b, tables, BLOCK))
+        } else {
+            let b = ReferenceBackend::new(kv, &self.device).unwrap();
+            Box::new(Session::with_tables(b, tables, BLOCK))
+        }
+    }
+
+    fn sessions(&self) -> (Session<CpuBackend>, Box<dyn Feed>) {
+        let blocks = SEQS * BLOCKS_PER_SEQ;
+        let cpu = CpuBackend::new(geometry(self.cpu, blocks), self.kv_dtype()).unwrap();
+        (
+            Session::with_tables(cpu, tables(), BLOCK),
+            self.device_session(geometry(self.dev, blocks), tables()),
+        )
+    }
+
+    fn alone(&self) -> Box<dyn Feed> {
+        let table = vec![(0..BLOCKS_PER_SEQ as u32).collect()];
+        self.device_session(geometry(self.dev, BLOCKS_PER_SEQ), table)
+    }
+
+    /// One step on both sides; returns the device's logits rows.
+    fn step(
+        &self,
+        cpu: &mut Session<CpuBackend>,
+        dev: &mut Box<dyn Feed>,
+        chunks: &[(usize, &[u32])],
+        stats: &mut Stats,
+    ) -> Vec<Vec<f32>> {
+        let vocab = self.cpu.config().vocab_size;
+        let want = cpu.feed(self.cpu, chunks).unwrap().to_vec();
+        let got = dev.feed(self.dev, chunks);
+        stats.check("logits shape", got.len() == chunks.len() * vocab);
+        let mut rows = Vec::new();
+        for (r, (g, w)) in got.chunks_exact(vocab).zip(want.chunks_exact(vocab)).enumerate() {
+            let finite = g.iter().all(|x| x.is_finite());
+            stats.check(&format!("row {r}: non-finite logits"), finite);
+            let worst = rel_diff(g, w);
+            stats.worst = stats.worst.max(worst);
+            stats.rows += 1;
+            if worst > self.tolerance {
+                stats.failures.push(format!("row {r} differs by {worst:.2e}"));
+            }
+            let mut sorted = w.to_vec();
+            sorted.sort_by(|a, b| b.total_cmp(a));
+            if sorted[0] - sorted[1] > CLEAR_GAP {
+                stats.clear += 1;
+                if argmax(g) == argmax(w) {
+                    stats.greedy_equal += 1;
+                } else if self.exact {
+                    stats.failures.push(format!("row {r}: greedy token"));
+                }
+            }
+            rows.push(g.to_vec());
+        }
+        rows
+    }
+
+    fn run(&self) -> Stats {
+        let vocab = self.cpu.config().vocab_size;
+        let mut stats = Stats::default();
+        let (mut cpu, mut dev) = self.sessions();
+        let prompts: Vec<Vec<u32>> = [37, 19, 5].iter().map(|&n| prompt(n, n, vocab)).collect();
+        let sizes = [16usize, 7, 5];
+        let mut fed = [0usize; 3];
+        let mut next: [Option<u32>; 3] = [None; 3];
+        // Sequence 0's chunks and its device logits, for the run alone.
+        let mut seq0: Vec<(Vec<u32>, Vec<f32>)> = Vec::new();
+        for _ in 0..24 {
+            let owned: Vec<(usize, Vec<u32>)> = (0..3)
+                .map(|s| match next[s] {
+                    Some(t) => (s, vec![t]),
+                    None => {
+                        let take = sizes[s].min(prompts[s].len() - fed[s]);
+                        (s, prompts[s][fed[s]..fed[s] + take].to_vec())
+                    }
+                })
+                .collect();
+            let chunks: Vec<(usize, &[u32])> =
+                owned.iter().map(|(s, t)| (*s, t.as_slice())).collect();
+            let rows = self.step(&mut cpu, &mut dev, &chunks, &mut stats);
+            seq0.push((owned[0].1.clone(), rows[0].clone()));
+            for (s, row) in rows.iter().enumerate() {
+                fed[s] += chunks[s].1.len();
+                if fed[s] == prompts[s].len() || next[s].is_some() {
+                    next[s] = Some(argmax(row));
+                }
+            }
+        }
+        // Preemption: sequence 2 recomputed from its prompt beside a decode.
+        cpu.truncate(2, 0);
+        dev.truncate(2, 0);
+        let chunks: [(usize, &[u32]); 2] = [(1, &[next[1].unwrap()]), (2, &prompts[2])];
+        self.step(&mut cpu, &mut dev, &chunks, &mut stats);
+
+        // A prefix-cache hit on the device against a full prefill there.
+        let suffix = prompt(9, 3, vocab);
+        let mut seq3 = prompts[0][..32].to_vec();
+        seq3.extend(&suffix);
+        let full = self.alone().feed(self.dev, &[(0, &seq3)]);
+        dev.assume_cached(3, 32);
+        let hit = dev.feed(self.dev, &[(3, &suffix)]);
+        let hit_diff = rel_diff(&hit, &full);
+
+        // Sequence 0 alone, chunk for chunk, against its batched rows.
+        let mut alone = self.alone();
+        let mut batch_diff = 0f32;
+        for (tokens, batched) in &seq0 {
+            let got = alone.feed(self.dev, &[(0, tokens)]);
+            batch_diff = batch_diff.max(rel_diff(&got, batched));
+        }
+        println!(
+            "{}: {} rows, max rel diff vs CPU {:.2e} (tol {:.0e}), greedy equal {}/{}, \
+             prefix hit vs full prefill {:.2e}, batched vs alone {:.2e}",
+            self.label,
+            stats.rows,
+            stats.worst,
+            self.tolerance,
+            stats.greedy_equal,
+            stats.clear,
+            hit_diff,
+            batch_diff
+        );
+        if self.exact {
+            stats.check(&format!("prefix hit differs by {hit_diff:.2e}"), hit_diff <= SAME_DEVICE);
+            stats.check(
+                &format!("batched differs from alone by {batch_diff:.2e}"),
+                batch_diff <= SAME_DEVICE,
+            );
+            stats.check("too few clear greedy steps", stats.clear >= 20);
+        }
+        stats
+    }
+}
+
+/// Loads under `CANDLE_DEQUANTIZE_ALL`, which candle reads once per thread
+/// (when the thread first makes a QMatMul): on a thread of its own.
+fn dequantized<T: Send>(load: impl FnOnce() -> T + Send) -> T {
+    std::env::set_var("CANDLE_DEQUANTIZE_ALL", "1");
+    let out = std::thread::scope(|s| s.spawn(load).join().unwrap());
+    std::env::remove_var("CANDLE_DEQUANTIZE_ALL");
+    out
+}
+
+struct Outcome {
+    label: String,
+    failures: Vec<String>,
+}
+
+fn pair(
+    label: String,
+    cpu: &DecoderModel,
+    dev: &DecoderModel,
+    device: &Device,
+    exact: bool,
+) -> Outcome {
+    let pair = Pair {
+        label: label.clone(),
+        cpu,
+        dev,
+        device: device.clone(),
+        tolerance: if exact { TOLERANCE } else { QUANTIZED_TOLERANCE },
+        exact,
+    };
+    Outcome {
+        label,
+        failures: pair.run().failures,
+    }
+}
+
+fn tiny(dir: &Path, device: &Device) -> Vec<Outcome> {
+    let mut out = Vec::new();
+    for name in [
+        "llama",
+        "mistral",
+        "qwen2",
+        "qwen3",
+        "gemma3",
+        "phi3",
+        "llama-mlx-q4-g64",
+        "llama-mlx-q8-g32",
+        "qwen3-mlx-q4-g128",
+        "gemma3-mlx-q4-g32",
+    ] {
+        let cpu = DecoderModel::load_dir(&dir.join(name), &Device::Cpu).unwrap();
+        let dev = DecoderModel::load_dir(&dir.join(name), device).unwrap();
+        out.push(pair(format!("tiny {name}"), &cpu, &dev, device, true));
+    }
+    for name in ["llama", "qwen2", "qwen3", "phi3"] {
+        let file = GgufFile::open(dir.join("gguf").join(format!("{name}.f32.gguf"))).unwrap();
+        let cpu = DecoderModel::load(&file, &Device::Cpu).unwrap();
+        let dev = DecoderModel::load_with_kernels(&file, device, None).unwrap();
+        out.push(pair(format!("tiny {name}.f32.gguf"), &cpu, &dev, device, true));
+    }
+    out
+}
+
+fn gguf(path: &Path, device: &Device) -> Vec<Outcome> {
+    let name = path.file_name().unwrap().to_string_lossy().to_string();
+    let file = GgufFile::open(path).unwrap();
+    let order = Some(RowOrder::Independent);
+    let mut out = Vec::new();
+    {
+        let (cpu, dev) = dequantized(|| {
+            (
+                DecoderModel::load_with_kernels(&file, &Device::Cpu, order).unwrap(),
+                DecoderModel::load_with_kernels(&file, device, None).unwrap(),
+            )
+        });
+        out.push(pair(format!("{name} (f32)"), &cpu, &dev, device, true));
+    }
+    let cpu = DecoderModel::load_with_kernels(&file, &Device::Cpu, order).unwrap();
+    let dev = DecoderModel::load_with_kernels(&file, device, None).unwrap();
+    out.push(pair(format!("{name} (quantized)"), &cpu, &dev, device, false));
+    out
+}
+
+fn main() {
+    let args: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
+    let Some((tiny_dir, ggufs)) = args.split_first() else {
+        eprintln!("usage: gpu TINY_MODELS_DIR [MODEL.gguf ...]");
+        std::process::exit(2);
+    };
+    let device = device();
+    println!("device {device:?}");
+    let mut outcomes = tiny(tiny_dir, &device);
+    for path in ggufs {
+        outcomes.extend(gguf(path, &device));
+    }
+    let failed: Vec<&Outcome> = outcomes.iter().filter(|o| !o.failures.is_empty()).collect();
+    for o in &failed {
+        let first: Vec<&str> = o.failures.iter().take(5).map(String::as_str).collect();
+        println!(
+            "FAIL {}: {} ({} failures)",
+            o.label,
+            first.join("; "),
+            o.failures.len()
+        );
+    }
+    println!(
+        "gpu: {} passed, {} failed",
+        outcomes.len() - failed.len(),
+        failed.len()
+    );
+    if !failed.is_empty() {
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# The GPU test-and-bench session, run on the device machine (an H200, CUDA 13
+# driver, PyTorch's CUDA libraries, no Rust, no network) from binaries built
+# here by scripts/build-cuda.sh and carried in dist/:
+#
+#   dist/cuda/mlxr.xz, dist/cuda/gpu.xz   mlxr and the GPU test (xz)
+#   dist/llama.cpp.tar.xz                 llama.cpp from the pinned sdist
+#                                         (trimmed: scripts/gpu-carry.sh)
+#   dist/vocabs/ggml-vocab-*.gguf          tokenizers for the random models
+#
+# Prints a pass/fail summary last. Stages (each optional, in order):
+#   test   tests/gpu on the tiny models and random real-shaped GGUFs
+#   serve  mlxr serve --device cuda answering HTTP (plain, streamed, aborted)
+#   bench  mlxr bench --device cuda (and llama-bench on the same files when
+#          llama.cpp was built: stage llama)
+# GPU_STAGES="llama test serve bench" by default; GPU_MODELS picks the random
+# models (see random-gguf.py). Writes logs to $OUT when set.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-/tmp/gpu-out}
+WORK=${GPU_WORK:-/tmp/mlxr-gpu}
+STAGES=${GPU_STAGES:-llama test serve bench}
+mkdir -p "$OUT" "$WORK/models" "$WORK/bin"
+T0=$(date +%s)
+SUMMARY=()
+stage() { printf '\n== %s (%ss)\n' "$1" "$(($(date +%s) - T0))"; }
+result() { SUMMARY+=("$(printf '%-4s %s' "$1" "$2")"); }
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+
+stage "machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.max.sm,clocks.mem,power.draw --format=csv
+lscpu | grep -E '^Model name|^CPU\(s\)' | sed 's/  */ /g'
+echo "commit $(cat "$ROOT/dist/COMMIT" 2>/dev/null || echo unknown)"
+
+# PyTorch's CUDA wheels hold the runtime libraries mlxr links (cuBLAS,
+# cuRAND, cudart); the driver's libcuda.so.1 is on the loader path already.
+libs=$(python3 - <<'EOF'
+import glob, os, site
+dirs = set()
+for base in site.getsitepackages():
+    for name in ("libcublas.so.*", "libcublasLt.so.*", "libcurand.so.*", "libcudart.so.*"):
+        for path in glob.glob(os.path.join(base, "nvidia", "**", name), recursive=True):
+            dirs.add(os.path.dirname(path))
+print(":".join(sorted(dirs)))
+EOF
+)
+export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+
+unxz_to() { python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1" "$2" && chmod +x "$2"; }
+unxz_to "$ROOT/dist/cuda/mlxr.xz" "$WORK/bin/mlxr"
+[[ -f $ROOT/dist/cuda/gpu.xz ]] && unxz_to "$ROOT/dist/cuda/gpu.xz" "$WORK/bin/gpu"
+MLXR=$WORK/bin/mlxr
+$MLXR --version
+
+LLAMA=$WORK/llama.cpp
+if [[ -f $ROOT/dist/llama.cpp.tar.xz && ! -d $LLAMA ]]; then
+    mkdir -p "$LLAMA" && tar -xJf "$ROOT/dist/llama.cpp.tar.xz" -C "$LLAMA" --strip-components=1
+fi
+export PYTHONPATH=$LLAMA/gguf-py
+
+# llama.cpp's CUDA build runs in the background while the models are made
+# and the correctness tests run; the benchmarks wait for it.
+if has llama && [[ -d $LLAMA ]]; then
+    (
+        cmake -S "$LLAMA" -B "$LLAMA/build" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+            -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+            -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+            -DCMAKE_BUILD_TYPE=Release -Wno-dev &&
+            cmake --build "$LLAMA/build" -j 12 --target llama-bench llama-batched-bench
+    ) >"$OUT/llama-build.log" 2>&1 &
+    LLAMA_PID=$!
+fi
+
+stage "random-weight models (scripts/random-gguf.py)"
+declare -A MODEL
+make_model() { # name shape type vocab
+    local path=$WORK/models/$1.gguf
+    MODEL[$1]=$path
+    [[ -f $path ]] || python3 "$ROOT/scripts/random-gguf.py" "$2" "$3" "$path" \
+        --vocab-from "$ROOT/dist/vocabs/ggml-vocab-$4.gguf" &
+}
+for m in ${GPU_MODELS:-smollm2-q8_0 qwen1.5b-q4_k_m llama8b-q4_k_m}; do
+    case $m in
+    smollm2-q8_0) make_model "$m" smollm2-135m q8_0 starcoder ;;
+    qwen1.5b-q4_k_m) make_model "$m" qwen2.5-1.5b q4_k_m qwen2 ;;
+    llama8b-q4_k_m) make_model "$m" llama3-8b q4_k_m starcoder ;;
+    llama8b-f16) make_model "$m" llama3-8b f16 starcoder ;;
+    esac
+done
+wait_models() { for job in $(jobs -p); do [[ $job == "${LLAMA_PID:-}" ]] || wait "$job"; done; }
+wait_models
+
+if has test && [[ -x $WORK/bin/gpu ]]; then
+    stage "tests/gpu: CUDA vs CPU backend"
+    small=()
+    for m in smollm2-q8_0 qwen1.5b-q4_k_m; do [[ -n ${MODEL[$m]:-} ]] && small+=("${MODEL[$m]}"); done
+    if "$WORK/bin/gpu" "$ROOT/tests/fixtures/tiny-models" "${small[@]}" 2>&1 | tee "$OUT/gpu-test.log"; then
+        result PASS "tests/gpu ($(grep -c ' rows, ' "$OUT/gpu-test.log") models)"
+    else
+        result FAIL "tests/gpu: $(grep -c '^FAIL' "$OUT/gpu-test.log") failed (gpu-test.log)"
+    fi
+fi
+
+if has serve && [[ -n ${MODEL[smollm2-q8_0]:-} ]]; then
+    stage "mlxr serve --device cuda over HTTP"
+    port=18435
+    "$MLXR" serve --device cuda --home "$WORK/home" --host 127.0.0.1:$port \
+        -m "${MODEL[smollm2-q8_0]}" --name random >"$OUT/serve.log" 2>&1 &
+    serve_pid=$!
+    if python3 "$ROOT/scripts/gpu-serve-check.py" "http://127.0.0.1:$port" random 2>&1 | tee "$OUT/serve-check.log"; then
+        result PASS "mlxr serve --device cuda (serve-check.log)"
+    else
+        result FAIL "mlxr serve --device cuda (serve-check.log, serve.log)"
+    fi
+    kill "$serve_pid" 2>/dev/null
+    wait "$serve_pid" 2>/dev/null
+fi
+
+if has bench; then
+    if [[ -n ${LLAMA_PID:-} ]]; then
+        stage "waiting for llama.cpp's build"
+        if wait "$LLAMA_PID"; then result PASS "llama.cpp CUDA build"; else
+            result FAIL "llama.cpp CUDA build (llama-build.log)"
+            tail -20 "$OUT/llama-build.log"
+        fi
+    fi
+    LLAMA_BENCH=$LLAMA/build/bin/llama-bench
+    nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw,utilization.gpu --format=csv
+    for m in llama8b-q4_k_m qwen1.5b-q4_k_m llama8b-f16; do
+        [[ -n ${MODEL[$m]:-} ]] || continue
+        stage "bench $m"
+        if [[ -x $LLAMA_BENCH ]]; then
+            "$LLAMA_BENCH" -m "${MODEL[$m]}" -p 512 -n 128 -fa 1 -ngl 99 -r 3 2>&1 |
+                tee "$OUT/llama-bench-$m.log" | grep -E '^\|'
+        fi
+        if "$MLXR" bench --device cuda -m "${MODEL[$m]}" -p 512 -n 128 -r 3 2>&1 | tee "$OUT/mlxr-bench-$m.log"; then
+            result PASS "mlxr bench $m"
+        else
+            result FAIL "mlxr bench $m (mlxr-bench-$m.log)"
+        fi
+    done
+fi
+
+stage "summary"
+printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"
+! grep -q '^FAIL' "$OUT/summary.txt"
