@@ -61,6 +61,11 @@ pub struct ModelConfig {
     pub norm_offset: f32,
     /// Scale applied to `q·k`.
     pub attention_scale: f32,
+    /// Gemma 2: attention scores become `cap * tanh(scores / cap)` (after
+    /// the scale, before the mask and softmax).
+    pub attn_logit_softcap: Option<f32>,
+    /// Gemma 2: the logits become `cap * tanh(logits / cap)`.
+    pub final_logit_softcap: Option<f32>,
     pub layers: Vec<LayerAttention>,
 }
 
@@ -138,6 +143,8 @@ impl ModelConfig {
             post_norms: false,
             norm_offset: 0.0,
             attention_scale: 1.0 / (head_dim as f32).sqrt(),
+            attn_logit_softcap: None,
+            final_logit_softcap: None,
             layers: vec![
                 LayerAttention {
                     sliding_window: None,

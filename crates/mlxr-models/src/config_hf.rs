@@ -137,6 +137,8 @@ impl ModelConfig {
             post_norms: is_gemma,
             norm_offset: if is_gemma { 1.0 } else { 0.0 },
             attention_scale,
+            attn_logit_softcap: None,
+            final_logit_softcap: None,
             layers,
         })
     }

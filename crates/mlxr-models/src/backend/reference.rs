@@ -192,6 +192,11 @@ impl Backend for ReferenceBackend {
         Ok(())
     }
 
+    fn softcap(&mut self, x: &mut Self::Act, cap: f32) -> Result<()> {
+        *x = Some(soft_capped(get(x)?, cap)?);
+        Ok(())
+    }
+
     fn attend(
         &mut self,
         layer: usize,
@@ -282,6 +287,10 @@ fn dense_attention(
         .contiguous()?;
     let k_t = k_all.transpose(1, 2)?;
     let scores = (q.matmul(&k_t)? * spec.scale as f64)?;
+    let scores = match spec.softcap {
+        Some(cap) => soft_capped(&scores, cap)?,
+        None => scores,
+    };
     let scores = scores.reshape((n_kv_heads, group, len, kv_len))?;
     let scores = match causal_mask(len, start_pos, spec.sliding_window, q.device())? {
         Some(mask) => scores.broadcast_add(&mask)?,
@@ -294,6 +303,11 @@ fn dense_attention(
         .reshape((n_kv_heads, group, len, d))?
         .permute((2, 0, 1, 3))?
         .reshape((len, n_heads * d))?)
+}
+
+/// `cap * tanh(x / cap)`, as transformers computes it.
+fn soft_capped(x: &Tensor, cap: f32) -> Result<Tensor> {
+    Ok(((x / cap as f64)?.tanh()? * cap as f64)?)
 }
 
 /// Additive mask `[len, start_pos + len]`: causal, and within the sliding
