@@ -37,7 +37,7 @@ pub enum ModelError {
     #[error(transparent)]
     Gguf(#[from] GgufError),
     #[error(
-        "architecture '{0}' is not supported (supported: llama, mistral, qwen2, qwen3, phi3, gemma3)"
+        "architecture '{0}' is not supported (supported: llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3)"
     )]
     UnsupportedArchitecture(String),
     #[error("invalid model configuration: {0}")]
