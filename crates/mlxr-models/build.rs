@@ -32,7 +32,12 @@ fn main() {
             .arg(&ptx)
             .arg(kernel)
             .status()
-            .unwrap_or_else(|e| panic!("running {}: {e} (install CUDA or see scripts/build-cuda.sh)", nvcc.display()));
+            .unwrap_or_else(|e| {
+                panic!(
+                    "running {}: {e} (install CUDA or see scripts/build-cuda.sh)",
+                    nvcc.display()
+                )
+            });
         assert!(status.success(), "nvcc failed on {kernel}");
     }
 }

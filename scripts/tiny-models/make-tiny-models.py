@@ -103,6 +103,16 @@ MODELS = {
                               query_pre_attn_scalar=48, rms_norm_eps=1e-6, hidden_activation="gelu_pytorch_tanh",
                               final_logit_softcapping=None, attn_logit_softcapping=None,
                               tie_word_embeddings=True)),
+    # Gemma 2: Gemma 3's recipe without q/k norms, one RoPE base, plus soft-capped attention scores and
+    # logits. The caps are small for these random weights so that each one changes the logits by far more than
+    # the tests' tolerance (recorded per case: max_abs_diff_if_*_softcap_ignored).
+    "gemma2": dict(cls="Gemma2ForCausalLM", cfg="Gemma2Config", dtype="float32", seed=1007,
+                   extra=dict(num_hidden_layers=3, sliding_window=8,
+                              layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                              rope_parameters={"rope_type": "default", "rope_theta": 700.0},
+                              query_pre_attn_scalar=48, rms_norm_eps=1e-6, hidden_activation="gelu_pytorch_tanh",
+                              attn_logit_softcapping=2.0, final_logit_softcapping=8.0,
+                              tie_word_embeddings=True)),
     "phi3": dict(cls="Phi3ForCausalLM", cfg="Phi3Config", dtype="float32", seed=1006,
                  extra=dict(num_hidden_layers=2, rope_parameters={"rope_type": "default", "rope_theta": 3000.0,
                                                                   "partial_rotary_factor": 1.0},
@@ -386,7 +396,19 @@ def cmd_hf():
                 g, gaps = greedy(step32, c["ids"], GREEDY_STEPS)
                 g64, _ = greedy(step64, c["ids"], GREEDY_STEPS)
                 rec["greedy"] = {"ids": g, "top2_gaps": [f9(x) for x in gaps], "f64_ids_agree": g == g64}
-                if name in ("mistral", "gemma3") and c["name"] == "long":
+                if spec["extra"].get("attn_logit_softcapping") or spec["extra"].get("final_logit_softcapping"):
+                    # show each soft cap matters: rerun with it disabled
+                    m_nc = AutoModelForCausalLM.from_pretrained(str(mdir), dtype=torch.float32,
+                                                                attn_implementation="eager").eval()
+                    m_nc.config.final_logit_softcapping = None
+                    lnc = m_nc(input_ids=torch.tensor([c["ids"]])).logits[0, -1].to(torch.float64).numpy()
+                    rec["max_abs_diff_if_final_softcap_ignored"] = f9(np.abs(lnc - l32).max())
+                    m_nc.config.final_logit_softcapping = m32.config.final_logit_softcapping
+                    for layer in m_nc.model.layers:
+                        layer.self_attn.attn_logit_softcapping = None
+                    lnc = m_nc(input_ids=torch.tensor([c["ids"]])).logits[0, -1].to(torch.float64).numpy()
+                    rec["max_abs_diff_if_attn_softcap_ignored"] = f9(np.abs(lnc - l32).max())
+                if name in ("mistral", "gemma2", "gemma3") and c["name"] == "long":
                     # show the sliding window matters: rerun with the window disabled
                     m_nw = AutoModelForCausalLM.from_pretrained(str(mdir), dtype=torch.float32,
                                                                 attn_implementation="eager").eval()

@@ -56,7 +56,8 @@ impl EngineHandle {
         ) as u64;
         // More than every sequence at full context would be wasted.
         let useful = (config.max_num_seqs.max(1) * model.context_size.div_ceil(block_size)) as u64;
-        let num_blocks = (config.kv_budget.bytes_on(model.model.device()) / per_block).min(useful) as usize;
+        let num_blocks =
+            (config.kv_budget.bytes_on(model.model.device()) / per_block).min(useful) as usize;
         if num_blocks == 0 {
             return Err(EngineError::KvBudgetTooSmall {
                 budget: config.kv_budget.to_string(),

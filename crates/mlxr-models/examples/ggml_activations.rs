@@ -233,7 +233,14 @@ fn main() {
                 start_pos: pos,
                 window: la.sliding_window,
             };
-            attention(shape, cfg.attention_scale, &q, &kall, &vall, &mut att);
+            attention(
+                shape,
+                (cfg.attention_scale, cfg.attn_logit_softcap),
+                &q,
+                &kall,
+                &vall,
+                &mut att,
+            );
             dump.cmp(&format!("kqv_out-{l}-CONT"), &att);
             let mut o = apply(
                 &lin(&format!("{p}.attn_output.weight"), h, nh * d),

@@ -61,6 +61,11 @@ pub struct ModelConfig {
     pub norm_offset: f32,
     /// Scale applied to `q·k`.
     pub attention_scale: f32,
+    /// Gemma 2: attention scores become `cap * tanh(scores / cap)` (after
+    /// the scale, before the mask and softmax).
+    pub attn_logit_softcap: Option<f32>,
+    /// Gemma 2: the logits become `cap * tanh(logits / cap)`.
+    pub final_logit_softcap: Option<f32>,
     pub layers: Vec<LayerAttention>,
 }
 
@@ -69,6 +74,7 @@ impl ModelConfig {
         let arch = meta.get_str("general.architecture")?.to_string();
         match arch.as_str() {
             "llama" | "mistral" => Self::llama(meta, &arch),
+            "gemma2" => Self::gemma2(meta),
             "gemma3" => Self::gemma3(meta),
             // llama.cpp's NEOX RoPE (rotate-half), as in the HF models.
             "qwen2" | "qwen3" | "phi3" => {
@@ -138,6 +144,8 @@ impl ModelConfig {
             post_norms: false,
             norm_offset: 0.0,
             attention_scale: 1.0 / (head_dim as f32).sqrt(),
+            attn_logit_softcap: None,
+            final_logit_softcap: None,
             layers: vec![
                 LayerAttention {
                     sliding_window: None,
@@ -157,6 +165,39 @@ impl ModelConfig {
                 layer.sliding_window = Some(window as usize);
             }
         }
+        Ok(cfg)
+    }
+
+    /// Gemma 2: Gemma's norms, embedding scale and GeGLU, pre- and post-norms
+    /// without QK-norm, a sliding window on the even layers (every other layer
+    /// global, one RoPE base), and soft-capped attention scores and logits.
+    /// Defaults as llama.cpp's (Gemma 2's published values) where a key is
+    /// missing.
+    fn gemma2(meta: &Metadata) -> Result<Self, ModelError> {
+        let mut cfg = Self::common(meta, "gemma2")?;
+        cfg.rope_style = RopeStyle::Halves;
+        cfg.activation = Activation::GeluTanh;
+        cfg.embedding_scale = Some((cfg.hidden_size as f32).sqrt());
+        cfg.post_norms = true;
+        // GGUF has no `query_pre_attn_scalar`: Gemma 2 27B (46 layers) scales
+        // by `hidden / heads`, the others by the head dimension (llama.cpp).
+        if cfg.n_layers == 46 {
+            cfg.attention_scale = 1.0 / ((cfg.hidden_size / cfg.n_heads) as f32).sqrt();
+        }
+        let window = meta
+            .opt_u32("gemma2.attention.sliding_window")?
+            .unwrap_or(4096) as usize;
+        if window > 0 {
+            for layer in cfg.layers.iter_mut().step_by(2) {
+                layer.sliding_window = Some(window);
+            }
+        }
+        let cap = |key: &str, default: f32| -> Result<Option<f32>, ModelError> {
+            let cap = meta.opt_f32(key)?.unwrap_or(default);
+            check_softcap(key, cap as f64)
+        };
+        cfg.attn_logit_softcap = cap("gemma2.attn_logit_softcapping", 50.0)?;
+        cfg.final_logit_softcap = cap("gemma2.final_logit_softcapping", 30.0)?;
         Ok(cfg)
     }
 
@@ -195,6 +236,21 @@ impl ModelConfig {
     }
 }
 
+/// A soft-cap value: `None` for 0 (no cap, as converters write it), an
+/// error unless positive and finite.
+pub(crate) fn check_softcap(key: &str, cap: f64) -> crate::Result<Option<f32>> {
+    if cap == 0.0 {
+        return Ok(None);
+    }
+    let capped = cap as f32;
+    if !(capped.is_finite() && capped > 0.0) {
+        return Err(ModelError::InvalidConfig(format!(
+            "{key} is {cap} (a soft cap must be a positive number)"
+        )));
+    }
+    Ok(Some(capped))
+}
+
 /// Layers a model may declare: far beyond any real one, small enough that
 /// the per-layer tables of a bad file cannot exhaust memory.
 pub const MAX_LAYERS: usize = 4096;
@@ -207,4 +263,114 @@ pub(crate) fn check_layer_count(n_layers: usize) -> crate::Result<usize> {
         )));
     }
     Ok(n_layers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mlxr_formats::gguf::MetadataValue;
+
+    fn gemma2(extra: &[(&str, MetadataValue)]) -> Metadata {
+        let u = MetadataValue::U32;
+        let mut entries = vec![
+            (
+                "general.architecture",
+                MetadataValue::String("gemma2".into()),
+            ),
+            ("gemma2.embedding_length", u(128)),
+            ("gemma2.attention.head_count", u(4)),
+            ("gemma2.attention.head_count_kv", u(2)),
+            ("gemma2.attention.key_length", u(32)),
+            ("gemma2.attention.value_length", u(32)),
+            ("gemma2.block_count", u(3)),
+            ("gemma2.feed_forward_length", u(256)),
+            ("gemma2.context_length", u(256)),
+            ("gemma2.vocab_size", u(384)),
+            (
+                "gemma2.attention.layer_norm_rms_epsilon",
+                MetadataValue::F32(1e-6),
+            ),
+        ];
+        for (key, value) in extra {
+            entries.retain(|(k, _)| k != key);
+            entries.push((*key, value.clone()));
+        }
+        Metadata::from_entries(entries.into_iter().map(|(k, v)| (k.to_string(), v))).unwrap()
+    }
+
+    #[test]
+    fn gemma2_from_gguf() {
+        let meta = gemma2(&[
+            ("gemma2.attention.sliding_window", MetadataValue::U32(8)),
+            ("gemma2.attn_logit_softcapping", MetadataValue::F32(2.5)),
+            ("gemma2.final_logit_softcapping", MetadataValue::F32(3.0)),
+        ]);
+        let c = ModelConfig::from_gguf(&meta).unwrap();
+        assert_eq!(c.architecture, "gemma2");
+        assert_eq!((c.head_dim, c.rope_style), (32, RopeStyle::Halves));
+        assert_eq!(c.activation, Activation::GeluTanh);
+        assert_eq!(c.embedding_scale, Some(128f32.sqrt()));
+        assert!(c.post_norms && !c.qk_norm && c.norm_offset == 0.0);
+        assert_eq!(c.attention_scale, 1.0 / 32f32.sqrt());
+        assert_eq!(
+            (c.attn_logit_softcap, c.final_logit_softcap),
+            (Some(2.5), Some(3.0))
+        );
+        let windows: Vec<_> = c.layers.iter().map(|l| l.sliding_window).collect();
+        assert_eq!(windows, [Some(8), None, Some(8)]);
+    }
+
+    #[test]
+    fn gemma2_gguf_defaults_and_errors() {
+        // llama.cpp's defaults: window 4096, caps 50 and 30.
+        let c = ModelConfig::from_gguf(&gemma2(&[])).unwrap();
+        assert_eq!(c.layers[0].sliding_window, Some(4096));
+        assert_eq!(c.layers[1].sliding_window, None);
+        assert_eq!(
+            (c.attn_logit_softcap, c.final_logit_softcap),
+            (Some(50.0), Some(30.0))
+        );
+        // 0 disables a cap; a negative one is an error naming the key.
+        let c = ModelConfig::from_gguf(&gemma2(&[(
+            "gemma2.final_logit_softcapping",
+            MetadataValue::F32(0.0),
+        )]))
+        .unwrap();
+        assert_eq!(c.final_logit_softcap, None);
+        let e = ModelConfig::from_gguf(&gemma2(&[(
+            "gemma2.attn_logit_softcapping",
+            MetadataValue::F32(-1.0),
+        )]))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("gemma2.attn_logit_softcapping"), "{e}");
+        let e = ModelConfig::from_gguf(&gemma2(&[(
+            "gemma2.attn_logit_softcapping",
+            MetadataValue::String("big".into()),
+        )]))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("gemma2.attn_logit_softcapping"), "{e}");
+        // Other architectures have no caps.
+        let mut meta = gemma2(&[]);
+        let llama = Metadata::from_entries(meta.iter().map(|(k, v)| {
+            let k = k.replace("gemma2", "llama");
+            let v = match (k.as_str(), v) {
+                ("general.architecture", _) => MetadataValue::String("llama".into()),
+                (_, v) => v.clone(),
+            };
+            (k, v)
+        }))
+        .unwrap();
+        let c = ModelConfig::from_gguf(&llama).unwrap();
+        assert_eq!((c.attn_logit_softcap, c.final_logit_softcap), (None, None));
+        // Gemma 2 27B (46 layers) scales queries by hidden / heads.
+        meta = gemma2(&[
+            ("gemma2.block_count", MetadataValue::U32(46)),
+            ("gemma2.attention.key_length", MetadataValue::U32(16)),
+            ("gemma2.attention.value_length", MetadataValue::U32(16)),
+        ]);
+        let c = ModelConfig::from_gguf(&meta).unwrap();
+        assert_eq!(c.attention_scale, 1.0 / 32f32.sqrt());
+    }
 }

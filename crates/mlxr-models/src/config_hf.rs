@@ -56,7 +56,8 @@ impl ModelConfig {
     }
 
     /// Reads `config.json`. `architectures[0]` (or `model_type`) picks the
-    /// architecture: Llama, Mistral, Qwen2, Qwen3, Phi-3 and Gemma 3 (text).
+    /// architecture: Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2 and Gemma 3
+    /// (text).
     pub fn from_hf_json(config: &Value) -> Result<Self, ModelError> {
         let j = Json(config);
         let model_type = j.str("model_type").unwrap_or_default();
@@ -66,6 +67,7 @@ impl ModelConfig {
             "Qwen2ForCausalLM" | "qwen2" => "qwen2",
             "Qwen3ForCausalLM" | "qwen3" => "qwen3",
             "Phi3ForCausalLM" | "phi3" => "phi3",
+            "Gemma2ForCausalLM" | "gemma2" => "gemma2",
             "Gemma3ForCausalLM" | "gemma3_text" => "gemma3",
             other => {
                 return Err(ModelError::UnsupportedArchitecture(if other.is_empty() {
@@ -105,15 +107,34 @@ impl ModelConfig {
             "gelu_pytorch_tanh" | "gelu_tanh" => Activation::GeluTanh,
             other => return Err(invalid(format!("activation '{other}' is not supported"))),
         };
-        for key in ["final_logit_softcapping", "attn_logit_softcapping"] {
-            if !config[key].is_null() {
-                return Err(invalid(format!("{key} is not supported")));
+        let is_gemma = matches!(arch, "gemma2" | "gemma3");
+        // Soft caps: transformers' Gemma 2 defaults (50, 30) when the keys
+        // are absent, none when null; Gemma 3 has the same keys, null by
+        // default. Other architectures have no soft caps.
+        let softcap = |key: &str, gemma2_default: f64| -> Result<Option<f32>, ModelError> {
+            let value = match config.get(key) {
+                None if arch == "gemma2" => gemma2_default,
+                None | Some(Value::Null) => return Ok(None),
+                Some(_) if !is_gemma => return Err(invalid(format!("{key} is not supported"))),
+                Some(_) => j.opt_f64(key)?.unwrap_or_default(),
+            };
+            crate::config::check_softcap(&format!("config.json '{key}'"), value)
+        };
+        let attn_logit_softcap = softcap("attn_logit_softcapping", 50.0)?;
+        let final_logit_softcap = softcap("final_logit_softcapping", 30.0)?;
+        let layers = layer_spans(config, arch, n_layers, &rope)?;
+        let query_pre_attn_scalar = match j.opt_f64("query_pre_attn_scalar")? {
+            // transformers' Gemma2Config default.
+            None if arch == "gemma2" => Some(256.0),
+            s => s,
+        };
+        let attention_scale = match query_pre_attn_scalar {
+            Some(s) if is_gemma => {
+                if !(s > 0.0 && s.is_finite()) {
+                    return Err(invalid(format!("query_pre_attn_scalar is {s}")));
+                }
+                (1.0 / s.sqrt()) as f32
             }
-        }
-        let layers = layer_spans(config, n_layers, &rope)?;
-        let is_gemma = arch == "gemma3";
-        let attention_scale = match j.opt_f64("query_pre_attn_scalar")? {
-            Some(s) if is_gemma => (1.0 / s.sqrt()) as f32,
             _ => 1.0 / (head_dim as f32).sqrt(),
         };
         Ok(ModelConfig {
@@ -137,6 +158,8 @@ impl ModelConfig {
             post_norms: is_gemma,
             norm_offset: if is_gemma { 1.0 } else { 0.0 },
             attention_scale,
+            attn_logit_softcap,
+            final_logit_softcap,
             layers,
         })
     }
@@ -204,14 +227,21 @@ impl RopeParameters {
 
 /// Per-layer sliding windows: `layer_types` when given, else one window for
 /// every layer when `sliding_window` is set (and `use_sliding_window` is not
-/// false, as in Qwen 2).
+/// false, as in Qwen 2); Gemma 2 without `layer_types` alternates sliding
+/// (even) and full (odd) layers, its window 4096 unless given, as
+/// transformers' Gemma2Config does.
 fn layer_spans(
     config: &Value,
+    arch: &str,
     n_layers: usize,
     rope: &RopeParameters,
 ) -> Result<Vec<LayerAttention>, ModelError> {
     let j = Json(config);
-    let window = j.opt_usize("sliding_window")?.filter(|&w| w > 0);
+    let window = match config.get("sliding_window") {
+        None if arch == "gemma2" => Some(4096),
+        _ => j.opt_usize("sliding_window")?,
+    }
+    .filter(|&w| w > 0);
     let global = LayerAttention {
         sliding_window: None,
         rope_base: rope.base,
@@ -238,6 +268,14 @@ fn layer_spans(
                 _ => Err(invalid(format!("layer type {t} is not supported"))),
             })
             .collect();
+    }
+    if arch == "gemma2" {
+        return Ok((0..n_layers)
+            .map(|i| match window {
+                Some(w) if i % 2 == 0 => local(w),
+                _ => global,
+            })
+            .collect());
     }
     let use_window = config["use_sliding_window"].as_bool() != Some(false);
     Ok(match window.filter(|_| use_window) {
@@ -283,6 +321,77 @@ mod tests {
         c["hidden_size"] = json!("64");
         let e = ModelConfig::from_hf_json(&c).unwrap_err().to_string();
         assert!(e.contains("hidden_size"), "{e}");
+    }
+
+    fn gemma2() -> Value {
+        let mut c = base();
+        c["architectures"] = json!(["Gemma2ForCausalLM"]);
+        c["num_hidden_layers"] = json!(3);
+        c["head_dim"] = json!(32);
+        c["hidden_activation"] = json!("gelu_pytorch_tanh");
+        c
+    }
+
+    #[test]
+    fn gemma2_reads_caps_scalar_and_window_pattern() {
+        let mut c = gemma2();
+        c["attn_logit_softcapping"] = json!(2.5);
+        c["final_logit_softcapping"] = json!(3);
+        c["query_pre_attn_scalar"] = json!(48);
+        c["sliding_window"] = json!(8);
+        c["layer_types"] = json!(["sliding_attention", "full_attention", "sliding_attention"]);
+        let cfg = ModelConfig::from_hf_json(&c).unwrap();
+        assert_eq!(cfg.architecture, "gemma2");
+        assert_eq!(
+            (cfg.attn_logit_softcap, cfg.final_logit_softcap),
+            (Some(2.5), Some(3.0))
+        );
+        assert_eq!(cfg.attention_scale, (1.0 / 48f64.sqrt()) as f32);
+        assert!(cfg.post_norms && !cfg.qk_norm && cfg.norm_offset == 1.0);
+        assert_eq!(cfg.embedding_scale, Some(64f32.sqrt()));
+        assert_eq!(cfg.activation, Activation::GeluTanh);
+        let windows: Vec<_> = cfg.layers.iter().map(|l| l.sliding_window).collect();
+        assert_eq!(windows, [Some(8), None, Some(8)]);
+        // Without layer_types: even layers slide, as transformers' default.
+        c.as_object_mut().unwrap().remove("layer_types");
+        let cfg = ModelConfig::from_hf_json(&c).unwrap();
+        let windows: Vec<_> = cfg.layers.iter().map(|l| l.sliding_window).collect();
+        assert_eq!(windows, [Some(8), None, Some(8)]);
+    }
+
+    #[test]
+    fn gemma2_defaults_are_transformers() {
+        let cfg = ModelConfig::from_hf_json(&gemma2()).unwrap();
+        assert_eq!(
+            (cfg.attn_logit_softcap, cfg.final_logit_softcap),
+            (Some(50.0), Some(30.0))
+        );
+        assert_eq!(cfg.attention_scale, 1.0 / 16.0);
+        assert_eq!(cfg.layers[0].sliding_window, Some(4096));
+        assert_eq!(cfg.layers[1].sliding_window, None);
+        // null disables a cap.
+        let mut c = gemma2();
+        c["final_logit_softcapping"] = Value::Null;
+        let cfg = ModelConfig::from_hf_json(&c).unwrap();
+        assert_eq!(cfg.final_logit_softcap, None);
+    }
+
+    #[test]
+    fn soft_caps_are_checked() {
+        for bad in [json!(-1.0), json!("50"), json!(f64::MAX)] {
+            let mut c = gemma2();
+            c["attn_logit_softcapping"] = bad.clone();
+            let e = ModelConfig::from_hf_json(&c).unwrap_err().to_string();
+            assert!(e.contains("attn_logit_softcapping"), "{bad}: {e}");
+        }
+        // Architectures without soft caps refuse them rather than ignore them.
+        let mut c = base();
+        c["final_logit_softcapping"] = json!(30.0);
+        let e = ModelConfig::from_hf_json(&c).unwrap_err().to_string();
+        assert!(
+            e.contains("final_logit_softcapping is not supported"),
+            "{e}"
+        );
     }
 
     #[test]

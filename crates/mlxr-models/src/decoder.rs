@@ -155,7 +155,11 @@ impl DecoderModel {
             Self::add_branch(b, a, layer.post_ffn_norm.as_ref())?;
         }
         b.rms_norm(&a.x, &self.output_norm, &mut a.normed)?;
-        b.matmul(&a.normed, &self.lm_head, &mut a.logits)
+        b.matmul(&a.normed, &self.lm_head, &mut a.logits)?;
+        if let Some(cap) = self.config.final_logit_softcap {
+            b.softcap(&mut a.logits, cap)?;
+        }
+        Ok(())
     }
 
     /// `x += branch`, normed first when the layer has a post-norm.

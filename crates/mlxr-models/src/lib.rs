@@ -21,9 +21,9 @@ pub mod weights;
 pub use backend::cpu::kernels::RowOrder;
 pub use backend::cpu::paged::PagedKvStore;
 pub use backend::cpu::CpuBackend;
-pub use backend::reference::ReferenceBackend;
 #[cfg(feature = "cuda")]
 pub use backend::cuda::CudaBackend;
+pub use backend::reference::ReferenceBackend;
 pub use backend::{AttentionSpec, Backend, Glu, KvGeometry};
 pub use batch::SeqChunk;
 pub use config::{Activation, LayerAttention, ModelConfig, RopeStyle};
@@ -39,7 +39,7 @@ pub enum ModelError {
     #[error(transparent)]
     Gguf(#[from] GgufError),
     #[error(
-        "architecture '{0}' is not supported (supported: llama, mistral, qwen2, qwen3, phi3, gemma3)"
+        "architecture '{0}' is not supported (supported: llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3)"
     )]
     UnsupportedArchitecture(String),
     #[error("invalid model configuration: {0}")]

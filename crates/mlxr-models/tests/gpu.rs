@@ -27,8 +27,7 @@ use std::path::{Path, PathBuf};
 use candle_core::{DType, Device};
 use mlxr_formats::gguf::GgufFile;
 use mlxr_models::{
-    Backend, CpuBackend, CudaBackend, DecoderModel, KvGeometry, ReferenceBackend, RowOrder,
-    Session,
+    Backend, CpuBackend, CudaBackend, DecoderModel, KvGeometry, ReferenceBackend, RowOrder, Session,
 };
 
 /// f32 on both sides; the GPU sums in another order (cuBLAS).
@@ -193,14 +192,20 @@ impl Pair<'_> {
         let got = dev.feed(self.dev, chunks);
         stats.check("logits shape", got.len() == chunks.len() * vocab);
         let mut rows = Vec::new();
-        for (r, (g, w)) in got.chunks_exact(vocab).zip(want.chunks_exact(vocab)).enumerate() {
+        for (r, (g, w)) in got
+            .chunks_exact(vocab)
+            .zip(want.chunks_exact(vocab))
+            .enumerate()
+        {
             let finite = g.iter().all(|x| x.is_finite());
             stats.check(&format!("row {r}: non-finite logits"), finite);
             let worst = rel_diff(g, w);
             stats.worst = stats.worst.max(worst);
             stats.rows += 1;
             if worst > self.tolerance {
-                stats.failures.push(format!("row {r} differs by {worst:.2e}"));
+                stats
+                    .failures
+                    .push(format!("row {r} differs by {worst:.2e}"));
             }
             let mut sorted = w.to_vec();
             sorted.sort_by(|a, b| b.total_cmp(a));
@@ -283,7 +288,10 @@ impl Pair<'_> {
             batch_diff
         );
         if self.exact {
-            stats.check(&format!("prefix hit differs by {hit_diff:.2e}"), hit_diff <= SAME_DEVICE);
+            stats.check(
+                &format!("prefix hit differs by {hit_diff:.2e}"),
+                hit_diff <= SAME_DEVICE,
+            );
             stats.check(
                 &format!("batched differs from alone by {batch_diff:.2e}"),
                 batch_diff <= SAME_DEVICE,
@@ -320,7 +328,11 @@ fn pair(
         cpu,
         dev,
         device: device.clone(),
-        tolerance: if exact { TOLERANCE } else { QUANTIZED_TOLERANCE },
+        tolerance: if exact {
+            TOLERANCE
+        } else {
+            QUANTIZED_TOLERANCE
+        },
         exact,
     };
     Outcome {
@@ -351,7 +363,13 @@ fn tiny(dir: &Path, device: &Device) -> Vec<Outcome> {
         let file = GgufFile::open(dir.join("gguf").join(format!("{name}.f32.gguf"))).unwrap();
         let cpu = DecoderModel::load(&file, &Device::Cpu).unwrap();
         let dev = DecoderModel::load_with_kernels(&file, device, None).unwrap();
-        out.push(pair(format!("tiny {name}.f32.gguf"), &cpu, &dev, device, true));
+        out.push(pair(
+            format!("tiny {name}.f32.gguf"),
+            &cpu,
+            &dev,
+            device,
+            true,
+        ));
     }
     out
 }
@@ -372,7 +390,13 @@ fn gguf(path: &Path, device: &Device) -> Vec<Outcome> {
     }
     let cpu = DecoderModel::load_with_kernels(&file, &Device::Cpu, order).unwrap();
     let dev = DecoderModel::load_with_kernels(&file, device, None).unwrap();
-    out.push(pair(format!("{name} (quantized)"), &cpu, &dev, device, false));
+    out.push(pair(
+        format!("{name} (quantized)"),
+        &cpu,
+        &dev,
+        device,
+        false,
+    ));
     out
 }
 

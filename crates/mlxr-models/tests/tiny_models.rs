@@ -16,7 +16,8 @@ use std::path::PathBuf;
 
 use candle_core::{DType, Device};
 use mlxr_formats::gguf::GgufFile;
-use mlxr_models::{Backend, DecoderModel, Session};
+use mlxr_models::weights::SafetensorsWeights;
+use mlxr_models::{Backend, DecoderModel, ModelConfig, Session};
 use serde::Deserialize;
 
 use common::argmax;
@@ -37,6 +38,10 @@ struct Case {
     ids: Vec<u32>,
     last_logits: Vec<f32>,
     greedy: Greedy,
+    /// transformers' own logits with a soft cap disabled, from its logits
+    /// with every cap (Gemma 2).
+    max_abs_diff_if_attn_softcap_ignored: Option<f32>,
+    max_abs_diff_if_final_softcap_ignored: Option<f32>,
 }
 
 #[derive(Deserialize)]
@@ -151,7 +156,9 @@ fn check_dir(name: &str) {
 
 #[test]
 fn hugging_face_folders_match_transformers() {
-    for name in ["llama", "mistral", "qwen2", "qwen3", "gemma3", "phi3"] {
+    for name in [
+        "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3",
+    ] {
         check_dir(name);
     }
 }
@@ -167,6 +174,174 @@ fn mlx_quantized_folders_match_mlx_lm() {
         check_dir(name);
     }
 }
+
+/// Each case's last-position logits from a fresh session.
+fn last_logits<B: Backend>(
+    model: &DecoderModel,
+    reference: &Reference,
+    session: &mut Session<B>,
+) -> Vec<Vec<f32>> {
+    reference
+        .cases
+        .iter()
+        .map(|case| {
+            session.truncate(0, 0);
+            session.feed(model, &[(0, &case.ids)]).unwrap().to_vec()
+        })
+        .collect()
+}
+
+/// A soft cap to switch off: its name, the config edit, and how far
+/// transformers' logits move without it (from the reference).
+type CapOff = (&'static str, fn(&mut ModelConfig), fn(&Case) -> Option<f32>);
+
+/// Gemma 2's soft caps are not decoration: the folder with either cap
+/// switched off (in our config, the weights unchanged) is far from
+/// transformers' logits, as far as transformers itself moves with that cap
+/// off (recorded in the reference), on both backends. So
+/// `hugging_face_folders_match_transformers` would fail without each cap.
+#[test]
+fn gemma2_soft_caps_change_the_logits() {
+    let dir = fixtures().join("gemma2");
+    let reference = reference("gemma2");
+    let config = ModelConfig::from_hf_dir(&dir).unwrap();
+    assert_eq!(
+        (config.attn_logit_softcap, config.final_logit_softcap),
+        (Some(2.0), Some(8.0))
+    );
+    let without = |edit: fn(&mut ModelConfig)| {
+        let mut config = config.clone();
+        edit(&mut config);
+        let weights = SafetensorsWeights::open(&dir, config.post_norms, &Device::Cpu).unwrap();
+        DecoderModel::from_weights(config, &weights, &Device::Cpu).unwrap()
+    };
+    let variants: [CapOff; 2] = [
+        (
+            "attention cap",
+            |c| c.attn_logit_softcap = None,
+            |case| case.max_abs_diff_if_attn_softcap_ignored,
+        ),
+        (
+            "final cap",
+            |c| c.final_logit_softcap = None,
+            |case| case.max_abs_diff_if_final_softcap_ignored,
+        ),
+    ];
+    for (what, edit, recorded) in variants {
+        let model = without(edit);
+        let on_cpu = last_logits(
+            &model,
+            &reference,
+            &mut common::cpu(&model, 1, BLOCKS, DType::F32),
+        );
+        let on_reference = last_logits(
+            &model,
+            &reference,
+            &mut common::reference(&model, 1, BLOCKS),
+        );
+        for (backend, all) in [("CPU", on_cpu), ("reference", on_reference)] {
+            let mut least = f32::INFINITY;
+            for (logits, case) in all.iter().zip(&reference.cases) {
+                let worst = max_diff(logits, &case.last_logits);
+                let want = recorded(case).expect("the reference records the cap's effect");
+                assert!(
+                    (worst - want).abs() <= 10.0 * TOLERANCE,
+                    "without the {what} ({backend} backend), {}: {worst} from transformers, \
+                     transformers without it moves by {want}",
+                    case.name
+                );
+                least = least.min(worst);
+            }
+            assert!(least > 1000.0 * TOLERANCE, "{what}: {least}");
+            eprintln!(
+                "gemma2 without the {what} ({backend} backend): logits differ by at least {least:.2} \
+                 from transformers"
+            );
+        }
+    }
+}
+
+/// A long prompt (past a query tile of 32 and a key chunk of 64 of the
+/// tiled kernel, and past the sliding window) prefilled in uneven chunks
+/// next to another sequence's decodes, then decoded: the CPU backend's
+/// tiled kernel (f16 and bf16 caches, head dimension 32) and its exact one
+/// (f32) against the reference backend, every step. Also the fixture's
+/// prompts on the f16 cache against transformers.
+#[test]
+fn gemma2_long_prompts_on_every_cpu_attention_kernel() {
+    let dir = fixtures().join("gemma2");
+    let model = DecoderModel::load_dir(&dir, &Device::Cpu).unwrap();
+    let reference = reference("gemma2");
+    // transformers' prompts through the tiled kernel (the f16 cache rounds
+    // keys and values, hence a looser bound than TOLERANCE).
+    let on_f16 = last_logits(
+        &model,
+        &reference,
+        &mut common::cpu(&model, 1, BLOCKS, DType::F16),
+    );
+    let worst = on_f16
+        .iter()
+        .zip(&reference.cases)
+        .map(|(l, case)| max_diff(l, &case.last_logits))
+        .fold(0f32, f32::max);
+    eprintln!("gemma2 (CPU backend, f16 cache): max |logit diff| {worst:.2e} from transformers");
+    assert!(worst <= F16_TOLERANCE, "f16 cache: {worst}");
+
+    let long: Vec<u32> = (0..200).map(|i| 3 + (i * 37 % 381) as u32).collect();
+    let other: &[u32] = &reference.cases[0].ids;
+    for (dtype, bound) in [
+        (DType::F16, F16_TOLERANCE),
+        (DType::BF16, BF16_TOLERANCE),
+        (DType::F32, TOLERANCE),
+    ] {
+        let mut cpu = common::cpu(&model, 2, BLOCKS, dtype);
+        let mut candle = common::reference(&model, 2, BLOCKS);
+        let (mut worst, mut rows, mut greedy) = (0f32, 0, 0);
+        let mut compare = |chunks: &[(usize, &[u32])]| -> Vec<u32> {
+            let got = cpu.feed(&model, chunks).unwrap().to_vec();
+            let want = candle.feed(&model, chunks).unwrap();
+            let vocab = model.config().vocab_size;
+            let mut next = Vec::new();
+            for (g, w) in got.chunks_exact(vocab).zip(want.chunks_exact(vocab)) {
+                let diff = max_diff(g, w);
+                assert!(diff <= bound, "{dtype:?} cache: row {rows}: {diff}");
+                worst = worst.max(diff);
+                rows += 1;
+                let mut sorted = w.to_vec();
+                sorted.sort_by(|a, b| b.total_cmp(a));
+                if sorted[0] - sorted[1] > 2.0 * bound {
+                    assert_eq!(argmax(g), argmax(w), "{dtype:?} cache: row {rows}");
+                    greedy += 1;
+                }
+                next.push(argmax(g));
+            }
+            next
+        };
+        let mut next = [0, compare(&[(1, other)])[0]];
+        let mut fed = 0;
+        for take in [45, 64, 1, 33, 57] {
+            let chunk = &long[fed..fed + take];
+            let out = compare(&[(0, chunk), (1, &[next[1]])]);
+            next = [out[0], out[1]];
+            fed += take;
+        }
+        assert_eq!(fed, long.len());
+        for _ in 0..8 {
+            let out = compare(&[(0, &[next[0]]), (1, &[next[1]])]);
+            next = [out[0], out[1]];
+        }
+        eprintln!(
+            "gemma2, {}-token prompt in chunks ({dtype:?} cache): CPU vs reference backend \
+             max |logit diff| {worst:.2e} over {rows} rows, {greedy} greedy tokens equal",
+            long.len()
+        );
+    }
+}
+
+/// Logits from an f16 or bf16 KV cache (keys and values rounded to 11 or 8
+/// significant bits) against f32 ones.
+const F16_TOLERANCE: f32 = 2e-2;
+const BF16_TOLERANCE: f32 = 2e-1;
 
 /// The same models converted by llama.cpp's converter (f32), against the
 /// transformers reference of the folder they came from. Mistral is left

@@ -22,6 +22,11 @@ pub trait CandleAttention {
 
     /// Stores `k`, `v` in the step's slots of `layer`, then attends `q`
     /// (see [`Backend::attend`]); returns `[tokens, n_heads * head_dim]`.
+    fn softcap(&mut self, x: &mut Self::Act, cap: f32) -> Result<()> {
+        *x = Some(soft_capped(get(x)?, cap)?);
+        Ok(())
+    }
+
     fn attend(
         &mut self,
         layer: usize,
@@ -56,7 +61,7 @@ impl<A: CandleAttention> CandleBackend<A> {
     }
 }
 
-pub(crate) fn get(x: &Option<Tensor>) -> Result<&Tensor> {
+fn get(x: &Option<Tensor>) -> Result<&Tensor> {
     x.as_ref()
         .ok_or_else(|| ModelError::InvalidBatch("reading an activation never written".into()))
 }
@@ -211,4 +216,9 @@ impl<A: CandleAttention> Backend for CandleBackend<A> {
             .to_vec1::<f32>()?;
         Ok(&self.host)
     }
+}
+
+/// `cap * tanh(x / cap)`, as transformers computes it.
+pub(super) fn soft_capped(x: &Tensor, cap: f32) -> Result<Tensor> {
+    Ok(((x / cap as f64)?.tanh()? * cap as f64)?)
 }

@@ -34,6 +34,16 @@ pub struct AttentionSpec {
     pub scale: f32,
     /// A query at position `p` sees keys `j` with `p - j < window` only.
     pub sliding_window: Option<usize>,
+    /// Scores (after `scale`) become `cap * tanh(score / cap)` before the
+    /// mask and softmax (Gemma 2).
+    pub softcap: Option<f32>,
+}
+
+/// `cap * tanh(x / cap)`: the soft cap of attention scores and logits
+/// (Gemma 2), as transformers computes it.
+#[inline(always)]
+pub fn softcap(x: f32, cap: f32) -> f32 {
+    (x / cap).tanh() * cap
 }
 
 /// The gated activation of a feed-forward block: `act(gate) * up`.
@@ -137,11 +147,15 @@ pub trait Backend {
     /// `x += y`.
     fn add(&mut self, x: &mut Self::Act, y: &Self::Act) -> Result<()>;
 
+    /// `x = cap * tanh(x / cap)` elementwise ([`softcap`]; Gemma 2's final
+    /// logits).
+    fn softcap(&mut self, x: &mut Self::Act, cap: f32) -> Result<()>;
+
     /// Stores `k`, `v` (`[tokens, n_kv_heads * head_dim]`) in the step's
     /// slots of `layer`, then attends: `q` `[tokens, n_heads * head_dim]`,
     /// a query at position `p` over keys `0..=p` of its own sequence
-    /// (within the sliding window), into `out` `[tokens, n_heads *
-    /// head_dim]`.
+    /// (within the sliding window; scores soft-capped when `spec.softcap`
+    /// says so), into `out` `[tokens, n_heads * head_dim]`.
     #[allow(clippy::too_many_arguments)]
     fn attend(
         &mut self,

@@ -6,7 +6,7 @@
 
 use candle_core::{DType, Device, Tensor, D};
 
-use super::candle::{CandleAttention, CandleBackend};
+use super::candle::{soft_capped, CandleAttention, CandleBackend};
 use super::{AttentionSpec, KvGeometry};
 use crate::step::Step;
 use crate::{ModelError, Result};
@@ -15,7 +15,10 @@ pub type ReferenceBackend = CandleBackend<GatherAttention>;
 
 impl ReferenceBackend {
     pub fn new(kv: KvGeometry, device: &Device) -> Result<Self> {
-        Ok(Self::with_attention(GatherAttention::new(kv, device)?, device))
+        Ok(Self::with_attention(
+            GatherAttention::new(kv, device)?,
+            device,
+        ))
     }
 }
 
@@ -151,6 +154,10 @@ fn dense_attention(
         .contiguous()?;
     let k_t = k_all.transpose(1, 2)?;
     let scores = (q.matmul(&k_t)? * spec.scale as f64)?;
+    let scores = match spec.softcap {
+        Some(cap) => soft_capped(&scores, cap)?,
+        None => scores,
+    };
     let scores = scores.reshape((n_kv_heads, group, len, kv_len))?;
     let scores = match causal_mask(len, start_pos, spec.sliding_window, q.device())? {
         Some(mask) => scores.broadcast_add(&mask)?,

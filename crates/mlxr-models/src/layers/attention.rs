@@ -6,8 +6,9 @@ use crate::step::Step;
 use crate::weights::Weights;
 use crate::Result;
 
-/// Multi-head attention with grouped KV heads, optional QK-norm and an
-/// optional sliding window, over a batch of sequence chunks.
+/// Multi-head attention with grouped KV heads, optional QK-norm, an
+/// optional sliding window and optional soft-capped scores, over a batch of
+/// sequence chunks.
 pub struct Attention {
     layer: usize,
     /// Q, then K, then V.
@@ -56,6 +57,7 @@ impl Attention {
                 head_dim: d,
                 scale: cfg.attention_scale,
                 sliding_window: cfg.layers[layer].sliding_window,
+                softcap: cfg.attn_logit_softcap,
             },
         })
     }

@@ -10,7 +10,7 @@ pub mod paged;
 
 use candle_core::{Device, Tensor};
 
-use super::{AttentionSpec, Backend, Glu, KvGeometry};
+use super::{softcap, AttentionSpec, Backend, Glu, KvGeometry};
 use crate::layers::{Embedding, Linear, RmsNorm, Rope};
 use crate::step::Step;
 use crate::{ModelError, Result};
@@ -225,6 +225,11 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
+    fn softcap(&mut self, x: &mut Vec<f32>, cap: f32) -> Result<()> {
+        x.iter_mut().for_each(|v| *v = softcap(*v, cap));
+        Ok(())
+    }
+
     fn attend(
         &mut self,
         layer: usize,
@@ -277,6 +282,7 @@ impl Backend for CpuBackend {
             step.block_ids(),
             spec.scale,
             spec.sliding_window,
+            spec.softcap,
         );
         let heads = [spec.n_heads, spec.head_dim];
         let scratch = &mut self.attention;

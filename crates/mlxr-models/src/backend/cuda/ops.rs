@@ -4,7 +4,9 @@
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::{CudaStorage, WrapErr};
-use candle_core::{CpuStorage, CustomOp3, DType, Device, InplaceOp3, Layout, Shape, Storage, Tensor};
+use candle_core::{
+    CpuStorage, CustomOp3, DType, Device, InplaceOp3, Layout, Shape, Storage, Tensor,
+};
 
 use super::super::AttentionSpec;
 use crate::step::Step;
@@ -38,7 +40,9 @@ impl StepMeta {
         host.extend(step.seqs().iter().map(|s| s.table_start as u32));
         host.extend_from_slice(step.block_ids());
         if host.len() != 3 * tokens + step.seqs().len() + step.block_ids().len() {
-            return Err(ModelError::InvalidBatch("step metadata of unequal lengths".into()));
+            return Err(ModelError::InvalidBatch(
+                "step metadata of unequal lengths".into(),
+            ));
         }
         Ok(Self {
             buf: Tensor::new(host.as_slice(), device)?,
@@ -85,7 +89,8 @@ fn cpu_only(name: &str) -> candle_core::Error {
 }
 
 fn i32_of(n: usize) -> candle_core::Result<i32> {
-    i32::try_from(n).map_err(|_| candle_core::Error::Msg(format!("{n} does not fit a kernel argument")))
+    i32::try_from(n)
+        .map_err(|_| candle_core::Error::Msg(format!("{n} does not fit a kernel argument")))
 }
 
 /// `cache[slots[t]] = new[t]` (converted to the cache's type).
@@ -128,7 +133,9 @@ impl InplaceOp3 for CacheWrite {
         let name = format!("cache_write_{}", suffix(cache.dtype())?);
         let func = dev.get_or_load_custom_func(&name, MODULE, PTX)?;
         let new = new.as_cuda_slice::<f32>()?.slice(new_l.start_offset()..);
-        let slots = slots.as_cuda_slice::<u32>()?.slice(slots_l.start_offset()..);
+        let slots = slots
+            .as_cuda_slice::<u32>()?
+            .slice(slots_l.start_offset()..);
         let width = i32_of(width)?;
         let cfg = LaunchConfig {
             grid_dim: (tokens as u32, 1, 1),
@@ -152,9 +159,30 @@ impl InplaceOp3 for CacheWrite {
             Ok(())
         }
         match cache.dtype() {
-            DType::F32 => launch(&func, cache.as_cuda_slice_mut::<f32>()?, &new, &slots, width, cfg),
-            DType::F16 => launch(&func, cache.as_cuda_slice_mut::<half::f16>()?, &new, &slots, width, cfg),
-            DType::BF16 => launch(&func, cache.as_cuda_slice_mut::<half::bf16>()?, &new, &slots, width, cfg),
+            DType::F32 => launch(
+                &func,
+                cache.as_cuda_slice_mut::<f32>()?,
+                &new,
+                &slots,
+                width,
+                cfg,
+            ),
+            DType::F16 => launch(
+                &func,
+                cache.as_cuda_slice_mut::<half::f16>()?,
+                &new,
+                &slots,
+                width,
+                cfg,
+            ),
+            DType::BF16 => launch(
+                &func,
+                cache.as_cuda_slice_mut::<half::bf16>()?,
+                &new,
+                &slots,
+                width,
+                cfg,
+            ),
             other => candle_core::bail!("a KV cache of {other:?}"),
         }
     }
@@ -226,7 +254,7 @@ impl CustomOp3 for Attention<'_> {
         );
         let block_size = i32_of(self.block_size)?;
         let window = i32_of(s.sliding_window.unwrap_or(0).min(i32::MAX as usize))?;
-        let softcap = 0f32;
+        let softcap = s.softcap.unwrap_or(0.0);
         let cfg = LaunchConfig {
             grid_dim: (tokens as u32, s.n_kv_heads as u32, 1),
             block_dim: (THREADS, 1, 1),
@@ -235,7 +263,9 @@ impl CustomOp3 for Attention<'_> {
         macro_rules! launch {
             ($t:ty) => {{
                 let keys = keys.as_cuda_slice::<$t>()?.slice(keys_l.start_offset()..);
-                let values = values.as_cuda_slice::<$t>()?.slice(values_l.start_offset()..);
+                let values = values
+                    .as_cuda_slice::<$t>()?
+                    .slice(values_l.start_offset()..);
                 let mut b = func.builder();
                 b.arg(&q)
                     .arg(&keys)

@@ -28,8 +28,17 @@ pub struct AttnShape {
 }
 
 /// `q`: `[len, n_heads, d]`; `k`, `v`: `[n_kv_heads, kv_len, d]`;
-/// `out`: `[len, n_heads * d]`.
-pub fn attention(s: AttnShape, scale: f32, q: &[f32], k: &[f32], v: &[f32], out: &mut [f32]) {
+/// `out`: `[len, n_heads * d]`. Scores are `scale * q·k`, soft-capped when
+/// `softcap` is `Some(cap)` (then scaled and capped before the softmax,
+/// which scales by 1).
+pub fn attention(
+    s: AttnShape,
+    (scale, softcap): (f32, Option<f32>),
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    out: &mut [f32],
+) {
     let AttnShape {
         len,
         n_heads,
@@ -68,7 +77,15 @@ pub fn attention(s: AttnShape, scale: f32, q: &[f32], k: &[f32], v: &[f32], out:
                 let qrow = &q[(t * n_heads + h) * d..(t * n_heads + h + 1) * d];
                 scores.fill(0.0);
                 ggml_f32::dots(kh, d, qrow, &mut scores[..kv_len], false);
-                ggml_f32::softmax_row(&mut scores, scale, lo, hi);
+                match softcap {
+                    Some(cap) => {
+                        for s in &mut scores[lo..hi] {
+                            *s = crate::backend::softcap(*s * scale, cap);
+                        }
+                        ggml_f32::softmax_row(&mut scores, 1.0, lo, hi);
+                    }
+                    None => ggml_f32::softmax_row(&mut scores, scale, lo, hi),
+                }
                 ggml_f32::dots(&vt, padded, &scores, &mut row, tiny);
                 out[(t * n_heads + h) * d..(t * n_heads + h + 1) * d].copy_from_slice(&row);
             }
@@ -98,7 +115,7 @@ mod tests {
             window: Some(4),
         };
         let mut out = vec![0f32; len * nh * d];
-        attention(s, 0.125, &q, &k, &v, &mut out);
+        attention(s, (0.125, None), &q, &k, &v, &mut out);
         for t in 0..len {
             for h in 0..nh {
                 let kvh = h / (nh / nkv);

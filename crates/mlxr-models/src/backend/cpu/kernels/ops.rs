@@ -152,6 +152,8 @@ impl GluOp {
 pub struct AttentionOp {
     pub shape: AttnShape,
     pub scale: f32,
+    /// Scores become `cap * tanh(score / cap)` before the softmax.
+    pub softcap: Option<f32>,
 }
 
 impl CustomOp3 for AttentionOp {
@@ -177,7 +179,7 @@ impl CustomOp3 for AttentionOp {
             candle_core::bail!("{}: shapes do not match {s:?}", self.name());
         }
         let mut out = vec![0f32; q.len()];
-        attention(s, self.scale, q, k, v, &mut out);
+        attention(s, (self.scale, self.softcap), q, k, v, &mut out);
         Ok((
             CpuStorage::F32(out),
             Shape::from((s.len, s.n_heads * s.head_dim)),

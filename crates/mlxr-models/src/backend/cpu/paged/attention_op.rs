@@ -49,22 +49,26 @@ pub struct PagedAttentionOp<'a> {
     block_ids: &'a [u32],
     scale: f32,
     sliding_window: Option<usize>,
+    softcap: Option<f32>,
 }
 
 impl<'a> PagedAttentionOp<'a> {
     /// A query at position `p` sees keys `j <= p` with `p - j < window` when
-    /// `sliding_window` is `Some(window)`; scores are `scale * q·k`.
+    /// `sliding_window` is `Some(window)`; scores are `scale * q·k`, soft-capped
+    /// to `cap * tanh(score / cap)` when `softcap` is `Some(cap)`.
     pub fn new(
         seqs: &'a [PagedSeq],
         block_ids: &'a [u32],
         scale: f32,
         sliding_window: Option<usize>,
+        softcap: Option<f32>,
     ) -> Self {
         Self {
             seqs,
             block_ids,
             scale,
             sliding_window,
+            softcap,
         }
     }
 
@@ -382,7 +386,7 @@ impl PagedAttentionOp<'_> {
                         &values,
                         q,
                         range,
-                        self.scale,
+                        (self.scale, self.softcap),
                         one_token,
                         &mut scratch.exact,
                         out,
@@ -418,6 +422,7 @@ impl PagedAttentionOp<'_> {
             first_pos: item.first_pos,
             head_dim: dims.head_dim,
             scale: self.scale,
+            softcap: self.softcap,
             window: self.sliding_window,
             keys: rows(k),
             values: rows(v),
@@ -536,7 +541,11 @@ impl PagedAttentionOp<'_> {
                     let row = &mut scores[(t * group + g) * ctx..][..ctx];
                     for j in visible.clone() {
                         let key = &keys[(j - key_from) * hd..][..hd];
-                        row[j - lo] = V::dot(q_row, key) * self.scale;
+                        let score = V::dot(q_row, key) * self.scale;
+                        row[j - lo] = match self.softcap {
+                            Some(cap) => crate::backend::softcap(score, cap),
+                            None => score,
+                        };
                     }
                 }
             }

@@ -12,6 +12,7 @@
 //!   each accumulator adds its keys in position order.
 
 use crate::backend::cpu::kernels::ggml_f32::{reduce_add16, v_expf, vec_dot_f32};
+use crate::backend::softcap;
 
 /// Rows of one KV head of one sequence in a cache `[blocks, n_kv_heads,
 /// block_size, head_dim]`.
@@ -41,15 +42,16 @@ pub(super) struct ExactScratch {
     acc: Vec<f32>,
 }
 
-/// One query row over keys `lo..hi`, written to `out` (`head_dim`).
-/// `one_token`: the query's chunk has a single token.
+/// One query row over keys `lo..hi`, written to `out` (`head_dim`); scores
+/// are `scale * q·k`, soft-capped when the cap is `Some`. `one_token`: the
+/// query's chunk has a single token.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn attend_row(
     keys: &HeadRows,
     values: &HeadRows,
     q: &[f32],
     (lo, hi): (usize, usize),
-    scale: f32,
+    scale: (f32, Option<f32>),
     one_token: bool,
     scratch: &mut ExactScratch,
     out: &mut [f32],
@@ -72,7 +74,7 @@ unsafe fn attend_row_fma(
     values: &HeadRows,
     q: &[f32],
     range: (usize, usize),
-    scale: f32,
+    scale: (f32, Option<f32>),
     one_token: bool,
     scratch: &mut ExactScratch,
     out: &mut [f32],
@@ -87,7 +89,7 @@ fn attend_row_portable(
     values: &HeadRows,
     q: &[f32],
     (lo, hi): (usize, usize),
-    scale: f32,
+    scale: (f32, Option<f32>),
     one_token: bool,
     scratch: &mut ExactScratch,
     out: &mut [f32],
@@ -100,9 +102,14 @@ fn attend_row_portable(
     let probs = &mut scratch.probs;
     probs.clear();
     probs.resize(end - base, 0.0);
+    let (scale, cap) = scale;
     let mut max = f32::NEG_INFINITY;
     for j in lo..hi {
         let s = vec_dot_f32(keys.row(j), q) * scale;
+        let s = match cap {
+            Some(cap) => softcap(s, cap),
+            None => s,
+        };
         probs[j - base] = s;
         max = max.max(s);
     }

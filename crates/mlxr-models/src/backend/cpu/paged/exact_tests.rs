@@ -49,6 +49,7 @@ fn dense(spec: &AttentionSpec, s: &Seq) -> Vec<u32> {
             window: spec.sliding_window,
         },
         scale: spec.scale,
+        softcap: spec.softcap,
     };
     let out = q.apply_op3_no_bwd(&heads_first(&s.k), &heads_first(&s.v), &op);
     let out: Vec<f32> = out.unwrap().flatten_all().unwrap().to_vec1().unwrap();
@@ -100,7 +101,13 @@ fn paged(spec: &AttentionSpec, seqs: &[Seq], block_size: usize, rng: &mut StdRng
     let q: Vec<f32> = seqs.iter().flat_map(|s| s.q.iter().copied()).collect();
     let tokens = q.len() / (nh * d);
     let q = Tensor::from_vec(q, (tokens, nh, d), &Device::Cpu).unwrap();
-    let op = PagedAttentionOp::new(&chunks, &block_ids, spec.scale, spec.sliding_window);
+    let op = PagedAttentionOp::new(
+        &chunks,
+        &block_ids,
+        spec.scale,
+        spec.sliding_window,
+        spec.softcap,
+    );
     let out = op.forward(&q, &keys, &values).unwrap();
     let out: Vec<f32> = out.flatten_all().unwrap().to_vec1().unwrap();
     out.iter().map(|x| x.to_bits()).collect()
@@ -111,13 +118,23 @@ fn f32_store_matches_dense_attention_bit_for_bit() {
     let mut rng = StdRng::seed_from_u64(0xe4ac7);
     let d = 64;
     for (nh, nkv) in [(4, 4), (9, 3)] {
-        for window in [None, Some(5), Some(40), Some(100)] {
+        // Soft-capped scores (Gemma 2) too, with a cap small enough to bite.
+        let rules = [
+            (None, None),
+            (Some(5), None),
+            (Some(40), None),
+            (Some(100), None),
+            (None, Some(2.0)),
+            (Some(40), Some(2.0)),
+        ];
+        for (window, softcap) in rules {
             let spec = AttentionSpec {
                 n_heads: nh,
                 n_kv_heads: nkv,
                 head_dim: d,
                 scale: 0.125,
                 sliding_window: window,
+                softcap,
             };
             // (start_pos, len): decode and prefill chunks, some past a window.
             let shapes = [
@@ -155,7 +172,7 @@ fn f32_store_matches_dense_attention_bit_for_bit() {
                     let differ = got.iter().zip(&want).filter(|(a, b)| a != b).count();
                     assert!(
                         differ == 0 && got.len() == want.len(),
-                        "{nh}/{nkv} heads, window {window:?}, block {block_size}: \
+                        "{nh}/{nkv} heads, window {window:?}, cap {softcap:?}, block {block_size}: \
                          {differ} of {} values differ",
                         want.len()
                     );

@@ -76,6 +76,7 @@ fn spec(
         head_dim,
         scale: 1.0 / (head_dim as f32).sqrt(),
         sliding_window: window,
+        softcap: None,
     }
 }
 
@@ -121,7 +122,12 @@ fn reference(spec: &AttentionSpec, data: &SeqData, pos: usize, dtype: DType) -> 
         let scores: Vec<f64> = (first..=pos)
             .map(|j| {
                 let k = row(&data.k, j);
-                q.iter().zip(&k).map(|(&a, b)| a as f64 * b).sum::<f64>() * spec.scale as f64
+                let s =
+                    q.iter().zip(&k).map(|(&a, b)| a as f64 * b).sum::<f64>() * spec.scale as f64;
+                match spec.softcap {
+                    Some(cap) => (s / cap as f64).tanh() * cap as f64,
+                    None => s,
+                }
             })
             .collect();
         let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -148,12 +154,25 @@ struct Case {
     /// `schedules[i][s]`: how many tokens sequence `i` adds at step `s`.
     schedules: Vec<Vec<usize>>,
     q_amplitude: f32,
+    softcap: Option<f32>,
 }
 
 /// Runs every step of `case` through the CPU backend over shuffled blocks
 /// and returns the largest difference from the dense reference.
 fn max_error(case: &Case, rng: &mut StdRng) -> f32 {
-    let spec = spec(case.n_heads, case.n_kv_heads, case.head_dim, case.window);
+    max_error_against(case, case.softcap, rng)
+}
+
+/// [`max_error`] against a reference with the soft cap `reference_cap`.
+fn max_error_against(case: &Case, reference_cap: Option<f32>, rng: &mut StdRng) -> f32 {
+    let spec = AttentionSpec {
+        softcap: case.softcap,
+        ..spec(case.n_heads, case.n_kv_heads, case.head_dim, case.window)
+    };
+    let reference_spec = AttentionSpec {
+        softcap: reference_cap,
+        ..spec
+    };
     let (hd, bs) = (case.head_dim, case.block_size);
     let totals: Vec<usize> = case.schedules.iter().map(|s| s.iter().sum()).collect();
     let data: Vec<SeqData> = totals
@@ -219,7 +238,7 @@ fn max_error(case: &Case, rng: &mut StdRng) -> f32 {
         let mut row = 0;
         for (chunk, d) in chunks.iter().zip(&data) {
             for pos in chunk.start_pos..chunk.start_pos + chunk.len {
-                let want = reference(&spec, d, pos, case.dtype);
+                let want = reference(&reference_spec, d, pos, case.dtype);
                 for (a, b) in out[row].iter().zip(&want) {
                     worst = worst.max((a - b).abs());
                 }
@@ -285,6 +304,7 @@ fn matches_dense_reference_over_shapes() {
                         window,
                         schedules: random_schedules(&mut rng),
                         q_amplitude: if rng.random_bool(0.5) { 1.0 } else { 8.0 },
+                        softcap: None,
                     };
                     let err = max_error(&case, &mut rng);
                     assert!(
@@ -317,12 +337,53 @@ fn long_prefill_with_sliding_window_skips_old_blocks() {
             window,
             schedules: vec![vec![150, 1, 90, 1], vec![3, 200, 1, 1]],
             q_amplitude: 4.0,
+            softcap: None,
         };
         let err = max_error(&case, &mut rng);
         assert!(
             err < tolerance(dtype),
             "{dtype:?} {window:?}: max error {err}"
         );
+    }
+}
+
+/// Gemma 2's soft-capped scores on every kernel of the paged op: the exact
+/// path (F32 store), the tiled one (F16/BF16, head dimension a multiple of
+/// 16) and the vector one (other head dimensions); prefills longer than a
+/// query tile (32) and a key chunk (64), decodes, windows. Each against the
+/// capped f64 reference, and far from the uncapped one (the cap bites).
+#[test]
+fn soft_capped_scores_match_dense_reference_on_every_kernel() {
+    let mut rng = StdRng::seed_from_u64(0x5c4b);
+    for (head_dim, dtype) in [
+        (32, DType::F32),
+        (24, DType::F32),
+        (32, DType::F16),
+        (64, DType::BF16),
+        (24, DType::F16),
+        (8, DType::BF16),
+    ] {
+        for window in [None, Some(5), Some(70)] {
+            let case = Case {
+                n_heads: 4,
+                n_kv_heads: 2,
+                head_dim,
+                block_size: 16,
+                dtype,
+                window,
+                schedules: vec![vec![100, 1, 40, 1], vec![3, 70, 1, 1], vec![1, 1, 0, 2]],
+                q_amplitude: 8.0,
+                softcap: Some(2.0),
+            };
+            let label = format!("head_dim {head_dim}, {dtype:?}, window {window:?}");
+            let err = max_error(&case, &mut rng);
+            assert!(err < tolerance(dtype), "{label}: max error {err}");
+            let uncapped = max_error_against(&case, None, &mut rng);
+            assert!(
+                uncapped > 100.0 * tolerance(dtype),
+                "{label}: the cap changes the output by only {uncapped}"
+            );
+        }
     }
 }
 
@@ -424,7 +485,7 @@ fn ops_reject_out_of_range_blocks_and_slots() {
         table_start: 0,
         table_len: table.len(),
     }];
-    let op = PagedAttentionOp::new(&seqs, &table, 1.0, None);
+    let op = PagedAttentionOp::new(&seqs, &table, 1.0, None, None);
     let (keys, values) = (store.keys(0).unwrap(), store.values(0).unwrap());
     assert!(op.forward(&q, &keys, &values).is_err());
 

@@ -6,6 +6,7 @@
 
 use super::element::CacheElement;
 use crate::backend::cpu::kernels::ggml_f32::v_expf;
+use crate::backend::softcap;
 
 /// Keys per chunk.
 const KC: usize = 64;
@@ -24,6 +25,8 @@ pub(super) struct Tile<'a, T> {
     pub first_pos: usize,
     pub head_dim: usize,
     pub scale: f32,
+    /// Scores become `cap * tanh(score / cap)` before the mask.
+    pub softcap: Option<f32>,
     pub window: Option<usize>,
     pub keys: BlockRows<'a, T>,
     pub values: BlockRows<'a, T>,
@@ -167,6 +170,11 @@ fn attend_tile_portable<T: CacheElement>(tile: &Tile<T>, s: &mut TileScratch, ou
         tile.keys.convert(from, n, d, &mut s.keys);
         tile.values.convert(from, n, d, &mut s.values);
         scores(&s.qt, rp, &s.keys, n, d, &mut s.scores);
+        if let Some(cap) = tile.softcap {
+            for x in &mut s.scores[..n * rp] {
+                *x = softcap(*x, cap);
+            }
+        }
         let masked = !(from >= all_see_from && from + n <= all_see_to);
         if masked {
             for jj in 0..n {
