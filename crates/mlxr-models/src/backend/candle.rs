@@ -22,11 +22,6 @@ pub trait CandleAttention {
 
     /// Stores `k`, `v` in the step's slots of `layer`, then attends `q`
     /// (see [`Backend::attend`]); returns `[tokens, n_heads * head_dim]`.
-    fn softcap(&mut self, x: &mut Self::Act, cap: f32) -> Result<()> {
-        *x = Some(soft_capped(get(x)?, cap)?);
-        Ok(())
-    }
-
     fn attend(
         &mut self,
         layer: usize,
@@ -182,6 +177,11 @@ impl<A: CandleAttention> Backend for CandleBackend<A> {
 
     fn add(&mut self, x: &mut Self::Act, y: &Self::Act) -> Result<()> {
         *x = Some((get(x)? + get(y)?)?);
+        Ok(())
+    }
+
+    fn softcap(&mut self, x: &mut Self::Act, cap: f32) -> Result<()> {
+        *x = Some(soft_capped(get(x)?, cap)?);
         Ok(())
     }
 
