@@ -349,6 +349,7 @@ fn tiny(dir: &Path, device: &Device) -> Vec<Outcome> {
         "qwen2",
         "qwen3",
         "gemma3",
+        "gemma2",
         "phi3",
         "llama-mlx-q4-g64",
         "llama-mlx-q8-g32",
