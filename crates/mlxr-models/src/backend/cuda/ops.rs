@@ -2,7 +2,7 @@
 //! write in place ([`InplaceOp3`]) and the attention ([`CustomOp3`]).
 
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::{CudaStorage, WrapErr};
 use candle_core::{
     CpuStorage, CustomOp3, DType, Device, InplaceOp3, Layout, Shape, Storage, Tensor,
@@ -142,47 +142,22 @@ impl InplaceOp3 for CacheWrite {
             block_dim: (THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        fn launch<T: DeviceRepr>(
-            func: &candle_core::cuda_backend::CudaFunc,
-            cache: &mut candle_core::cuda_backend::cudarc::driver::CudaSlice<T>,
-            new: &candle_core::cuda_backend::cudarc::driver::CudaView<f32>,
-            slots: &candle_core::cuda_backend::cudarc::driver::CudaView<u32>,
-            width: i32,
-            cfg: LaunchConfig,
-        ) -> candle_core::Result<()> {
-            let mut b = func.builder();
-            b.arg(new).arg(cache).arg(slots).arg(&width);
-            // SAFETY: the kernel writes `width` values at each of the
-            // `tokens` slots, all below the cache's length (the step's
-            // blocks were checked against the cache's block count).
-            unsafe { b.launch(cfg) }.w()?;
-            Ok(())
+        macro_rules! launch {
+            ($t:ty) => {{
+                let cache = cache.as_cuda_slice_mut::<$t>()?;
+                let mut b = func.builder();
+                b.arg(&new).arg(cache).arg(&slots).arg(&width);
+                // SAFETY: the kernel writes `width` values at each of the
+                // `tokens` slots, all below the cache's length (the step's
+                // blocks were checked against the cache's block count).
+                unsafe { b.launch(cfg) }.w()?;
+                Ok(())
+            }};
         }
         match cache.dtype() {
-            DType::F32 => launch(
-                &func,
-                cache.as_cuda_slice_mut::<f32>()?,
-                &new,
-                &slots,
-                width,
-                cfg,
-            ),
-            DType::F16 => launch(
-                &func,
-                cache.as_cuda_slice_mut::<half::f16>()?,
-                &new,
-                &slots,
-                width,
-                cfg,
-            ),
-            DType::BF16 => launch(
-                &func,
-                cache.as_cuda_slice_mut::<half::bf16>()?,
-                &new,
-                &slots,
-                width,
-                cfg,
-            ),
+            DType::F32 => launch!(f32),
+            DType::F16 => launch!(half::f16),
+            DType::BF16 => launch!(half::bf16),
             other => candle_core::bail!("a KV cache of {other:?}"),
         }
     }
