@@ -120,8 +120,12 @@ fi
 
 if has bench; then
     if [[ -n ${LLAMA_PID:-} ]]; then
-        stage "waiting for llama.cpp's build"
-        if wait "$LLAMA_PID"; then result PASS "llama.cpp CUDA build"; else
+        stage "waiting for llama.cpp's build (until ${LLAMA_DEADLINE:=420}s)"
+        while kill -0 "$LLAMA_PID" 2>/dev/null && (($(date +%s) - T0 < LLAMA_DEADLINE)); do sleep 5; done
+        if kill -0 "$LLAMA_PID" 2>/dev/null; then
+            kill "$LLAMA_PID"
+            result FAIL "llama.cpp CUDA build: not done in ${LLAMA_DEADLINE}s"
+        elif wait "$LLAMA_PID"; then result PASS "llama.cpp CUDA build"; else
             result FAIL "llama.cpp CUDA build (llama-build.log)"
             tail -20 "$OUT/llama-build.log"
         fi
@@ -132,10 +136,10 @@ if has bench; then
         [[ -n ${MODEL[$m]:-} ]] || continue
         stage "bench $m"
         if [[ -x $LLAMA_BENCH ]]; then
-            "$LLAMA_BENCH" -m "${MODEL[$m]}" -p 512 -n 128 -fa 1 -ngl 99 -r 3 2>&1 |
+            timeout 120 "$LLAMA_BENCH" -m "${MODEL[$m]}" -p 512 -n 128 -fa 1 -ngl 99 -r 3 2>&1 |
                 tee "$OUT/llama-bench-$m.log" | grep -E '^\|'
         fi
-        if "$MLXR" bench --device cuda -m "${MODEL[$m]}" -p 512 -n 128 -r 3 2>&1 | tee "$OUT/mlxr-bench-$m.log"; then
+        if timeout 150 "$MLXR" bench --device cuda -m "${MODEL[$m]}" -p 512 -n 128 -r 3 2>&1 | tee "$OUT/mlxr-bench-$m.log"; then
             result PASS "mlxr bench $m"
         else
             result FAIL "mlxr bench $m (mlxr-bench-$m.log)"
