@@ -90,7 +90,7 @@ while True:
             check("server answers within 90 s", False)
             sys.exit(1)
         time.sleep(0.5)
-check("/v1/models lists the model", status == 200 and any(m["id"] == MODEL for m in models["data"]),
+check("/v1/models lists the model", status == 200 and any(m["id"].split(":")[0] == MODEL for m in models["data"]),
       json.dumps(models)[:200])
 
 t = time.time()

@@ -66,7 +66,7 @@ if has llama && [[ -d $LLAMA ]]; then
     (
         cmake -S "$LLAMA" -B "$LLAMA/build" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
             -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-            -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+            -DLLAMA_BUILD_SERVER=OFF \
             -DCMAKE_BUILD_TYPE=Release -Wno-dev &&
             cmake --build "$LLAMA/build" -j 12 --target llama-bench llama-batched-bench
     ) >"$OUT/llama-build.log" 2>&1 &

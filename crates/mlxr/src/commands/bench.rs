@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use anyhow::{bail, ensure, Context, Result};
 use mlxr_engine::{
-    EngineConfig, EngineHandle, FinishReason, GenerateRequest, KvBudget, LoadedModel, Prompt,
-    SamplingParams,
+    DeviceChoice, EngineConfig, EngineHandle, FinishReason, GenerateRequest, KvBudget, LoadedModel,
+    Prompt, SamplingParams,
 };
 use mlxr_formats::gguf::GgufFile;
 use serde::{Deserialize, Serialize};
@@ -124,7 +124,7 @@ fn run_tests(args: &BenchArgs, threads: Option<usize>) -> Result<Vec<TestResult>
             }
         }
         results.push(summarize(
-            &desc, args, n_threads, n_prompt, n_gen, samples_ns,
+            &desc, args, device, n_threads, n_prompt, n_gen, samples_ns,
         ));
     }
     Ok(results)
@@ -240,6 +240,7 @@ fn from_human(text: &str) -> u64 {
 fn summarize(
     desc: &ModelDesc,
     args: &BenchArgs,
+    device: DeviceChoice,
     n_threads: usize,
     n_prompt: usize,
     n_gen: usize,
@@ -258,7 +259,13 @@ fn summarize(
         model_type: desc.kind.clone(),
         model_size: desc.size,
         model_n_params: desc.params,
-        backend: "CPU".into(),
+        // llama-bench's names for its backends.
+        backend: match device {
+            DeviceChoice::Cuda(_) => "CUDA",
+            DeviceChoice::Metal(_) => "Metal",
+            DeviceChoice::Cpu | DeviceChoice::Auto => "CPU",
+        }
+        .into(),
         n_threads,
         n_batch: args.batch_size,
         type_kv: format!("{:?}", args.kv_dtype).to_lowercase(),
