@@ -276,7 +276,7 @@ impl Pair<'_> {
             batch_diff = batch_diff.max(rel_diff(&got, batched));
         }
         println!(
-            "{}: {} rows, max rel diff vs CPU {:.2e} (tol {:.0e}), greedy equal {}/{}, \
+            "{}: {} rows, max rel diff vs CPU {:.2e} (tol {:.1e}), greedy equal {}/{}, \
              prefix hit vs full prefill {:.2e}, batched vs alone {:.2e}",
             self.label,
             stats.rows,

@@ -100,6 +100,15 @@ impl SafetensorsWeights {
     }
 
     /// The MLX quantized matrix stored under `{stem}.weight/.scales/.biases`.
+    /// `w` as an f32 `[rows, cols]` tensor on this folder's device.
+    fn dequantized(&self, w: &AffineWeight) -> Result<Tensor> {
+        Ok(Tensor::from_vec(
+            w.dequantize(),
+            (w.rows(), w.cols()),
+            &self.device,
+        )?)
+    }
+
     fn affine(&self, stem: &str, out: usize, inp: usize) -> Result<AffineWeight> {
         let packed = self
             .files
@@ -161,7 +170,13 @@ impl Weights for SafetensorsWeights {
         let hf = self.name(name)?;
         let stem = hf.strip_suffix(".weight").unwrap_or(&hf);
         if self.is_quantized(stem) {
-            return Ok(Linear::affine(Arc::new(self.affine(stem, out, inp)?)));
+            let w = self.affine(stem, out, inp)?;
+            // The affine kernels are the CPU backend's; other devices get
+            // the weights dequantized (f32, 8x a 4-bit weight's memory).
+            if !self.device.is_cpu() {
+                return Ok(Linear::dense(self.dequantized(&w)?));
+            }
+            return Ok(Linear::affine(Arc::new(w)));
         }
         Ok(Linear::dense(self.float(&hf, &[out, inp])?))
     }
@@ -174,9 +189,11 @@ impl Weights for SafetensorsWeights {
         let hf = self.name(name)?;
         let stem = hf.strip_suffix(".weight").unwrap_or(&hf);
         if self.is_quantized(stem) {
-            return Ok(Embedding::Affine(Arc::new(
-                self.affine(stem, vocab, hidden)?,
-            )));
+            let w = self.affine(stem, vocab, hidden)?;
+            if !self.device.is_cpu() {
+                return Ok(Embedding::Dense(self.dequantized(&w)?));
+            }
+            return Ok(Embedding::Affine(Arc::new(w)));
         }
         Ok(Embedding::Dense(self.float(&hf, &[vocab, hidden])?))
     }
