@@ -119,6 +119,6 @@ impl CandleAttention for PagedAttention {
         }
         meta.write(keys, &k.contiguous()?)?;
         meta.write(values, &v.contiguous()?)?;
-        Ok(meta.attend(&q.contiguous()?, keys, values, spec, self.kv.block_size)?)
+        meta.attend(&q.contiguous()?, keys, values, spec, self.kv.block_size)
     }
 }
