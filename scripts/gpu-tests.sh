@@ -14,7 +14,8 @@
 #   bench  mlxr bench --device cuda (and llama-bench on the same files when
 #          llama.cpp was built: stage llama)
 # GPU_STAGES="llama test serve bench" by default; GPU_MODELS picks the random
-# models (see random-gguf.py). Writes logs to $OUT when set.
+# models (see random-gguf.py), GPU_BENCH the ones benchmarked. Writes logs to
+# $OUT when set.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -68,7 +69,7 @@ if has llama && [[ -d $LLAMA ]]; then
             -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
             -DLLAMA_BUILD_SERVER=OFF \
             -DCMAKE_BUILD_TYPE=Release -Wno-dev &&
-            cmake --build "$LLAMA/build" -j 12 --target llama-bench llama-batched-bench
+            cmake --build "$LLAMA/build" -j 16 --target llama-bench llama-batched-bench
     ) >"$OUT/llama-build.log" 2>&1 &
     LLAMA_PID=$!
 fi
@@ -132,7 +133,7 @@ if has bench; then
     fi
     LLAMA_BENCH=$LLAMA/build/bin/llama-bench
     nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw,utilization.gpu --format=csv
-    for m in llama8b-q4_k_m qwen1.5b-q4_k_m llama8b-f16; do
+    for m in ${GPU_BENCH:-llama8b-q4_k_m qwen1.5b-q4_k_m llama8b-f16}; do
         [[ -n ${MODEL[$m]:-} ]] || continue
         stage "bench $m"
         if [[ -x $LLAMA_BENCH ]]; then
