@@ -222,3 +222,25 @@ impl<A: CandleAttention> Backend for CandleBackend<A> {
 pub(super) fn soft_capped(x: &Tensor, cap: f32) -> Result<Tensor> {
     Ok(((x / cap as f64)?.tanh()? * cap as f64)?)
 }
+
+/// Per layer, zeroed keys and values by slot: `[num_blocks * block_size,
+/// n_kv_heads * head_dim]` of `dtype`.
+pub(super) fn slot_caches(
+    kv: &KvGeometry,
+    dtype: DType,
+    device: &Device,
+) -> Result<(Vec<Tensor>, Vec<Tensor>)> {
+    let slots = kv
+        .num_blocks
+        .checked_mul(kv.block_size)
+        .filter(|&s| s > 0 && s <= u32::MAX as usize)
+        .ok_or_else(|| ModelError::InvalidConfig(format!("KV cache {kv:?}")))?;
+    let layer = || Tensor::zeros((slots, kv.n_kv_heads * kv.head_dim), dtype, device);
+    let keys = (0..kv.n_layers)
+        .map(|_| layer())
+        .collect::<Result<_, _>>()?;
+    let values = (0..kv.n_layers)
+        .map(|_| layer())
+        .collect::<Result<_, _>>()?;
+    Ok((keys, values))
+}

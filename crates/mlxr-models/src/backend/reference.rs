@@ -6,7 +6,7 @@
 
 use candle_core::{DType, Device, Tensor, D};
 
-use super::candle::{soft_capped, CandleAttention, CandleBackend};
+use super::candle::{slot_caches, soft_capped, CandleAttention, CandleBackend};
 use super::{AttentionSpec, KvGeometry};
 use crate::step::Step;
 use crate::{ModelError, Result};
@@ -37,18 +37,7 @@ pub struct GatherAttention {
 
 impl GatherAttention {
     pub fn new(kv: KvGeometry, device: &Device) -> Result<Self> {
-        let slots = kv
-            .num_blocks
-            .checked_mul(kv.block_size)
-            .filter(|&s| s > 0 && s <= u32::MAX as usize)
-            .ok_or_else(|| ModelError::InvalidConfig(format!("KV cache {kv:?}")))?;
-        let zeros = || Tensor::zeros((slots, kv.n_kv_heads * kv.head_dim), DType::F32, device);
-        let keys = (0..kv.n_layers)
-            .map(|_| zeros())
-            .collect::<Result<_, _>>()?;
-        let values = (0..kv.n_layers)
-            .map(|_| zeros())
-            .collect::<Result<_, _>>()?;
+        let (keys, values) = slot_caches(&kv, DType::F32, device)?;
         Ok(Self {
             device: device.clone(),
             kv,

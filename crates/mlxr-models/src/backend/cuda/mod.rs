@@ -10,7 +10,7 @@ mod ops;
 
 use candle_core::{DType, Device, Tensor};
 
-use super::candle::{CandleAttention, CandleBackend};
+use super::candle::{slot_caches, CandleAttention, CandleBackend};
 use super::{AttentionSpec, KvGeometry};
 use crate::step::Step;
 use crate::{ModelError, Result};
@@ -58,18 +58,7 @@ impl PagedAttention {
                 ops::MAX_HEAD_DIM
             )));
         }
-        let slots = kv
-            .num_blocks
-            .checked_mul(kv.block_size)
-            .filter(|&s| s > 0 && s <= u32::MAX as usize)
-            .ok_or_else(|| ModelError::InvalidConfig(format!("KV cache {kv:?}")))?;
-        let zeros = || Tensor::zeros((slots, kv.n_kv_heads * kv.head_dim), dtype, device);
-        let keys = (0..kv.n_layers)
-            .map(|_| zeros())
-            .collect::<Result<_, _>>()?;
-        let values = (0..kv.n_layers)
-            .map(|_| zeros())
-            .collect::<Result<_, _>>()?;
+        let (keys, values) = slot_caches(&kv, dtype, device)?;
         Ok(Self {
             device: device.clone(),
             kv,
