@@ -13,7 +13,7 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use sha2::{Digest as _, Sha256};
 
@@ -129,13 +129,21 @@ impl BlobStore {
     }
 
     /// Moves a finished, fsynced file to its final blob name.
+    ///
+    /// Either way the blob's modification time becomes now, so that
+    /// `Registry::prune_unreferenced_blobs` in another process leaves it for
+    /// the model about to reference it (an old orphan with the same content,
+    /// or a resumed download whose partial file was already complete, would
+    /// otherwise keep an old time).
     pub(crate) fn install(&self, from: &Path, digest: &Digest) -> Result<()> {
         let to = self.path(digest);
         if to.is_file() {
             // Same content already stored: keep the existing file.
             let _ = fs::remove_file(from);
+            touch(&to);
             return Ok(());
         }
+        touch(from);
         fs::rename(from, &to).map_err(|e| RegistryError::io_at("renaming blob to", &to, e))?;
         sync_dir(&self.dir);
         Ok(())
@@ -196,6 +204,13 @@ impl Drop for PartialClaim<'_> {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&self.key);
         self.store.download_ended.notify_all();
+    }
+}
+
+/// Best-effort: sets the file's modification time to now.
+fn touch(path: &Path) {
+    if let Ok(f) = File::open(path) {
+        let _ = f.set_modified(SystemTime::now());
     }
 }
 

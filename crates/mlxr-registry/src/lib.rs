@@ -37,7 +37,7 @@ pub use policy::PullPolicy;
 pub use pull::{folder_files, folder_weights, PullProgress, PullSource};
 pub use pypi::PYTHON_ENV;
 pub use record::{ModelFile, ModelRecord, NewModel};
-pub use registry::{Registry, BLOBS_DIR, BLOB_SPACE_MARGIN, DB_FILE};
+pub use registry::{Registry, BLOBS_DIR, BLOB_SPACE_MARGIN, DB_FILE, PRUNE_MIN_AGE};
 pub use safetensors::{
     details as safetensors_details, details_from_headers as safetensors_details_from_headers,
     header_from_bytes as safetensors_header, Header as SafetensorsHeader,

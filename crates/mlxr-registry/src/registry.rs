@@ -4,6 +4,7 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::Connection;
@@ -25,6 +26,9 @@ pub const BLOBS_DIR: &str = "blobs";
 pub const BLOB_SPACE_MARGIN: u64 = 1 << 30;
 /// Folder for scratch work (pip downloads); emptied on open.
 pub(crate) const TMP_DIR: &str = "tmp";
+/// How old an unreferenced blob file must be before
+/// [`Registry::prune_unreferenced_blobs`] removes it.
+pub const PRUNE_MIN_AGE: Duration = Duration::from_secs(60 * 60);
 
 /// The model catalogue under one home folder (`MLXR_HOME`, usually `~/.mlxr`).
 ///
@@ -244,6 +248,56 @@ impl Registry {
         self.collect_garbage(&conn, candidates)
     }
 
+    /// Removes the blob files that no model references and that were last
+    /// modified at least [`PRUNE_MIN_AGE`] ago, and returns their digests.
+    /// Such orphans are what a crash between storing a blob and committing
+    /// its model (or between a commit and the cleanup of the blobs it
+    /// replaced) leaves behind, as does an upload `/api/create` never used;
+    /// `mlxr serve` calls this at start, as Ollama prunes at server start.
+    ///
+    /// Only files named exactly `sha256-<64 lowercase hex>` are candidates:
+    /// resumable downloads (`*-partial`), temporary files (`tmp-*`) and
+    /// anything else in the folder are left alone. Work is done under the
+    /// connection lock, so no create, copy or delete of this registry runs
+    /// meanwhile; it stops at the first error (what it removed before stays
+    /// removed).
+    pub fn prune_unreferenced_blobs(&self) -> Result<Vec<Digest>> {
+        let conn = self.lock();
+        let dir = self.blobs.dir();
+        let entries = fs::read_dir(dir).map_err(|e| RegistryError::io_at("reading", dir, e))?;
+        let now = SystemTime::now();
+        let mut removed = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| RegistryError::io_at("reading", dir, e))?;
+            let Some(digest) = entry.file_name().to_str().and_then(blob_file_digest) else {
+                continue;
+            };
+            // Not followed: a link or folder under a blob name is not ours.
+            let meta = entry
+                .metadata()
+                .map_err(|e| RegistryError::io_at("reading", &entry.path(), e))?;
+            if !meta.is_file() {
+                continue;
+            }
+            // The lock above only serialises this process. Another one (a
+            // CLI `mlxr pull`, or a client of the server between uploading a
+            // blob and the `/api/create` that uses it) may be about to
+            // reference a blob it has just written, so recent files are
+            // kept, and so is any file whose age cannot be told.
+            let old_enough = meta
+                .modified()
+                .ok()
+                .and_then(|m| now.duration_since(m).ok())
+                .is_some_and(|age| age >= PRUNE_MIN_AGE);
+            if !old_enough || db::is_referenced(&conn, &digest)? {
+                continue;
+            }
+            self.blobs.remove(&digest)?;
+            removed.push(digest);
+        }
+        Ok(removed)
+    }
+
     /// Removes the blobs among `candidates` that no model references.
     fn collect_garbage(&self, conn: &Connection, candidates: Vec<Digest>) -> Result<()> {
         for d in candidates {
@@ -298,6 +352,18 @@ impl Registry {
         let model_path = self.blobs.path(&manifest.model.digest);
         Ok(manifest.into_record(name, digest, model_path, modified_at))
     }
+}
+
+/// The digest a blob file is named after, when `name` is exactly
+/// `sha256-<64 lowercase hex>` (so removing the digest's file removes this
+/// very file).
+fn blob_file_digest(name: &str) -> Option<Digest> {
+    let hex = name.strip_prefix("sha256-")?;
+    if !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return None;
+    }
+    let digest = Digest::from_hex(hex).ok()?;
+    (digest.file_name() == name).then_some(digest)
 }
 
 fn now_text() -> String {

@@ -1,11 +1,13 @@
 //! `mlxr serve`.
 
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use mlxr_engine::EngineConfig;
-use mlxr_registry::{PullPolicy, Registry};
+use mlxr_registry::{PullPolicy, Registry, BLOBS_DIR};
 use mlxr_server::catalog::{FileCatalog, RegistryCatalog};
 use mlxr_server::{KeepAlive, LogBuffer, ModelManager, ModelSpec, ServerConfig};
 use tracing_subscriber::layer::SubscriberExt;
@@ -59,6 +61,7 @@ pub fn serve(mut args: ServeArgs) -> Result<()> {
             allow_local: args.allow_local_pulls,
             allow_insecure: args.allow_insecure_pulls,
         });
+    prune_blobs(&registry);
     let registry = Arc::new(registry);
     let catalog = RegistryCatalog::new(registry.clone(), FileCatalog::new(files));
 
@@ -116,6 +119,50 @@ pub fn serve(mut args: ServeArgs) -> Result<()> {
         .context("starting the async runtime")?;
     runtime.block_on(mlxr_server::serve(models, registry, config))?;
     Ok(())
+}
+
+/// Set (non-empty), `mlxr serve` keeps orphan blobs at start, as Ollama's
+/// `OLLAMA_NOPRUNE`.
+const NOPRUNE_ENV: &str = "MLXR_NOPRUNE";
+
+/// Removes the blob files no model references (see
+/// [`Registry::prune_unreferenced_blobs`]) unless [`NOPRUNE_ENV`] is set,
+/// and logs how many and how large. A failure is only a warning: the server
+/// starts anyway.
+fn prune_blobs(registry: &Registry) {
+    if std::env::var_os(NOPRUNE_ENV).is_some_and(|v| !v.is_empty()) {
+        tracing::info!("{NOPRUNE_ENV} is set: keeping unreferenced blobs");
+        return;
+    }
+    // The sizes are read first, since the files are gone once pruned (a
+    // blob's name fixes its content, so a size read before is its size).
+    let blobs = registry.home().join(BLOBS_DIR);
+    let sizes: HashMap<OsString, u64> = std::fs::read_dir(&blobs)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| Some((e.file_name(), e.metadata().ok()?.len())))
+        .collect();
+    match registry.prune_unreferenced_blobs() {
+        Ok(removed) if removed.is_empty() => {}
+        Ok(removed) => {
+            let bytes: u64 = removed
+                .iter()
+                .filter_map(|d| sizes.get(OsStr::new(&d.file_name())))
+                .sum();
+            tracing::info!(
+                count = removed.len(),
+                bytes,
+                "pruned {} unreferenced blob(s) ({}) from {}",
+                removed.len(),
+                super::format::human_size(bytes),
+                blobs.display()
+            );
+        }
+        Err(e) => {
+            tracing::warn!("pruning unreferenced blobs failed (the server starts anyway): {e}")
+        }
+    }
 }
 
 /// `SmolLM2-135M-Instruct.Q4_1.gguf` -> `smollm2-135m-instruct.q4_1`.
