@@ -53,6 +53,15 @@ def connect(server) -> socket.socket:
     return socket.create_connection(("127.0.0.1", server.port), timeout=30)
 
 
+def assert_refused_over_cap(server, status, body, digest, before):
+    """A 413 naming the flag, and no new or partial file behind it."""
+    assert status == 413, body
+    assert "--max-blob-size" in body["error"]
+    assert blob_files(server) == before, "no new or partial file"
+    assert requests.head(f"{server.url}/api/blobs/{digest}").status_code == 404
+    assert server.alive()
+
+
 def test_content_length_over_the_cap_is_refused_before_the_body(capped):
     data = os.urandom(2 * MIB)
     digest = digest_of(data)
@@ -62,10 +71,8 @@ def test_content_length_over_the_cap_is_refused_before_the_body(capped):
         sock.sendall((f"POST /api/blobs/{digest} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                       f"Content-Type: application/octet-stream\r\nContent-Length: {len(data)}\r\n\r\n").encode())
         status, body = read_response(sock)
-    assert status == 413, body
-    assert "--max-blob-size" in body["error"] and "1 MiB" in body["error"]
-    assert blob_files(capped) == before
-    assert requests.head(f"{capped.url}/api/blobs/{digest}").status_code == 404
+    assert_refused_over_cap(capped, status, body, digest, before)
+    assert "1 MiB" in body["error"]
 
 
 def test_chunked_upload_is_cut_off_at_the_cap(capped):
@@ -93,11 +100,7 @@ def test_chunked_upload_is_cut_off_at_the_cap(capped):
             except (BrokenPipeError, ConnectionResetError):
                 pass
         status, body = read_response(sock)
-    assert status == 413, body
-    assert "--max-blob-size" in body["error"]
-    assert blob_files(capped) == before, "no new or partial file"
-    assert requests.head(f"{capped.url}/api/blobs/{digest}").status_code == 404
-    assert capped.alive()
+    assert_refused_over_cap(capped, status, body, digest, before)
 
 
 def test_digest_mismatch_leaves_nothing_and_a_good_upload_works(capped):
