@@ -32,6 +32,20 @@ pub struct PagedKvStore {
     dtype: DType,
 }
 
+/// `v` with every page written once. A zeroed `Vec` comes from `calloc`,
+/// whose pages the kernel maps on first touch: the cache would grow the
+/// process's memory under load instead of at start-up (llama.cpp clears its
+/// KV buffer at load for the same reason).
+fn touched<T: Copy + Default>(mut v: Vec<T>) -> Vec<T> {
+    let step = (4096 / std::mem::size_of::<T>()).max(1);
+    for x in v.iter_mut().step_by(step) {
+        // SAFETY: `x` is a valid, aligned, exclusive reference. Volatile so
+        // that the store of a zero over calloc'd memory is not elided.
+        unsafe { std::ptr::write_volatile(x, T::default()) };
+    }
+    v
+}
+
 impl PagedKvStore {
     /// Allocates `num_blocks` zeroed blocks per layer. `dtype` is F16, BF16 or F32.
     pub fn new(
@@ -61,17 +75,16 @@ impl PagedKvStore {
         }
         if !device.is_cpu() {
             return Err(ModelError::InvalidConfig(format!(
-                "the paged KV cache runs on the CPU only (asked for {device:?}): \
-                 there are no CUDA or Metal attention kernels yet"
+                "the CPU backend's paged KV cache lives in host memory (asked for {device:?})"
             )));
         }
         let shape = (num_blocks, n_kv_heads, block_size, head_dim);
         let len = num_blocks * n_kv_heads * block_size * head_dim;
         let zeros = || {
             RwLock::new(match dtype {
-                DType::F32 => CpuStorage::F32(vec![0.0; len]),
-                DType::F16 => CpuStorage::F16(vec![f16::ZERO; len]),
-                _ => CpuStorage::BF16(vec![bf16::ZERO; len]),
+                DType::F32 => CpuStorage::F32(touched(vec![0.0; len])),
+                DType::F16 => CpuStorage::F16(touched(vec![f16::ZERO; len])),
+                _ => CpuStorage::BF16(touched(vec![bf16::ZERO; len])),
             })
         };
         let keys = (0..n_layers).map(|_| zeros()).collect();
