@@ -5,7 +5,10 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-const KERNELS: &[&str] = &["src/backend/cuda/kernels/paged_attention.cu"];
+const KERNELS: &[&str] = &[
+    "src/backend/cuda/kernels/paged_attention.cu",
+    "src/backend/cuda/kernels/quant_matmul.cu",
+];
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");

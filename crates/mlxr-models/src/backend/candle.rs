@@ -1,9 +1,9 @@
 //! Candle's ops as a backend, on any candle device: embedding, norms,
-//! RoPE, matmuls (candle's quantized or float matmul), activations. The KV
-//! cache and attention are the one part each user of it brings
-//! ([`CandleAttention`]): the reference backend gathers keys into dense
-//! matmuls ([`super::reference`]); the CUDA backend runs its own paged
-//! kernels ([`super::cuda`]).
+//! RoPE, matmuls (candle's quantized or float matmul), activations. What
+//! each user of it brings is a [`CandleDevice`]: the KV cache with its
+//! attention, and any matmuls of its own. The reference backend gathers keys
+//! into dense matmuls ([`super::reference`]); the CUDA backend runs its own
+//! paged attention and quantized matmul kernels ([`super::cuda`]).
 
 use candle_core::{DType, Device, Tensor};
 
@@ -13,8 +13,9 @@ use crate::layers::{Embedding, Linear, RmsNorm, Rope};
 use crate::step::Step;
 use crate::{ModelError, Result};
 
-/// A KV cache with its attention, for [`CandleBackend`].
-pub trait CandleAttention {
+/// What a device brings to [`CandleBackend`]: a KV cache with its
+/// attention, and optionally its own matmuls.
+pub trait CandleDevice {
     fn geometry(&self) -> &KvGeometry;
 
     /// Uploads what every layer's attention reads for `step`.
@@ -31,6 +32,11 @@ pub trait CandleAttention {
         k: &Tensor,
         v: &Tensor,
     ) -> Result<Tensor>;
+
+    /// `x Wᵀ (+ b)`; candle's matmul unless the device has a kernel for `w`.
+    fn matmul(&mut self, x: &Tensor, w: &Linear) -> Result<Tensor> {
+        w.forward(x)
+    }
 }
 
 pub struct CandleBackend<A> {
@@ -41,7 +47,7 @@ pub struct CandleBackend<A> {
     host: Vec<f32>,
 }
 
-impl<A: CandleAttention> CandleBackend<A> {
+impl<A: CandleDevice> CandleBackend<A> {
     pub fn with_attention(attention: A, device: &Device) -> Self {
         Self {
             device: device.clone(),
@@ -70,7 +76,7 @@ fn tables(rope: &Rope, positions: &[usize], device: &Device) -> Result<(Tensor, 
     ))
 }
 
-impl<A: CandleAttention> Backend for CandleBackend<A> {
+impl<A: CandleDevice> Backend for CandleBackend<A> {
     type Act = Option<Tensor>;
 
     fn num_blocks(&self) -> usize {
@@ -104,7 +110,7 @@ impl<A: CandleAttention> Backend for CandleBackend<A> {
     }
 
     fn matmul(&mut self, x: &Self::Act, w: &Linear, out: &mut Self::Act) -> Result<()> {
-        *out = Some(w.forward(get(x)?)?);
+        *out = Some(self.attention.matmul(get(x)?, w)?);
         Ok(())
     }
 

@@ -6,7 +6,7 @@
 
 use candle_core::{DType, Device, Tensor, D};
 
-use super::candle::{slot_caches, soft_capped, CandleAttention, CandleBackend};
+use super::candle::{slot_caches, soft_capped, CandleBackend, CandleDevice};
 use super::{AttentionSpec, KvGeometry};
 use crate::step::Step;
 use crate::{ModelError, Result};
@@ -49,7 +49,7 @@ impl GatherAttention {
     }
 }
 
-impl CandleAttention for GatherAttention {
+impl CandleDevice for GatherAttention {
     fn geometry(&self) -> &KvGeometry {
         &self.kv
     }

@@ -177,6 +177,18 @@ impl Linear {
         )
     }
 
+    /// The GGML tensor candle multiplies with, for a backend's own kernels
+    /// (see [`Self::with_bias`]).
+    pub fn ggml_tensor(&self) -> Option<&QTensor> {
+        match &self.weight {
+            LinearWeight::Ggml {
+                inner: QMatMul::QTensor(t),
+                ..
+            } => Some(t),
+            _ => None,
+        }
+    }
+
     /// `x`: `[tokens, in_features]` → `[tokens, out_features]` through
     /// candle's ops (the path of weights without a kernel of the backend).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
@@ -186,6 +198,12 @@ impl Linear {
             LinearWeight::Dense(w) => x.contiguous()?.matmul(&w.t()?)?,
             LinearWeight::Affine(w) => AffineMatMul(w).forward(x)?,
         };
+        self.with_bias(y)
+    }
+
+    /// `y + b` when there is a bias: the end of a projection computed
+    /// elsewhere from [`Self::ggml_tensor`].
+    pub fn with_bias(&self, y: Tensor) -> Result<Tensor> {
         match &self.bias {
             Some(b) => Ok(y.broadcast_add(b)?),
             None => Ok(y),

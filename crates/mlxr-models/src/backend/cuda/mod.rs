@@ -1,31 +1,88 @@
 //! The CUDA backend: candle's ops on a CUDA device ([`CandleBackend`]:
-//! quantized matmuls, cuBLAS, norms, RoPE) with the KV cache in device
-//! memory as paged blocks of f16/bf16/f32 and attention by kernels of our
-//! own (kernels/paged_attention.cu): one launch per layer for the whole
-//! mixed batch, reading each sequence's blocks through its block table.
-//! The step's metadata (slots, positions, block tables) is uploaded once
-//! per step, in one copy.
+//! cuBLAS, norms, RoPE, the quantized types we have no kernel for) with
+//! kernels of our own where they matter:
+//! - the KV cache in device memory as paged blocks of f16/bf16/f32 and
+//!   attention over it (kernels/paged_attention.cu): one launch per layer for
+//!   the whole mixed batch, reading each sequence's blocks through its block
+//!   table; the step's metadata (slots, positions, block tables) is uploaded
+//!   once per step, in one copy;
+//! - Q4_K and Q6_K matmuls against activations quantized to Q8_K
+//!   (kernels/quant_matmul.cu): the CPU backend's integer arithmetic, the
+//!   same for every batch size.
 
 mod ops;
+mod quant_matmul;
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device, Tensor, TensorId};
 
-use super::candle::{slot_caches, CandleAttention, CandleBackend};
+use super::candle::{slot_caches, CandleBackend, CandleDevice};
 use super::{AttentionSpec, KvGeometry};
+use crate::layers::Linear;
 use crate::step::Step;
 use crate::{ModelError, Result};
 
 pub use ops::PTX;
 
-pub type CudaBackend = CandleBackend<PagedAttention>;
+pub type CudaBackend = CandleBackend<CudaKernels>;
 
 impl CudaBackend {
     /// A cache of `kv` in `dtype` (F16, BF16 or F32) on `device`.
     pub fn new(kv: KvGeometry, dtype: DType, device: &Device) -> Result<Self> {
-        Ok(Self::with_attention(
-            PagedAttention::new(kv, dtype, device)?,
-            device,
-        ))
+        let kernels = CudaKernels {
+            attention: PagedAttention::new(kv, dtype, device)?,
+            q8: None,
+        };
+        Ok(Self::with_attention(kernels, device))
+    }
+}
+
+/// The paged attention and the quantized matmuls.
+pub struct CudaKernels {
+    attention: PagedAttention,
+    /// The last activation quantized to Q8_K, by the id of its tensor: the
+    /// q, k and v (gate and up) projections read the same input.
+    q8: Option<(TensorId, Tensor)>,
+}
+
+impl CandleDevice for CudaKernels {
+    fn geometry(&self) -> &KvGeometry {
+        &self.attention.kv
+    }
+
+    fn begin_step(&mut self, step: &Step) -> Result<()> {
+        self.q8 = None;
+        self.attention.begin_step(step)
+    }
+
+    fn attend(
+        &mut self,
+        layer: usize,
+        spec: &AttentionSpec,
+        step: &Step,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+    ) -> Result<Tensor> {
+        self.attention.attend(layer, spec, step, q, k, v)
+    }
+
+    fn matmul(&mut self, x: &Tensor, w: &Linear) -> Result<Tensor> {
+        let Some(t) = w.ggml_tensor().filter(|t| quant_matmul::supports(t)) else {
+            return w.forward(x);
+        };
+        let (tokens, k) = x.dims2()?;
+        if x.dtype() != DType::F32 || t.shape().dims2()?.1 != k {
+            return w.forward(x);
+        }
+        let xq = match &self.q8 {
+            Some((id, xq)) if *id == x.id() => xq.clone(),
+            _ => {
+                let xq = quant_matmul::quantize(x)?;
+                self.q8 = Some((x.id(), xq.clone()));
+                xq
+            }
+        };
+        w.with_bias(quant_matmul::matmul(&xq, tokens, t)?)
     }
 }
 
@@ -67,12 +124,6 @@ impl PagedAttention {
             meta: None,
             host: Vec::new(),
         })
-    }
-}
-
-impl CandleAttention for PagedAttention {
-    fn geometry(&self) -> &KvGeometry {
-        &self.kv
     }
 
     fn begin_step(&mut self, step: &Step) -> Result<()> {

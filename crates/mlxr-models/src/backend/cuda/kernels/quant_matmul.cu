@@ -1,0 +1,231 @@
+// Quantized matmuls of the CUDA backend: y[t, n] = Σ_k W[n, k] · x[t, k] for
+// GGML Q4_K and Q6_K weights, with the activations quantized to Q8_K first,
+// exactly as the CPU backend (and ggml's CPU) quantizes them. The integer
+// part of every super-block's dot product is then the CPU's to the bit; only
+// the order in which the float terms are added differs.
+//
+// Every token is computed the same way whatever the batch size (a column's
+// arithmetic does not depend on its neighbours), so a sequence gets the same
+// logits alone or batched, in prefill or decode.
+//
+// Activation buffer (one allocation, from quantize_q8_K):
+//   qs    int8  [tokens, k]
+//   d     f32   [tokens, k / 256]
+//   bsums int32 [tokens, k / 16]   (sums of 16 consecutive quants)
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#define QK_K 256
+#define Q4_K_BYTES 144
+#define Q6_K_BYTES 210
+#define ROWS_PER_BLOCK 4
+
+// One warp per super-block of 256 activations; lane l holds 8l..8l+8.
+// Mirrors quantize_row_q8_K_ref: max = the first element of largest
+// magnitude, iscale = -127 / max, q = min(127, round_half_even(iscale · x)),
+// d = 1 / iscale. The _rn intrinsics keep IEEE rounding under --use_fast_math.
+extern "C" __global__ void quantize_q8_K(const float *__restrict__ x,
+                                         int8_t *__restrict__ qs,
+                                         float *__restrict__ d,
+                                         int *__restrict__ bsums, int k,
+                                         int tokens) {
+    const int lane = threadIdx.x & 31;
+    const int nsb = k / QK_K;
+    const long sb = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (sb >= (long)nsb * tokens) return;
+    const float *src = x + sb * QK_K + lane * 8;
+    float v[8];
+    const float4 a = *(const float4 *)src;
+    const float4 b = *(const float4 *)(src + 4);
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+    float amax = 0.f, max = 0.f;
+    int at = 0x7fffffff;
+    for (int i = 0; i < 8; ++i) {
+        const float ax = fabsf(v[i]);
+        if (ax > amax) { amax = ax; max = v[i]; at = lane * 8 + i; }
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        const float oa = __shfl_xor_sync(0xffffffff, amax, off);
+        const float om = __shfl_xor_sync(0xffffffff, max, off);
+        const int oi = __shfl_xor_sync(0xffffffff, at, off);
+        if (oa > amax || (oa == amax && oi < at)) { amax = oa; max = om; at = oi; }
+    }
+    int8_t q[8];
+    int sum = 0;
+    float scale = 0.f;
+    if (amax == 0.f) {
+        for (int i = 0; i < 8; ++i) q[i] = 0;
+    } else {
+        const float iscale = __fdiv_rn(-127.f, max);
+        for (int i = 0; i < 8; ++i) {
+            q[i] = (int8_t)fminf(rintf(__fmul_rn(iscale, v[i])), 127.f);
+            sum += q[i];
+        }
+        scale = __fdiv_rn(1.f, iscale);
+    }
+    int8_t *dst = qs + sb * QK_K + lane * 8;
+    *(int2 *)dst = *(const int2 *)q;
+    sum += __shfl_xor_sync(0xffffffff, sum, 1);
+    if ((lane & 1) == 0) bsums[sb * 16 + lane / 2] = sum;
+    if (lane == 0) d[sb] = scale;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffff, v, off);
+    return v;
+}
+
+// Two bytes at a time: Q6_K blocks (210 bytes) are only 2-byte aligned.
+__device__ __forceinline__ int load_u32_2aligned(const uint8_t *p) {
+    const uint16_t *h = (const uint16_t *)p;
+    return (int)((uint32_t)h[0] | ((uint32_t)h[1] << 16));
+}
+
+// Q4_K (d, dmin: f16; scales: 12 bytes of 6-bit scales and mins; qs: 128
+// bytes; element 64g + i is the low nibble of qs[32g + i], 64g + 32 + i the
+// high one). A warp takes two super-blocks at a time, 16 lanes each; lane
+// (g, q) takes bytes 32g + 8q .. +8: 8 elements of sub-block 2g and 8 of
+// 2g + 1.
+template <int B>
+__device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
+                                          const int8_t *__restrict__ xq,
+                                          const float *__restrict__ xd,
+                                          const int *__restrict__ xs,
+                                          float *__restrict__ y, int n, int k,
+                                          int t0, int nb) {
+    const int lane = threadIdx.x & 31;
+    const int row = blockIdx.y * ROWS_PER_BLOCK + threadIdx.x / 32;
+    if (row >= n) return;
+    const int nsb = k / QK_K;
+    const int l16 = lane & 15, g = l16 >> 2, q = l16 & 3;
+    float acc[B];
+#pragma unroll
+    for (int b = 0; b < B; ++b) acc[b] = 0.f;
+    const uint8_t *wrow = w + (long)row * nsb * Q4_K_BYTES;
+    for (int sb = lane >> 4; sb < nsb; sb += 2) {
+        const uint8_t *blk = wrow + (long)sb * Q4_K_BYTES;
+        const float2 dm = __half22float2(*(const half2 *)blk);
+        const uint32_t *s32 = (const uint32_t *)(blk + 4);
+        uint8_t s[12];
+        *(uint32_t *)s = s32[0];
+        *(uint32_t *)(s + 4) = s32[1];
+        *(uint32_t *)(s + 8) = s32[2];
+        int sc[2], mn[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int j = 2 * g + h;
+            if (j < 4) {
+                sc[h] = s[j] & 63;
+                mn[h] = s[j + 4] & 63;
+            } else {
+                sc[h] = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+                mn[h] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+            }
+        }
+        const int2 v = *(const int2 *)(blk + 16 + 32 * g + 8 * q);
+        const int lo0 = v.x & 0x0F0F0F0F, lo1 = v.y & 0x0F0F0F0F;
+        const int hi0 = (v.x >> 4) & 0x0F0F0F0F, hi1 = (v.y >> 4) & 0x0F0F0F0F;
+#pragma unroll
+        for (int b = 0; b < B; ++b) {
+            if (b >= nb) break;
+            const long t = t0 + b;
+            const int8_t *xb = xq + t * k + sb * QK_K + 64 * g + 8 * q;
+            const int2 a = *(const int2 *)xb;
+            const int2 c = *(const int2 *)(xb + 32);
+            const int dot_lo = __dp4a(lo1, a.y, __dp4a(lo0, a.x, 0));
+            const int dot_hi = __dp4a(hi1, c.y, __dp4a(hi0, c.x, 0));
+            const int sum = sc[0] * dot_lo + sc[1] * dot_hi;
+            int mins = 0;
+            if (q == 0) {
+                const int *bs = xs + t * (k / 16) + sb * 16 + 4 * g;
+                mins = mn[0] * (bs[0] + bs[1]) + mn[1] * (bs[2] + bs[3]);
+            }
+            const float dx = xd[t * nsb + sb];
+            acc[b] += dx * (dm.x * (float)sum - dm.y * (float)mins);
+        }
+    }
+#pragma unroll
+    for (int b = 0; b < B; ++b) {
+        const float total = warp_sum(acc[b]);
+        if (lane == 0 && b < nb) y[(long)(t0 + b) * n + row] = total;
+    }
+}
+
+// Q6_K (ql: 128 bytes of low nibbles, qh: 64 bytes of 2 high bits, scales:
+// 16 int8, d: f16). In half h (128 elements), byte l < 32 of ql/qh gives
+// elements l, l + 32, l + 64, l + 96, with scale 8h + l/16 + 0, 2, 4, 6.
+// Lane (h, r) takes l = 4r .. 4r + 4: 16 elements.
+template <int B>
+__device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
+                                          const int8_t *__restrict__ xq,
+                                          const float *__restrict__ xd,
+                                          float *__restrict__ y, int n, int k,
+                                          int t0, int nb) {
+    const int lane = threadIdx.x & 31;
+    const int row = blockIdx.y * ROWS_PER_BLOCK + threadIdx.x / 32;
+    if (row >= n) return;
+    const int nsb = k / QK_K;
+    const int l16 = lane & 15, h = l16 >> 3, r = l16 & 7;
+    float acc[B];
+#pragma unroll
+    for (int b = 0; b < B; ++b) acc[b] = 0.f;
+    const uint8_t *wrow = w + (long)row * nsb * Q6_K_BYTES;
+    for (int sb = lane >> 4; sb < nsb; sb += 2) {
+        const uint8_t *blk = wrow + (long)sb * Q6_K_BYTES;
+        const int lo_a = load_u32_2aligned(blk + 64 * h + 4 * r);
+        const int lo_b = load_u32_2aligned(blk + 64 * h + 32 + 4 * r);
+        const int hi = load_u32_2aligned(blk + 128 + 32 * h + 4 * r);
+        const int8_t *scales = (const int8_t *)(blk + 192 + 8 * h + (r >> 2));
+        const int sc[4] = {scales[0], scales[2], scales[4], scales[6]};
+        const float dw = __half2float(*(const half *)(blk + 208));
+        int qv[4];
+        qv[0] = (lo_a & 0x0F0F0F0F) | ((hi << 4) & 0x30303030);
+        qv[1] = (lo_b & 0x0F0F0F0F) | ((hi << 2) & 0x30303030);
+        qv[2] = ((lo_a >> 4) & 0x0F0F0F0F) | (hi & 0x30303030);
+        qv[3] = ((lo_b >> 4) & 0x0F0F0F0F) | ((hi >> 2) & 0x30303030);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) qv[i] = __vsubss4(qv[i], 0x20202020);
+#pragma unroll
+        for (int b = 0; b < B; ++b) {
+            if (b >= nb) break;
+            const long t = t0 + b;
+            const int8_t *xb = xq + t * k + sb * QK_K + 128 * h + 4 * r;
+            int sum = 0;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) sum += sc[i] * __dp4a(qv[i], *(const int *)(xb + 32 * i), 0);
+            acc[b] += (dw * xd[t * nsb + sb]) * (float)sum;
+        }
+    }
+#pragma unroll
+    for (int b = 0; b < B; ++b) {
+        const float total = warp_sum(acc[b]);
+        if (lane == 0 && b < nb) y[(long)(t0 + b) * n + row] = total;
+    }
+}
+
+// Grid: (ceil(tokens / B), ceil(n / ROWS_PER_BLOCK)); 32 · ROWS_PER_BLOCK
+// threads. Block x takes tokens B·x .. B·x + B. The token chunks of a row
+// are neighbours in launch order, so in a prefill the weights come from
+// DRAM once and from L2 for the other chunks.
+#define MMVQ(NAME, B)                                                         \
+    extern "C" __global__ void NAME##_q4_K(                                   \
+        const uint8_t *__restrict__ w, const int8_t *__restrict__ xq,         \
+        const float *__restrict__ xd, const int *__restrict__ xs,             \
+        float *__restrict__ y, int n, int k, int tokens) {                    \
+        const int t0 = blockIdx.x * B;                                        \
+        q4_K_rows<B>(w, xq, xd, xs, y, n, k, t0, min(B, tokens - t0));        \
+    }                                                                         \
+    extern "C" __global__ void NAME##_q6_K(                                   \
+        const uint8_t *__restrict__ w, const int8_t *__restrict__ xq,         \
+        const float *__restrict__ xd, const int *__restrict__ xs,             \
+        float *__restrict__ y, int n, int k, int tokens) {                    \
+        const int t0 = blockIdx.x * B;                                        \
+        q6_K_rows<B>(w, xq, xd, y, n, k, t0, min(B, tokens - t0));            \
+    }
+
+MMVQ(mmvq1, 1)
+MMVQ(mmvq2, 2)
+MMVQ(mmvq4, 4)
+MMVQ(mmvq8, 8)
