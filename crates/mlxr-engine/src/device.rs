@@ -81,7 +81,11 @@ impl DeviceChoice {
         match self {
             Self::Auto => Self::best().candle(),
             Self::Cpu => Ok(Device::Cpu),
-            Self::Cuda(n) if cfg!(feature = "cuda") => Device::new_cuda(n).map_err(unavailable),
+            #[cfg(feature = "cuda")]
+            Self::Cuda(n) => {
+                mlxr_models::cuda_device(n).map_err(|e| EngineError::Device(format!("{self}: {e}")))
+            }
+            #[cfg(not(feature = "cuda"))]
             Self::Cuda(_) => Err(EngineError::Device(
                 "this build has no CUDA support; rebuild with --features cuda".into(),
             )),

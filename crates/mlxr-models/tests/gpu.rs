@@ -49,8 +49,10 @@ fn device() -> Device {
     let spec = std::env::var("MLXR_TEST_DEVICE").unwrap_or_else(|_| "cuda:0".into());
     match spec.split_once(':') {
         _ if spec == "cpu" => Device::Cpu,
-        Some(("cuda", n)) => Device::new_cuda(n.parse().expect("cuda:N")).expect("a CUDA device"),
-        _ if spec == "cuda" => Device::new_cuda(0).expect("a CUDA device"),
+        Some(("cuda", n)) => {
+            mlxr_models::cuda_device(n.parse().expect("cuda:N")).expect("a CUDA device")
+        }
+        _ if spec == "cuda" => mlxr_models::cuda_device(0).expect("a CUDA device"),
         _ => panic!("MLXR_TEST_DEVICE={spec}: expected cpu, cuda or cuda:N"),
     }
 }

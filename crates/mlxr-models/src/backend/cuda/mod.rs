@@ -25,6 +25,19 @@ pub use ops::PTX;
 
 pub type CudaBackend = CandleBackend<CudaKernels>;
 
+/// CUDA device `ordinal` as the CUDA backend runs on it: one stream of its
+/// own for every op from every thread (weights may load on another thread
+/// than the one that steps the model), so candle's per-tensor events, which
+/// order work across streams and cost host time on every op, are off.
+pub fn device(ordinal: usize) -> Result<Device> {
+    let device = Device::new_cuda_with_stream(ordinal)?;
+    // SAFETY: every tensor of this device is used on its one stream only;
+    // work on one stream runs in order, so no tensor is freed, read or
+    // written before the work before it is done.
+    unsafe { device.as_cuda_device()?.disable_event_tracking() };
+    Ok(device)
+}
+
 impl CudaBackend {
     /// A cache of `kv` in `dtype` (F16, BF16 or F32) on `device`.
     pub fn new(kv: KvGeometry, dtype: DType, device: &Device) -> Result<Self> {
