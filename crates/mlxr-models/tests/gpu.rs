@@ -5,8 +5,10 @@
 //!
 //!   gpu TINY_MODELS_DIR [MODEL.gguf ...]
 //!
-//! Every model goes through one scenario on both sides: three sequences
-//! prefilled in chunks of 16, 7 and 5 tokens and decoded together, a
+//! First our quantized matmul kernels alone against the CPU's dot products
+//! (tests/gpu/quant.rs). Then every model goes through one scenario on both
+//! sides: three sequences prefilled in chunks of 16, 7 and 5 tokens and
+//! decoded together, a
 //! preempted sequence recomputed next to a decode, and a prefix-cache hit.
 //! On the GPU alone: the hit's logits equal a full prefill's, and the
 //! batched logits of a sequence equal that sequence run alone.
@@ -17,13 +19,14 @@
 //!   the CPU's top-2 gap exceeds `CLEAR_GAP`.
 //! - GGUF files (random weights in the real models' shapes, from
 //!   scripts/random-gguf.py): first dequantized to f32 on both sides (the
-//!   same checks), then as each device serves them. Files of Q4_K and Q6_K
-//!   only (the Q4_K_M mix) go through our CUDA kernels, which quantize the
-//!   activations to Q8_K exactly as the CPU does: the integer arithmetic is
-//!   the CPU's, so the f32 checks hold. Other types go through candle's
-//!   CUDA kernels (activations in q8_1, or a dequantized matmul for more
-//!   than 8 rows) against the CPU's q8_K/q8_0: held to
-//!   `QUANTIZED_TOLERANCE`, with greedy agreement reported.
+//!   same checks), then as each device serves them: candle's CUDA kernels
+//!   (activations in q8_1, or a dequantized matmul for more than 8 rows)
+//!   and, for Q4_K and Q6_K in steps of up to 8 rows, ours, against the
+//!   CPU's q8_K/q8_0 arithmetic: held to `QUANTIZED_TOLERANCE`, with
+//!   greedy agreement reported.
+
+#[path = "gpu/quant.rs"]
+mod quant;
 
 use std::path::{Path, PathBuf};
 
@@ -402,7 +405,7 @@ fn gguf(path: &Path, device: &Device) -> Vec<Outcome> {
     let cpu = DecoderModel::load_with_kernels(&file, &Device::Cpu, order).unwrap();
     let dev = DecoderModel::load_with_kernels(&file, device, None).unwrap();
     let kernels = if ours {
-        "our kernels"
+        "our kernels up to 8 rows, candle's beyond"
     } else {
         "candle's kernels"
     };
@@ -411,7 +414,7 @@ fn gguf(path: &Path, device: &Device) -> Vec<Outcome> {
         &cpu,
         &dev,
         device,
-        ours,
+        false,
     ));
     out
 }
@@ -424,7 +427,12 @@ fn main() {
     };
     let device = device();
     println!("device {device:?}");
-    let mut outcomes = tiny(tiny_dir, &device);
+    let mut outcomes = if device.is_cuda() {
+        quant::kernels(&device)
+    } else {
+        Vec::new()
+    };
+    outcomes.extend(tiny(tiny_dir, &device));
     for path in ggufs {
         outcomes.extend(gguf(path, &device));
     }

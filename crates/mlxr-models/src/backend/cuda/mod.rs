@@ -6,9 +6,9 @@
 //!   the whole mixed batch, reading each sequence's blocks through its block
 //!   table; the step's metadata (slots, positions, block tables) is uploaded
 //!   once per step, in one copy;
-//! - Q4_K and Q6_K matmuls against activations quantized to Q8_K
-//!   (kernels/quant_matmul.cu): the CPU backend's integer arithmetic, the
-//!   same for every batch size.
+//! - Q4_K and Q6_K matmuls of up to 8 rows (decode) against activations
+//!   quantized to Q8_K (kernels/quant_matmul.cu): the CPU backend's integer
+//!   arithmetic, the same for every batch size up to 8.
 
 mod ops;
 mod quant_matmul;
@@ -84,7 +84,12 @@ impl CandleDevice for CudaKernels {
             return w.forward(x);
         };
         let (tokens, k) = x.dims2()?;
-        if x.dtype() != DType::F32 || t.shape().dims2()?.1 != k {
+        // Longer steps (prefill) go to candle's dequantizing cuBLAS matmul:
+        // these per-row kernels re-read the activations for every row and
+        // ran a 512-token prefill of an 8B model at 744 tok/s against
+        // candle's 5,300 (bench/results/gpu-2026-12-03-call1.md).
+        if tokens > quant_matmul::MAX_TOKENS || x.dtype() != DType::F32 || t.shape().dims2()?.1 != k
+        {
             return w.forward(x);
         }
         let xq = match &self.q8 {

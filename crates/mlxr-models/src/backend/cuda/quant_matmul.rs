@@ -13,6 +13,9 @@ use crate::Result;
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/quant_matmul.ptx"));
 const MODULE: &str = "mlxr_quant_matmul";
 const QK_K: usize = 256;
+/// The most rows [`matmul`] is for: its kernels take up to 8 tokens per
+/// weight row read.
+pub const MAX_TOKENS: usize = 8;
 /// Warps (rows, super-blocks) per thread block, as in the kernels.
 const WARPS: usize = 4;
 

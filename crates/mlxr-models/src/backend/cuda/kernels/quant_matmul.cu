@@ -104,6 +104,9 @@ __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
 #pragma unroll
     for (int b = 0; b < B; ++b) acc[b] = 0.f;
     const uint8_t *wrow = w + (long)row * nsb * Q4_K_BYTES;
+    // Unrolled so that a lane has several super-blocks' loads in flight
+    // (decode is bound by how many bytes are in flight, not by arithmetic).
+#pragma unroll 4
     for (int sb = lane >> 4; sb < nsb; sb += 2) {
         const uint8_t *blk = wrow + (long)sb * Q4_K_BYTES;
         const float2 dm = __half22float2(*(const half2 *)blk);
@@ -172,6 +175,9 @@ __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
 #pragma unroll
     for (int b = 0; b < B; ++b) acc[b] = 0.f;
     const uint8_t *wrow = w + (long)row * nsb * Q6_K_BYTES;
+    // Unrolled so that a lane has several super-blocks' loads in flight
+    // (decode is bound by how many bytes are in flight, not by arithmetic).
+#pragma unroll 4
     for (int sb = lane >> 4; sb < nsb; sb += 2) {
         const uint8_t *blk = wrow + (long)sb * Q6_K_BYTES;
         const int lo_a = load_u32_2aligned(blk + 64 * h + 4 * r);
