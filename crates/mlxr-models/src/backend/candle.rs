@@ -37,21 +37,46 @@ pub trait CandleDevice {
     fn matmul(&mut self, x: &Tensor, w: &Linear) -> Result<Tensor> {
         w.forward(x)
     }
+
+    /// RMSNorm over rows of `norm.dim()`; candle's unless the device has its
+    /// own.
+    fn rms_norm(&mut self, x: &Tensor, norm: &RmsNorm) -> Result<Tensor> {
+        candle_rms_norm(x, norm)
+    }
+
+    /// `act(gate) · up`; candle's ops unless the device has its own.
+    fn glu(&mut self, gate: &Tensor, up: &Tensor, glu: Glu) -> Result<Tensor> {
+        candle_glu(gate, up, glu)
+    }
+}
+
+pub(super) fn candle_rms_norm(x: &Tensor, norm: &RmsNorm) -> Result<Tensor> {
+    let rows = x.contiguous()?.reshape(((), norm.dim()))?;
+    let y = candle_nn::ops::rms_norm(&rows, norm.weight(), norm.eps())?;
+    Ok(y.reshape(x.shape())?)
+}
+
+pub(super) fn candle_glu(gate: &Tensor, up: &Tensor, glu: Glu) -> Result<Tensor> {
+    let act = match glu {
+        Glu::Silu => candle_nn::ops::silu(gate)?,
+        Glu::GeluGgml | Glu::GeluTanh => gate.gelu()?,
+    };
+    Ok((act * up)?)
 }
 
 pub struct CandleBackend<A> {
     device: Device,
-    attention: A,
+    kernels: A,
     /// Per RoPE of the model, `cos`/`sin` `[tokens, 1, rot / 2]`.
     rope_tables: Vec<(Tensor, Tensor)>,
     host: Vec<f32>,
 }
 
 impl<A: CandleDevice> CandleBackend<A> {
-    pub fn with_attention(attention: A, device: &Device) -> Self {
+    pub fn with_kernels(kernels: A, device: &Device) -> Self {
         Self {
             device: device.clone(),
-            attention,
+            kernels,
             rope_tables: Vec::new(),
             host: Vec::new(),
         }
@@ -80,7 +105,7 @@ impl<A: CandleDevice> Backend for CandleBackend<A> {
     type Act = Option<Tensor>;
 
     fn num_blocks(&self) -> usize {
-        self.attention.geometry().num_blocks
+        self.kernels.geometry().num_blocks
     }
 
     fn begin_step(&mut self, step: &Step, ropes: &[Rope]) -> Result<()> {
@@ -88,7 +113,7 @@ impl<A: CandleDevice> Backend for CandleBackend<A> {
             .iter()
             .map(|rope| tables(rope, step.positions(), &self.device))
             .collect::<Result<_>>()?;
-        self.attention.begin_step(step)
+        self.kernels.begin_step(step)
     }
 
     fn embed(&mut self, table: &Embedding, tokens: &[u32], out: &mut Self::Act) -> Result<()> {
@@ -102,15 +127,12 @@ impl<A: CandleDevice> Backend for CandleBackend<A> {
     }
 
     fn rms_norm(&mut self, x: &Self::Act, norm: &RmsNorm, out: &mut Self::Act) -> Result<()> {
-        let x = get(x)?;
-        let rows = x.contiguous()?.reshape(((), norm.dim()))?;
-        let y = candle_nn::ops::rms_norm(&rows, norm.weight(), norm.eps())?;
-        *out = Some(y.reshape(x.shape())?);
+        *out = Some(self.kernels.rms_norm(get(x)?, norm)?);
         Ok(())
     }
 
     fn matmul(&mut self, x: &Self::Act, w: &Linear, out: &mut Self::Act) -> Result<()> {
-        *out = Some(self.attention.matmul(get(x)?, w)?);
+        *out = Some(self.kernels.matmul(get(x)?, w)?);
         Ok(())
     }
 
@@ -172,12 +194,7 @@ impl<A: CandleDevice> Backend for CandleBackend<A> {
         glu: Glu,
         out: &mut Self::Act,
     ) -> Result<()> {
-        let gate = get(gate)?;
-        let act = match glu {
-            Glu::Silu => candle_nn::ops::silu(gate)?,
-            Glu::GeluGgml | Glu::GeluTanh => gate.gelu()?,
-        };
-        *out = Some((act * get(up)?)?);
+        *out = Some(self.kernels.glu(get(gate)?, get(up)?, glu)?);
         Ok(())
     }
 
@@ -202,7 +219,7 @@ impl<A: CandleDevice> Backend for CandleBackend<A> {
         out: &mut Self::Act,
     ) -> Result<()> {
         *out = Some(
-            self.attention
+            self.kernels
                 .attend(layer, spec, step, get(q)?, get(k)?, get(v)?)?,
         );
         Ok(())

@@ -15,7 +15,7 @@ pub type ReferenceBackend = CandleBackend<GatherAttention>;
 
 impl ReferenceBackend {
     pub fn new(kv: KvGeometry, device: &Device) -> Result<Self> {
-        Ok(Self::with_attention(
+        Ok(Self::with_kernels(
             GatherAttention::new(kv, device)?,
             device,
         ))

@@ -19,6 +19,11 @@ impl RmsNorm {
         if offset != 0.0 {
             weight = (weight + offset as f64)?;
         }
+        Self::new(weight, eps)
+    }
+
+    /// A norm with `weight` (`[dim]`, on the device it runs on).
+    pub fn new(weight: Tensor, eps: f32) -> Result<Self> {
         let values = weight.to_dtype(DType::F32)?.to_vec1()?;
         Ok(Self {
             weight,

@@ -1,16 +1,19 @@
 //! Our Q4_K/Q6_K CUDA matmuls, one matrix at a time, against the CPU
 //! backend's own dot products (`kquants`, on activations quantized by its
 //! `q8k`): every output within `KERNEL_TOLERANCE` of its row's largest, and
-//! each token's outputs the same bits in every batch.
+//! each token's outputs the same bits in every batch. The same for inputs
+//! quantized in the launch of the RMSNorm or SwiGLU that made them, whose
+//! f32 outputs are held to the CPU's `ggml_f32` within `KERNEL_TOLERANCE`.
 
 use std::sync::Arc;
 
 use candle_core::quantized::{ggml_file::qtensor_from_ggml, GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
+use mlxr_models::backend::cpu::kernels::ggml_f32;
 use mlxr_models::backend::cpu::kernels::kquants::{dot_q4_k_scalar, dot_q6_k_scalar};
 use mlxr_models::backend::cpu::kernels::q8k::{quantize_row, BlockQ8K, Q8KFlavor, QK_K};
-use mlxr_models::layers::Linear;
-use mlxr_models::{Backend, CudaBackend, KvGeometry};
+use mlxr_models::layers::{Linear, RmsNorm};
+use mlxr_models::{Backend, CudaBackend, Glu, KvGeometry};
 use rand::{Rng, SeedableRng};
 
 use super::Outcome;
@@ -25,17 +28,92 @@ const K: usize = 5 * QK_K;
 /// backend takes candle's matmul beyond 8.
 const TOKENS: [usize; 6] = [1, 2, 3, 4, 5, 8];
 
-pub fn kernels(device: &Device) -> Vec<Outcome> {
-    [GgmlDType::Q4K, GgmlDType::Q6K]
-        .into_iter()
-        .map(|dtype| Outcome {
-            label: format!("{dtype:?} matmul kernel vs the CPU's dot products"),
-            failures: check(dtype, device),
-        })
-        .collect()
+/// Where the matmul's input comes from.
+#[derive(Clone, Copy, Debug)]
+enum Input {
+    /// Quantized by the matmul.
+    Plain,
+    /// An RMSNorm's output, quantized by it.
+    RmsNorm,
+    /// A SwiGLU's output, quantized by it.
+    SwiGlu,
 }
 
-fn check(dtype: GgmlDType, device: &Device) -> Vec<String> {
+pub fn kernels(device: &Device) -> Vec<Outcome> {
+    let mut out = Vec::new();
+    for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
+        for input in [Input::Plain, Input::RmsNorm, Input::SwiGlu] {
+            out.push(Outcome {
+                label: format!("{dtype:?} matmul kernel ({input:?} input) vs the CPU"),
+                failures: check(dtype, input, device),
+            });
+        }
+    }
+    out
+}
+
+/// The worst difference of `got` from `want`, relative to `want`'s largest.
+fn worst(got: &[f32], want: &[f32]) -> f32 {
+    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+    got.iter()
+        .zip(want)
+        .map(|(g, w)| (g - w).abs() / scale)
+        .fold(0f32, f32::max)
+}
+
+fn to_host(t: Option<Tensor>) -> Vec<f32> {
+    t.unwrap().flatten_all().unwrap().to_vec1().unwrap()
+}
+
+/// The matmul's input for `input` on the device, and what the CPU computes
+/// for it (the f32 activations the matmul is checked with).
+fn prepare(
+    backend: &mut CudaBackend,
+    input: Input,
+    xs: &[f32],
+    tokens: usize,
+    device: &Device,
+    failures: &mut Vec<String>,
+) -> (Option<Tensor>, Vec<f32>) {
+    let on = |v: &[f32]| Some(Tensor::from_slice(v, (tokens, K), device).unwrap());
+    let mut out = None;
+    let want: Vec<f32> = match input {
+        Input::Plain => return (on(xs), xs.to_vec()),
+        Input::RmsNorm => {
+            let w: Vec<f32> = (0..K).map(|i| 0.5 + (i % 7) as f32 * 0.25).collect();
+            let norm = RmsNorm::new(Tensor::from_slice(&w, K, device).unwrap(), 1e-6).unwrap();
+            backend.rms_norm(&on(xs), &norm, &mut out).unwrap();
+            let mut want = vec![0f32; xs.len()];
+            for (x, y) in xs.chunks_exact(K).zip(want.chunks_exact_mut(K)) {
+                ggml_f32::rms_norm(x, &w, 1e-6, y);
+            }
+            want
+        }
+        Input::SwiGlu => {
+            let up: Vec<f32> = xs.iter().rev().copied().collect();
+            backend.glu(&on(xs), &on(&up), Glu::Silu, &mut out).unwrap();
+            let mut want = vec![0f32; xs.len()];
+            for ((g, u), y) in xs
+                .chunks_exact(K)
+                .zip(up.chunks_exact(K))
+                .zip(want.chunks_exact_mut(K))
+            {
+                ggml_f32::swiglu_row(g, u, y);
+            }
+            want
+        }
+    };
+    let got = to_host(out.clone());
+    let diff = worst(&got, &want);
+    if !(diff <= KERNEL_TOLERANCE) {
+        failures.push(format!("{input:?} output of {tokens} tokens: {diff:.2e}"));
+    }
+    // The matmul is checked on the device's own f32 output: its Q8_K must
+    // be that output's.
+    (out, got)
+}
+
+fn check(dtype: GgmlDType, input: Input, device: &Device) -> Vec<String> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let w: Vec<f32> = (0..N * K).map(|_| rng.random_range(-1.0..1.0)).collect();
     let cpu_w =
@@ -64,11 +142,17 @@ fn check(dtype: GgmlDType, device: &Device) -> Vec<String> {
     let mut failures = Vec::new();
     let mut first_seen: Vec<Vec<f32>> = Vec::new();
     for tokens in TOKENS {
-        let xs = &x[..tokens * K];
-        let input = Some(Tensor::from_slice(xs, (tokens, K), device).unwrap());
+        let (x_dev, xs) = prepare(
+            &mut backend,
+            input,
+            &x[..tokens * K],
+            tokens,
+            device,
+            &mut failures,
+        );
         let mut out = None;
-        backend.matmul(&input, &linear, &mut out).unwrap();
-        let got: Vec<f32> = out.unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        backend.matmul(&x_dev, &linear, &mut out).unwrap();
+        let got = to_host(out);
         for t in 0..tokens {
             let mut q = vec![BlockQ8K::default(); K / QK_K];
             quantize_row(&xs[t * K..(t + 1) * K], &mut q, Q8KFlavor::Reference);
@@ -81,15 +165,10 @@ fn check(dtype: GgmlDType, device: &Device) -> Vec<String> {
                     }
                 })
                 .collect();
-            let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
             let row = &got[t * N..(t + 1) * N];
-            let worst = row
-                .iter()
-                .zip(&want)
-                .map(|(g, w)| (g - w).abs() / scale)
-                .fold(0f32, f32::max);
-            if !(worst <= KERNEL_TOLERANCE) {
-                failures.push(format!("{tokens} tokens, token {t}: {worst:.2e}"));
+            let diff = worst(row, &want);
+            if !(diff <= KERNEL_TOLERANCE) {
+                failures.push(format!("{tokens} tokens, token {t}: {diff:.2e}"));
             }
             match first_seen.get(t) {
                 Some(first) if first.as_slice() != row => failures.push(format!(
@@ -101,7 +180,7 @@ fn check(dtype: GgmlDType, device: &Device) -> Vec<String> {
         }
     }
     println!(
-        "{dtype:?} kernel: {N} x {K}, batches {TOKENS:?}: {}",
+        "{dtype:?} kernel, {input:?} input: {N} x {K}, batches {TOKENS:?}: {}",
         if failures.is_empty() {
             "ok".to_string()
         } else {

@@ -15,9 +15,9 @@ mod quant_matmul;
 
 use candle_core::{DType, Device, Tensor, TensorId};
 
-use super::candle::{slot_caches, CandleBackend, CandleDevice};
-use super::{AttentionSpec, KvGeometry};
-use crate::layers::Linear;
+use super::candle::{candle_glu, candle_rms_norm, slot_caches, CandleBackend, CandleDevice};
+use super::{AttentionSpec, Glu, KvGeometry};
+use crate::layers::{Linear, RmsNorm};
 use crate::step::Step;
 use crate::{ModelError, Result};
 
@@ -45,7 +45,7 @@ impl CudaBackend {
             attention: PagedAttention::new(kv, dtype, device)?,
             q8: None,
         };
-        Ok(Self::with_attention(kernels, device))
+        Ok(Self::with_kernels(kernels, device))
     }
 }
 
@@ -53,8 +53,17 @@ impl CudaBackend {
 pub struct CudaKernels {
     attention: PagedAttention,
     /// The last activation quantized to Q8_K, by the id of its tensor: the
-    /// q, k and v (gate and up) projections read the same input.
+    /// q, k and v (gate and up) projections read the same input, and the
+    /// norm or GLU that made it quantized it in the same launch.
     q8: Option<(TensorId, Tensor)>,
+}
+
+/// Whether `x` is f32 `[tokens, k]` in a step our Q8_K kernels take.
+fn takes(x: &Tensor) -> bool {
+    x.dtype() == DType::F32
+        && x.dims2().is_ok_and(|(tokens, k)| {
+            (1..=quant_matmul::MAX_TOKENS).contains(&tokens) && k > 0 && k % quant_matmul::QK_K == 0
+        })
 }
 
 impl CandleDevice for CudaKernels {
@@ -77,6 +86,25 @@ impl CandleDevice for CudaKernels {
         v: &Tensor,
     ) -> Result<Tensor> {
         self.attention.attend(layer, spec, step, q, k, v)
+    }
+
+    fn rms_norm(&mut self, x: &Tensor, norm: &RmsNorm) -> Result<Tensor> {
+        if !takes(x) || norm.weight().dtype() != DType::F32 || x.dims2()?.1 != norm.dim() {
+            return candle_rms_norm(x, norm);
+        }
+        let (y, yq) = quant_matmul::rms_norm_q8(x, norm.weight(), norm.eps())?;
+        self.q8 = Some((y.id(), yq));
+        Ok(y)
+    }
+
+    fn glu(&mut self, gate: &Tensor, up: &Tensor, glu: Glu) -> Result<Tensor> {
+        if glu != Glu::Silu || !takes(gate) || up.dims() != gate.dims() || up.dtype() != DType::F32
+        {
+            return candle_glu(gate, up, glu);
+        }
+        let (y, yq) = quant_matmul::swiglu_q8(gate, up)?;
+        self.q8 = Some((y.id(), yq));
+        Ok(y)
     }
 
     fn matmul(&mut self, x: &Tensor, w: &Linear) -> Result<Tensor> {

@@ -1,18 +1,20 @@
-//! The launches of kernels/quant_matmul.cu as candle ops: activations to
-//! Q8_K ([`quantize`]), then Q4_K/Q6_K weights against them ([`matmul`]),
-//! the CPU backend's integer arithmetic on the GPU.
+//! The launches of kernels/quant_matmul.cu: activations to Q8_K
+//! ([`quantize`], or with the RMSNorm or SwiGLU that makes them:
+//! [`rms_norm_q8`], [`swiglu_q8`]), then Q4_K/Q6_K weights against them
+//! ([`matmul`]), the CPU backend's integer arithmetic on the GPU.
 
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
-use candle_core::cuda_backend::{CudaStorage, WrapErr};
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::{CudaDType, CudaDevice, CudaStorage, WrapErr};
+use candle_core::op::BackpropOp;
 use candle_core::quantized::{GgmlDType, QTensor};
-use candle_core::{CpuStorage, CustomOp1, DType, Layout, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp1, DType, Layout, Shape, Storage, Tensor};
 
 use crate::Result;
 
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/quant_matmul.ptx"));
 const MODULE: &str = "mlxr_quant_matmul";
-const QK_K: usize = 256;
+pub const QK_K: usize = 256;
 /// The most rows [`matmul`] is for: its kernels take up to 8 tokens per
 /// weight row read.
 pub const MAX_TOKENS: usize = 8;
@@ -43,6 +45,101 @@ pub fn quantize(x: &Tensor) -> Result<Tensor> {
 pub fn matmul(xq: &Tensor, tokens: usize, w: &QTensor) -> Result<Tensor> {
     let (n, k) = w.shape().dims2()?;
     Ok(xq.apply_op1_no_bwd(&Mmvq { w, tokens, n, k })?)
+}
+
+/// The quants, scales and sums of a Q8_K buffer of `tokens` rows of `k`.
+fn q8_parts(
+    buf: &CudaSlice<u8>,
+    tokens: usize,
+    k: usize,
+) -> (CudaView<'_, u8>, CudaView<'_, u8>, CudaView<'_, u8>) {
+    let blocks = tokens * (k / QK_K);
+    (
+        buf.slice(..tokens * k),
+        buf.slice(tokens * k..tokens * k + blocks * 4),
+        buf.slice(tokens * k + blocks * 4..q8_bytes(tokens, k)),
+    )
+}
+
+/// The f32 data of `t` (contiguous, on CUDA) from its first element.
+fn f32_view<'a>(s: &'a Storage, t: &Tensor) -> Result<CudaView<'a, f32>> {
+    let Storage::Cuda(s) = s else {
+        return Err(cpu_only("a Q8_K kernel").into());
+    };
+    let start = t.layout().start_offset();
+    Ok(s.as_cuda_slice::<f32>()?.slice(start..))
+}
+
+fn tensor<T: CudaDType>(buf: CudaSlice<T>, dev: &CudaDevice, shape: impl Into<Shape>) -> Tensor {
+    let storage = Storage::Cuda(CudaStorage::wrap_cuda_slice(buf, dev.clone()));
+    Tensor::from_storage(storage, shape, BackpropOp::none(), false)
+}
+
+/// One block of 256 threads per token row: `kernel` writes the row in f32
+/// and in Q8_K from `inputs` (contiguous f32 `[tokens, k]` or `[k]`).
+fn row_kernel_q8(
+    kernel: &str,
+    inputs: &[&Tensor],
+    tokens: usize,
+    k: usize,
+    eps: Option<f32>,
+) -> Result<(Tensor, Tensor)> {
+    let inputs: Vec<Tensor> = inputs
+        .iter()
+        .map(|t| t.contiguous())
+        .collect::<Result<_, _>>()?;
+    let guards: Vec<_> = inputs.iter().map(|t| t.storage_and_layout().0).collect();
+    let views: Vec<CudaView<f32>> = guards
+        .iter()
+        .zip(&inputs)
+        .map(|(s, t)| f32_view(s, t))
+        .collect::<Result<_>>()?;
+    let Storage::Cuda(first) = &*guards[0] else {
+        return Err(cpu_only(kernel).into());
+    };
+    let dev = first.device().clone();
+    // SAFETY: the kernel writes every element of both.
+    let mut y = unsafe { dev.alloc::<f32>(tokens * k) }?;
+    let q = unsafe { dev.alloc::<u8>(q8_bytes(tokens, k)) }?;
+    {
+        let (qs, d, sums) = q8_parts(&q, tokens, k);
+        let func = dev.get_or_load_custom_func(kernel, MODULE, PTX)?;
+        let k32 = i32_of(k)?;
+        let cfg = LaunchConfig {
+            grid_dim: (tokens as u32, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = func.builder();
+        for v in &views {
+            b.arg(v);
+        }
+        b.arg(&mut y).arg(&qs).arg(&d).arg(&sums).arg(&k32);
+        if let Some(eps) = &eps {
+            b.arg(eps);
+        }
+        // SAFETY: block t reads row t of each input (or all of a `[k]`
+        // weight) and writes row t of `y` and of the Q8_K buffer.
+        unsafe { b.launch(cfg) }.w()?;
+    }
+    Ok((
+        tensor(y, &dev, (tokens, k)),
+        tensor(q, &dev, q8_bytes(tokens, k)),
+    ))
+}
+
+/// `rms_norm(x) · w` for `x` f32 `[tokens, k]` (`k` a multiple of 256,
+/// `w` f32 `[k]`), and the same in Q8_K for [`matmul`].
+pub fn rms_norm_q8(x: &Tensor, w: &Tensor, eps: f32) -> Result<(Tensor, Tensor)> {
+    let (tokens, k) = x.dims2()?;
+    row_kernel_q8("rms_norm_q8_K", &[x, w], tokens, k, Some(eps))
+}
+
+/// `silu(gate) · up` for f32 `[tokens, k]` (`k` a multiple of 256), and the
+/// same in Q8_K for [`matmul`].
+pub fn swiglu_q8(gate: &Tensor, up: &Tensor) -> Result<(Tensor, Tensor)> {
+    let (tokens, k) = gate.dims2()?;
+    row_kernel_q8("swiglu_q8_K", &[gate, up], tokens, k, None)
 }
 
 fn cpu_only(name: &str) -> candle_core::Error {
@@ -78,9 +175,7 @@ impl CustomOp1 for QuantizeQ8K {
         if blocks > 0 {
             let func = dev.get_or_load_custom_func("quantize_q8_K", MODULE, PTX)?;
             let x = x.as_cuda_slice::<f32>()?.slice(x_l.start_offset()..);
-            let qs = out.slice(..tokens * k);
-            let d = out.slice(tokens * k..tokens * k + blocks * 4);
-            let sums = out.slice(tokens * k + blocks * 4..);
+            let (qs, d, sums) = q8_parts(&out, tokens, k);
             let (k32, tokens32) = (i32_of(k)?, i32_of(tokens)?);
             let cfg = LaunchConfig {
                 grid_dim: (blocks.div_ceil(WARPS) as u32, 1, 1),
@@ -154,10 +249,7 @@ impl CustomOp1 for Mmvq<'_> {
         if tokens > 0 && n > 0 {
             let func = dev.get_or_load_custom_func(&format!("mmvq{per}_{kind}"), MODULE, PTX)?;
             let xq = xq.as_cuda_slice::<u8>()?;
-            let blocks = tokens * (k / QK_K);
-            let qs = xq.slice(..tokens * k);
-            let d = xq.slice(tokens * k..tokens * k + blocks * 4);
-            let sums = xq.slice(tokens * k + blocks * 4..bytes);
+            let (qs, d, sums) = q8_parts(xq, tokens, k);
             let stream = dev.cuda_stream();
             let (w, _guard) = self.w.device_ptr_with_guard(&stream)?;
             let w = w as u64;

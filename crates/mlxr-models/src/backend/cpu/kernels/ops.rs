@@ -1,7 +1,7 @@
-//! candle CPU ops over the ggml-exact f32 kernels of [`super::ggml_f32`] and
-//! [`super::attention`]. Inputs must be contiguous f32 tensors.
+//! The CPU backend's row ops over the ggml-exact f32 kernels of
+//! [`super::ggml_f32`], and [`super::attention`] as a candle op (for tests).
 
-use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Shape};
+use candle_core::{CpuStorage, CustomOp3, Layout, Shape};
 
 use super::attention::{attention, AttnShape};
 use super::ggml_f32;
@@ -22,34 +22,6 @@ pub(crate) fn rms_norm_rows(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     super::par_rows(out, dim, |first, rows| {
         ggml_f32::rms_norm(&x[first * dim..][..rows.len()], w, eps, rows)
     });
-}
-
-/// RMSNorm times weight over the last dimension (`x`, `w`).
-pub struct RmsNormOp {
-    pub eps: f32,
-}
-
-impl CustomOp2 for RmsNormOp {
-    fn name(&self) -> &'static str {
-        "mlxr-rms-norm"
-    }
-
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let x = f32_data(self.name(), s1, l1)?;
-        let w = f32_data(self.name(), s2, l2)?;
-        if l1.shape().dims().last() != Some(&w.len()) {
-            candle_core::bail!("{}: {:?} vs weight {}", self.name(), l1.shape(), w.len());
-        }
-        let mut out = vec![0f32; x.len()];
-        rms_norm_rows(x, w, self.eps, &mut out);
-        Ok((CpuStorage::F32(out), l1.shape().clone()))
-    }
 }
 
 /// RoPE over `[tokens, heads, head_dim]` with per-token `cos`/`sin`
@@ -76,56 +48,9 @@ impl RopeOp<'_> {
     }
 }
 
-impl CustomOp1 for RopeOp<'_> {
-    fn name(&self) -> &'static str {
-        "mlxr-rope"
-    }
-
-    fn cpu_fwd(
-        &self,
-        storage: &CpuStorage,
-        layout: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let x = f32_data(self.name(), storage, layout)?;
-        let &[tokens, _, head_dim] = layout.shape().dims() else {
-            candle_core::bail!("{}: expected [tokens, heads, head_dim]", self.name());
-        };
-        if self.cos.len() != tokens * self.rot / 2 || self.sin.len() != self.cos.len() {
-            candle_core::bail!("{}: tables do not match {tokens} tokens", self.name());
-        }
-        let mut out = x.to_vec();
-        self.apply_in_place(&mut out, tokens, head_dim);
-        Ok((CpuStorage::F32(out), layout.shape().clone()))
-    }
-}
-
 /// Gated activation `act(gate) · up` (SwiGLU or GeGLU), rows of the last dim.
 pub struct GluOp {
     pub gelu: bool,
-}
-
-impl CustomOp2 for GluOp {
-    fn name(&self) -> &'static str {
-        "mlxr-glu"
-    }
-
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let g = f32_data(self.name(), s1, l1)?;
-        let u = f32_data(self.name(), s2, l2)?;
-        if l1.shape() != l2.shape() {
-            candle_core::bail!("{}: {:?} vs {:?}", self.name(), l1.shape(), l2.shape());
-        }
-        let n = *l1.shape().dims().last().unwrap_or(&1);
-        let mut out = vec![0f32; g.len()];
-        self.rows(g, u, n, &mut out);
-        Ok((CpuStorage::F32(out), l1.shape().clone()))
-    }
 }
 
 impl GluOp {

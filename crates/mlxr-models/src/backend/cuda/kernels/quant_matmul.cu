@@ -21,23 +21,17 @@
 #define Q6_K_BYTES 210
 #define ROWS_PER_BLOCK 4
 
-// One warp per super-block of 256 activations; lane l holds 8l..8l+8.
-// Mirrors quantize_row_q8_K_ref: max = the first element of largest
-// magnitude, iscale = -127 / max, q = min(127, round_half_even(iscale · x)),
-// d = 1 / iscale. The _rn intrinsics keep IEEE rounding under --use_fast_math.
-extern "C" __global__ void quantize_q8_K(const float *__restrict__ x,
-                                         int8_t *__restrict__ qs,
-                                         float *__restrict__ d,
-                                         int *__restrict__ bsums, int k,
-                                         int tokens) {
+// One warp quantizes the super-block of 256 activations at `src`; lane l
+// takes 8l..8l+8. Mirrors quantize_row_q8_K_ref: max = the first element of
+// largest magnitude, iscale = -127 / max, q = min(127, round_half_even(iscale
+// · x)), d = 1 / iscale. The _rn intrinsics keep IEEE rounding under
+// --use_fast_math.
+__device__ __forceinline__ void quantize_block(const float *src, int8_t *qs, float *d,
+                                               int *bsums) {
     const int lane = threadIdx.x & 31;
-    const int nsb = k / QK_K;
-    const long sb = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (sb >= (long)nsb * tokens) return;
-    const float *src = x + sb * QK_K + lane * 8;
     float v[8];
-    const float4 a = *(const float4 *)src;
-    const float4 b = *(const float4 *)(src + 4);
+    const float4 a = *(const float4 *)(src + lane * 8);
+    const float4 b = *(const float4 *)(src + lane * 8 + 4);
     v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
     v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
     float amax = 0.f, max = 0.f;
@@ -65,11 +59,79 @@ extern "C" __global__ void quantize_q8_K(const float *__restrict__ x,
         }
         scale = __fdiv_rn(1.f, iscale);
     }
-    int8_t *dst = qs + sb * QK_K + lane * 8;
-    *(int2 *)dst = *(const int2 *)q;
+    *(int2 *)(qs + lane * 8) = *(const int2 *)q;
     sum += __shfl_xor_sync(0xffffffff, sum, 1);
-    if ((lane & 1) == 0) bsums[sb * 16 + lane / 2] = sum;
-    if (lane == 0) d[sb] = scale;
+    if ((lane & 1) == 0) bsums[lane / 2] = sum;
+    if (lane == 0) *d = scale;
+}
+
+// One warp per super-block of the [tokens, k] activations.
+extern "C" __global__ void quantize_q8_K(const float *__restrict__ x,
+                                         int8_t *__restrict__ qs,
+                                         float *__restrict__ d,
+                                         int *__restrict__ bsums, int k,
+                                         int tokens) {
+    const long sb = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (sb >= (long)(k / QK_K) * tokens) return;
+    quantize_block(x + sb * QK_K, qs + sb * QK_K, d + sb, bsums + sb * 16);
+}
+
+// The quantization of row `t` of y ([tokens, k]), which the block wrote.
+__device__ __forceinline__ void quantize_row(const float *y, int8_t *qs, float *d,
+                                             int *bsums, int k, long t) {
+    __syncthreads();
+    const int nsb = k / QK_K;
+    for (int sb = threadIdx.x / 32; sb < nsb; sb += blockDim.x / 32) {
+        const long at = t * nsb + sb;
+        quantize_block(y + at * QK_K, qs + at * QK_K, d + at, bsums + at * 16);
+    }
+}
+
+__device__ __forceinline__ float block_sum(float v) {
+    __shared__ float partial[32];
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffff, v, off);
+    if ((threadIdx.x & 31) == 0) partial[threadIdx.x / 32] = v;
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    v = lane < (int)(blockDim.x / 32) ? partial[lane] : 0.f;
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffff, v, off);
+    return v;
+}
+
+// One block per token: y = x / sqrt(mean(x²) + eps) · w (ggml's order:
+// scale, then the weight), and y in Q8_K, the input of the next matmuls.
+extern "C" __global__ void rms_norm_q8_K(const float *__restrict__ x,
+                                         const float *__restrict__ w,
+                                         float *__restrict__ y,
+                                         int8_t *__restrict__ qs,
+                                         float *__restrict__ d,
+                                         int *__restrict__ bsums, int k,
+                                         float eps) {
+    const long t = blockIdx.x;
+    const float *xr = x + t * k;
+    float *yr = y + t * k;
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < k; i += blockDim.x) ss = fmaf(xr[i], xr[i], ss);
+    ss = block_sum(ss);
+    const float scale = __fdiv_rn(1.f, __fsqrt_rn(__fdiv_rn(ss, (float)k) + eps));
+    for (int i = threadIdx.x; i < k; i += blockDim.x)
+        yr[i] = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
+    quantize_row(y, qs, d, bsums, k, t);
+}
+
+// One block per token: y = silu(gate) · up (ggml's swiglu), and y in Q8_K.
+extern "C" __global__ void swiglu_q8_K(const float *__restrict__ gate,
+                                       const float *__restrict__ up,
+                                       float *__restrict__ y,
+                                       int8_t *__restrict__ qs,
+                                       float *__restrict__ d,
+                                       int *__restrict__ bsums, int k) {
+    const long t = blockIdx.x;
+    for (int i = threadIdx.x; i < k; i += blockDim.x) {
+        const float g = gate[t * k + i];
+        y[t * k + i] = __fmul_rn(__fdiv_rn(g, 1.f + expf(-g)), up[t * k + i]);
+    }
+    quantize_row(y, qs, d, bsums, k, t);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
