@@ -38,6 +38,11 @@ pub trait CandleDevice {
         w.forward(x)
     }
 
+    /// `x W_jᵀ (+ b_j)` for each of `ws` (projections of one input).
+    fn matmuls(&mut self, x: &Tensor, ws: &[Linear]) -> Result<Vec<Tensor>> {
+        ws.iter().map(|w| self.matmul(x, w)).collect()
+    }
+
     /// RMSNorm over rows of `norm.dim()`; candle's unless the device has its
     /// own.
     fn rms_norm(&mut self, x: &Tensor, norm: &RmsNorm) -> Result<Tensor> {
@@ -133,6 +138,14 @@ impl<A: CandleDevice> Backend for CandleBackend<A> {
 
     fn matmul(&mut self, x: &Self::Act, w: &Linear, out: &mut Self::Act) -> Result<()> {
         *out = Some(self.kernels.matmul(get(x)?, w)?);
+        Ok(())
+    }
+
+    fn matmuls(&mut self, x: &Self::Act, ws: &[Linear], outs: &mut [&mut Self::Act]) -> Result<()> {
+        let ys = self.kernels.matmuls(get(x)?, ws)?;
+        for (y, out) in ys.into_iter().zip(outs.iter_mut()) {
+            **out = Some(y);
+        }
         Ok(())
     }
 

@@ -126,6 +126,15 @@ pub trait Backend {
     /// `out[m, out_features] = x[m, in_features] Wᵀ (+ b)`.
     fn matmul(&mut self, x: &Self::Act, w: &Linear, out: &mut Self::Act) -> Result<()>;
 
+    /// `outs[j] = x W_jᵀ (+ b_j)` for each of `ws`: projections of one
+    /// input (Q, K and V; gate and up), which a backend may run together.
+    fn matmuls(&mut self, x: &Self::Act, ws: &[Linear], outs: &mut [&mut Self::Act]) -> Result<()> {
+        for (w, out) in ws.iter().zip(outs.iter_mut()) {
+            self.matmul(x, w, out)?;
+        }
+        Ok(())
+    }
+
     /// Column blocks of `widths` of `x` (`[m, Σ widths]`) into `outs`.
     fn split(&mut self, x: &Self::Act, widths: &[usize], outs: &mut [&mut Self::Act])
         -> Result<()>;

@@ -1,3 +1,5 @@
+use std::ops::Range;
+
 use crate::backend::Backend;
 use crate::layers::Linear;
 use crate::weights::Weights;
@@ -6,11 +8,18 @@ use crate::Result;
 /// Several projections of one input (Q, K and V; gate and up), computed by
 /// as few matmuls as the weights allow: neighbours the source can stack
 /// (the same quantized type on the CPU) run as one matrix, so the
-/// activations are quantized once and the thread pool wakes once for them.
-/// Stacking changes no result: every output row is computed on its own.
+/// activations are quantized once and the thread pool wakes once for them;
+/// the others go to the backend together ([`Backend::matmuls`]), which may
+/// run them in one launch. Neither changes a result: every output row is
+/// computed on its own.
 pub struct Projections {
-    /// Each matmul with the widths of the outputs it produces, in order.
-    parts: Vec<(Linear, Vec<usize>)>,
+    /// The matmuls, in order.
+    linears: Vec<Linear>,
+    /// The widths of the outputs each matmul produces (several: stacked).
+    widths: Vec<Vec<usize>>,
+    /// Matmuls given to the backend at once: a stacked one, or a run of
+    /// unstacked ones.
+    runs: Vec<Range<usize>>,
 }
 
 impl Projections {
@@ -38,21 +47,35 @@ impl Projections {
             parts.push((linear, widths));
             first = end;
         }
-        Ok(Self { parts })
+        Ok(Self::new(parts))
     }
 
     /// One matrix that the file already stores stacked (Phi-3's QKV and
     /// gate/up), producing outputs of `widths`.
     pub fn stored_stacked(linear: Linear, widths: Vec<usize>) -> Self {
+        Self::new(vec![(linear, widths)])
+    }
+
+    fn new(parts: Vec<(Linear, Vec<usize>)>) -> Self {
+        let mut runs: Vec<Range<usize>> = Vec::new();
+        for (i, (_, widths)) in parts.iter().enumerate() {
+            match runs.last_mut() {
+                Some(run) if widths.len() == 1 && parts[run.start].1.len() == 1 => run.end = i + 1,
+                _ => runs.push(i..i + 1),
+            }
+        }
+        let (linears, widths) = parts.into_iter().unzip();
         Self {
-            parts: vec![(linear, widths)],
+            linears,
+            widths,
+            runs,
         }
     }
 
     /// Whether the first matmul's weights are GGML-quantized (see
     /// [`Linear::is_ggml_quantized`]).
     pub fn is_ggml_quantized(&self) -> bool {
-        self.parts[0].0.is_ggml_quantized()
+        self.linears[0].is_ggml_quantized()
     }
 
     /// `x` `[m, inp]`, projection `j` into `outs[j]` (`[m, out_j]`); a
@@ -65,15 +88,17 @@ impl Projections {
         stacked: &mut B::Act,
     ) -> Result<()> {
         let mut next = 0;
-        for (linear, widths) in &self.parts {
-            if let [_] = widths.as_slice() {
-                b.matmul(x, linear, outs[next])?;
-                next += 1;
+        for run in &self.runs {
+            let widths = &self.widths[run.start];
+            if widths.len() > 1 {
+                b.matmul(x, &self.linears[run.start], stacked)?;
+                b.split(stacked, widths, &mut outs[next..next + widths.len()])?;
+                next += widths.len();
                 continue;
             }
-            b.matmul(x, linear, stacked)?;
-            b.split(stacked, widths, &mut outs[next..next + widths.len()])?;
-            next += widths.len();
+            let linears = &self.linears[run.clone()];
+            b.matmuls(x, linears, &mut outs[next..next + linears.len()])?;
+            next += linears.len();
         }
         Ok(())
     }
@@ -159,7 +184,7 @@ mod tests {
                 assert_eq!(out, &want, "{name}, {tokens} tokens");
             }
         }
-        projections.parts.len()
+        projections.linears.len()
     }
 
     #[test]

@@ -49,7 +49,76 @@ pub fn kernels(device: &Device) -> Vec<Outcome> {
             });
         }
     }
+    out.push(Outcome {
+        label: "three weights in one launch vs each alone".into(),
+        failures: check_grouped(device),
+    });
     out
+}
+
+/// `w` (`[rows, K]`, values from `seed`) quantized to `dtype`, as a layer on
+/// `device`.
+fn layer(dtype: GgmlDType, rows: usize, seed: u64, device: &Device) -> Linear {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let w: Vec<f32> = (0..rows * K).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let q = QTensor::quantize(
+        &Tensor::from_vec(w, (rows, K), &Device::Cpu).unwrap(),
+        dtype,
+    )
+    .unwrap();
+    let t = qtensor_from_ggml(dtype, &q.data().unwrap(), vec![rows, K], device).unwrap();
+    Linear::ggml(Arc::new(t), None).unwrap()
+}
+
+fn backend(device: &Device) -> CudaBackend {
+    let kv = KvGeometry {
+        n_layers: 1,
+        num_blocks: 1,
+        block_size: 16,
+        n_kv_heads: 1,
+        head_dim: 64,
+    };
+    CudaBackend::new(kv, candle_core::DType::F32, device).unwrap()
+}
+
+/// Q, K and V-like weights of both types and odd heights through
+/// [`Backend::matmuls`] (one launch) equal each through [`Backend::matmul`]
+/// bit for bit.
+fn check_grouped(device: &Device) -> Vec<String> {
+    let ws = [
+        layer(GgmlDType::Q4K, 70, 1, device),
+        layer(GgmlDType::Q6K, 37, 2, device),
+        layer(GgmlDType::Q4K, 5, 3, device),
+    ];
+    let mut b = backend(device);
+    let mut failures = Vec::new();
+    for tokens in [1, 5] {
+        let x: Vec<f32> = (0..tokens * K)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+            .collect();
+        let x = Some(Tensor::from_slice(&x, (tokens, K), device).unwrap());
+        let mut outs: [Option<Tensor>; 3] = Default::default();
+        {
+            let [a, c, d] = &mut outs;
+            b.matmuls(&x, &ws, &mut [a, c, d]).unwrap();
+        }
+        for (j, (w, got)) in ws.iter().zip(outs).enumerate() {
+            let mut alone = None;
+            b.matmul(&x, w, &mut alone).unwrap();
+            if to_host(got) != to_host(alone) {
+                failures.push(format!("{tokens} tokens: weight {j} differs"));
+            }
+        }
+    }
+    println!(
+        "three weights in one launch: {}",
+        if failures.is_empty() {
+            "ok".to_string()
+        } else {
+            failures.join("; ")
+        }
+    );
+    failures
 }
 
 /// The worst difference of `got` from `want`, relative to `want`'s largest.
@@ -122,14 +191,7 @@ fn check(dtype: GgmlDType, input: Input, device: &Device) -> Vec<String> {
     let row_bytes = bytes.len() / N;
     let dev_w = qtensor_from_ggml(dtype, &bytes, vec![N, K], device).unwrap();
     let linear = Linear::ggml(Arc::new(dev_w), None).unwrap();
-    let kv = KvGeometry {
-        n_layers: 1,
-        num_blocks: 1,
-        block_size: 16,
-        n_kv_heads: 1,
-        head_dim: 64,
-    };
-    let mut backend = CudaBackend::new(kv, candle_core::DType::F32, device).unwrap();
+    let mut backend = backend(device);
     let max_tokens = *TOKENS.iter().max().unwrap();
     // Activations of every scale, some with ties of +max and -max.
     let x: Vec<f32> = (0..max_tokens * K)

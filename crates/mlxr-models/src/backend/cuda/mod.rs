@@ -13,6 +13,7 @@
 mod ops;
 mod quant_matmul;
 
+use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor, TensorId};
 
 use super::candle::{candle_glu, candle_rms_norm, slot_caches, CandleBackend, CandleDevice};
@@ -108,18 +109,26 @@ impl CandleDevice for CudaKernels {
     }
 
     fn matmul(&mut self, x: &Tensor, w: &Linear) -> Result<Tensor> {
-        let Some(t) = w.ggml_tensor().filter(|t| quant_matmul::supports(t)) else {
-            return w.forward(x);
-        };
-        let (tokens, k) = x.dims2()?;
+        Ok(self.matmuls(x, std::slice::from_ref(w))?.remove(0))
+    }
+
+    fn matmuls(&mut self, x: &Tensor, ws: &[Linear]) -> Result<Vec<Tensor>> {
         // Longer steps (prefill) go to candle's dequantizing cuBLAS matmul:
         // these per-row kernels re-read the activations for every row and
         // ran a 512-token prefill of an 8B model at 744 tok/s against
         // candle's 5,300 (bench/results/gpu-2026-12-03-call1.md).
-        if tokens > quant_matmul::MAX_TOKENS || x.dtype() != DType::F32 || t.shape().dims2()?.1 != k
-        {
-            return w.forward(x);
-        }
+        let k = x.dim(1)?;
+        let ours: Option<Vec<&QTensor>> = ws
+            .iter()
+            .map(|w| {
+                w.ggml_tensor().filter(|t| {
+                    quant_matmul::supports(t) && t.shape().dims2().is_ok_and(|(_, wk)| wk == k)
+                })
+            })
+            .collect();
+        let Some(ours) = ours.filter(|_| takes(x)) else {
+            return ws.iter().map(|w| w.forward(x)).collect();
+        };
         let xq = match &self.q8 {
             Some((id, xq)) if *id == x.id() => xq.clone(),
             _ => {
@@ -128,7 +137,8 @@ impl CandleDevice for CudaKernels {
                 xq
             }
         };
-        w.with_bias(quant_matmul::matmul(&xq, tokens, t)?)
+        let ys = quant_matmul::matmuls(&xq, x.dim(0)?, k, &ours)?;
+        ws.iter().zip(ys).map(|(w, y)| w.with_bias(y)).collect()
     }
 }
 

@@ -1,10 +1,12 @@
 //! The launches of kernels/quant_matmul.cu: activations to Q8_K
 //! ([`quantize`], or with the RMSNorm or SwiGLU that makes them:
 //! [`rms_norm_q8`], [`swiglu_q8`]), then Q4_K/Q6_K weights against them
-//! ([`matmul`]), the CPU backend's integer arithmetic on the GPU.
+//! ([`matmuls`]), the CPU backend's integer arithmetic on the GPU.
 
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::{
+    CudaSlice, CudaView, DevicePtrMut, LaunchConfig, PushKernelArg,
+};
 use candle_core::cuda_backend::{CudaDType, CudaDevice, CudaStorage, WrapErr};
 use candle_core::op::BackpropOp;
 use candle_core::quantized::{GgmlDType, QTensor};
@@ -15,13 +17,13 @@ use crate::Result;
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/quant_matmul.ptx"));
 const MODULE: &str = "mlxr_quant_matmul";
 pub const QK_K: usize = 256;
-/// The most rows [`matmul`] is for: its kernels take up to 8 tokens per
+/// The most rows [`matmuls`] is for: its kernels take up to 8 tokens per
 /// weight row read.
 pub const MAX_TOKENS: usize = 8;
 /// Warps (rows, super-blocks) per thread block, as in the kernels.
 const WARPS: usize = 4;
 
-/// Whether [`matmul`] takes `w` (`[n, k]`) against f32 activations of width
+/// Whether [`matmuls`] takes `w` (`[n, k]`) against f32 activations of width
 /// `k`.
 pub fn supports(w: &QTensor) -> bool {
     matches!(w.dtype(), GgmlDType::Q4K | GgmlDType::Q6K)
@@ -40,11 +42,109 @@ pub fn quantize(x: &Tensor) -> Result<Tensor> {
     Ok(x.contiguous()?.apply_op1_no_bwd(&QuantizeQ8K)?)
 }
 
-/// `x · wᵀ` for `x` from [`quantize`] (`tokens` rows of `w`'s width):
-/// `[tokens, n]` f32.
-pub fn matmul(xq: &Tensor, tokens: usize, w: &QTensor) -> Result<Tensor> {
-    let (n, k) = w.shape().dims2()?;
-    Ok(xq.apply_op1_no_bwd(&Mmvq { w, tokens, n, k })?)
+/// `x · w_jᵀ` (`[tokens, n_j]` f32) for each of `ws` (all of width `k`),
+/// for `xq`, `tokens` rows of `k` in Q8_K ([`quantize`]): up to three
+/// weights per launch.
+pub fn matmuls(xq: &Tensor, tokens: usize, k: usize, ws: &[&QTensor]) -> Result<Vec<Tensor>> {
+    let mut out = Vec::with_capacity(ws.len());
+    for group in ws.chunks(3) {
+        out.extend(launch(xq, tokens, k, group)?);
+    }
+    Ok(out)
+}
+
+fn launch(
+    xq: &Tensor,
+    tokens: usize,
+    k: usize,
+    ws: &[&QTensor],
+) -> candle_core::Result<Vec<Tensor>> {
+    let bytes = q8_bytes(tokens, k);
+    if xq.dims() != [bytes] || !(1..=MAX_TOKENS).contains(&tokens) {
+        candle_core::bail!("Q8_K activations {:?} for {tokens} x {k}", xq.shape());
+    }
+    let (storage, layout) = xq.storage_and_layout();
+    let Storage::Cuda(storage) = &*storage else {
+        return Err(cpu_only("mmvq"));
+    };
+    let dev = storage.device().clone();
+    let xq = storage.as_cuda_slice::<u8>()?;
+    if layout.start_offset() != 0 {
+        candle_core::bail!("Q8_K activations at an offset");
+    }
+    let (qs, d, sums) = q8_parts(xq, tokens, k);
+    let stream = dev.cuda_stream();
+    let mut weights = Vec::with_capacity(3);
+    let mut guards = Vec::with_capacity(3);
+    let mut ys = Vec::with_capacity(3);
+    let mut row_blocks = 0;
+    for w in ws {
+        let (n, wk) = w.shape().dims2()?;
+        let kind = match w.dtype() {
+            GgmlDType::Q4K => 0i32,
+            GgmlDType::Q6K => 1,
+            other => candle_core::bail!("no CUDA kernel of ours for {other:?}"),
+        };
+        if wk != k {
+            candle_core::bail!("a weight of width {wk} against activations of width {k}");
+        }
+        let (ptr, guard) = w.device_ptr_with_guard(&stream)?;
+        guards.push(guard);
+        weights.push((ptr as u64, i32_of(n)?, kind));
+        // SAFETY: the kernel writes every output.
+        ys.push(unsafe { dev.alloc::<f32>(tokens * n) }?);
+        row_blocks += n.div_ceil(WARPS);
+    }
+    if row_blocks == 0 {
+        return Ok(Vec::new());
+    }
+    if row_blocks > 65_535 {
+        candle_core::bail!(
+            "{} output rows (a launch takes up to {})",
+            row_blocks * WARPS,
+            65_535 * WARPS
+        );
+    }
+    let per = match tokens {
+        1 => 1,
+        2 => 2,
+        3 | 4 => 4,
+        _ => 8,
+    };
+    let func = dev.get_or_load_custom_func(&format!("mmvq{per}"), MODULE, PTX)?;
+    let (k32, tokens32) = (i32_of(k)?, i32_of(tokens)?);
+    let cfg = LaunchConfig {
+        grid_dim: (tokens.div_ceil(per) as u32, row_blocks as u32, 1),
+        block_dim: (32 * WARPS as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut y_guards = Vec::with_capacity(3);
+    let mut y_ptrs = [0u64; 3];
+    for (ptr, y) in y_ptrs.iter_mut().zip(ys.iter_mut()) {
+        let (p, guard) = y.device_ptr_mut(&stream);
+        *ptr = p as u64;
+        y_guards.push(guard);
+    }
+    // Unused slots have no rows: the kernel never touches them.
+    let unused = (0u64, 0i32, 0i32);
+    let mut b = func.builder();
+    b.arg(&qs).arg(&d).arg(&sums).arg(&k32).arg(&tokens32);
+    for (j, y) in y_ptrs.iter().enumerate() {
+        let (w, n, kind) = weights.get(j).unwrap_or(&unused);
+        b.arg(w).arg(y).arg(n).arg(kind);
+    }
+    // SAFETY: weight j holds n_j rows of k / 256 blocks of its type
+    // (candle's storage of a `[n_j, k]` tensor, kept alive by `guards`);
+    // `xq` holds `tokens` rows of `k` (checked above); one warp per output
+    // row writes that row's `tokens` outputs in its own y_j.
+    unsafe { b.launch(cfg) }.w()?;
+    drop(y_guards);
+    drop(guards);
+    Ok(ys
+        .into_iter()
+        .zip(&weights)
+        .map(|(y, &(_, n, _))| tensor(y, &dev, (tokens, n as usize)))
+        .collect())
 }
 
 /// The quants, scales and sums of a Q8_K buffer of `tokens` rows of `k`.
@@ -129,14 +229,14 @@ fn row_kernel_q8(
 }
 
 /// `rms_norm(x) · w` for `x` f32 `[tokens, k]` (`k` a multiple of 256,
-/// `w` f32 `[k]`), and the same in Q8_K for [`matmul`].
+/// `w` f32 `[k]`), and the same in Q8_K for [`matmuls`].
 pub fn rms_norm_q8(x: &Tensor, w: &Tensor, eps: f32) -> Result<(Tensor, Tensor)> {
     let (tokens, k) = x.dims2()?;
     row_kernel_q8("rms_norm_q8_K", &[x, w], tokens, k, Some(eps))
 }
 
 /// `silu(gate) · up` for f32 `[tokens, k]` (`k` a multiple of 256), and the
-/// same in Q8_K for [`matmul`].
+/// same in Q8_K for [`matmuls`].
 pub fn swiglu_q8(gate: &Tensor, up: &Tensor) -> Result<(Tensor, Tensor)> {
     let (tokens, k) = gate.dims2()?;
     row_kernel_q8("swiglu_q8_K", &[gate, up], tokens, k, None)
@@ -196,87 +296,6 @@ impl CustomOp1 for QuantizeQ8K {
         Ok((
             CudaStorage::wrap_cuda_slice(out, dev),
             Shape::from(bytes.max(1)),
-        ))
-    }
-}
-
-struct Mmvq<'a> {
-    w: &'a QTensor,
-    tokens: usize,
-    n: usize,
-    k: usize,
-}
-
-impl CustomOp1 for Mmvq<'_> {
-    fn name(&self) -> &'static str {
-        "mlxr-mmvq"
-    }
-
-    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        Err(cpu_only(self.name()))
-    }
-
-    fn cuda_fwd(
-        &self,
-        xq: &CudaStorage,
-        xq_l: &Layout,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
-        let (tokens, n, k) = (self.tokens, self.n, self.k);
-        let bytes = q8_bytes(tokens, k);
-        if xq_l.shape().elem_count() != bytes.max(1) || xq_l.start_offset() != 0 {
-            candle_core::bail!("Q8_K activations {:?} for {tokens} x {k}", xq_l.shape());
-        }
-        let kind = match self.w.dtype() {
-            GgmlDType::Q4K => "q4_K",
-            GgmlDType::Q6K => "q6_K",
-            other => candle_core::bail!("no CUDA kernel of ours for {other:?}"),
-        };
-        let per = match tokens {
-            0 | 1 => 1,
-            2 => 2,
-            3 | 4 => 4,
-            _ => 8,
-        };
-        if n.div_ceil(WARPS) > 65_535 {
-            candle_core::bail!(
-                "{n} output rows (the kernel takes up to {})",
-                65_535 * WARPS
-            );
-        }
-        let dev = xq.device().clone();
-        // SAFETY: the kernel writes every output.
-        let mut out = unsafe { dev.alloc::<f32>((tokens * n).max(1)) }?;
-        if tokens > 0 && n > 0 {
-            let func = dev.get_or_load_custom_func(&format!("mmvq{per}_{kind}"), MODULE, PTX)?;
-            let xq = xq.as_cuda_slice::<u8>()?;
-            let (qs, d, sums) = q8_parts(xq, tokens, k);
-            let stream = dev.cuda_stream();
-            let (w, _guard) = self.w.device_ptr_with_guard(&stream)?;
-            let w = w as u64;
-            let (n32, k32, tokens32) = (i32_of(n)?, i32_of(k)?, i32_of(tokens)?);
-            let cfg = LaunchConfig {
-                grid_dim: (tokens.div_ceil(per) as u32, n.div_ceil(WARPS) as u32, 1),
-                block_dim: (32 * WARPS as u32, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let mut b = func.builder();
-            b.arg(&w)
-                .arg(&qs)
-                .arg(&d)
-                .arg(&sums)
-                .arg(&mut out)
-                .arg(&n32)
-                .arg(&k32)
-                .arg(&tokens32);
-            // SAFETY: `w` holds `n` rows of `k / 256` blocks of its type
-            // (candle's storage of a `[n, k]` tensor); `xq` holds `tokens`
-            // rows of `k` (checked above); one warp per output row writes
-            // that row's `tokens` outputs.
-            unsafe { b.launch(cfg) }.w()?;
-        }
-        Ok((
-            CudaStorage::wrap_cuda_slice(out, dev),
-            Shape::from((tokens, n)),
         ))
     }
 }

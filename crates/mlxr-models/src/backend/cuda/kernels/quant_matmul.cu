@@ -156,9 +156,8 @@ __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
                                           const float *__restrict__ xd,
                                           const int *__restrict__ xs,
                                           float *__restrict__ y, int n, int k,
-                                          int t0, int nb) {
+                                          int t0, int nb, int row) {
     const int lane = threadIdx.x & 31;
-    const int row = blockIdx.y * ROWS_PER_BLOCK + threadIdx.x / 32;
     if (row >= n) return;
     const int nsb = k / QK_K;
     const int l16 = lane & 15, g = l16 >> 2, q = l16 & 3;
@@ -227,9 +226,8 @@ __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
                                           const int8_t *__restrict__ xq,
                                           const float *__restrict__ xd,
                                           float *__restrict__ y, int n, int k,
-                                          int t0, int nb) {
+                                          int t0, int nb, int row) {
     const int lane = threadIdx.x & 31;
-    const int row = blockIdx.y * ROWS_PER_BLOCK + threadIdx.x / 32;
     if (row >= n) return;
     const int nsb = k / QK_K;
     const int l16 = lane & 15, h = l16 >> 3, r = l16 & 7;
@@ -273,24 +271,36 @@ __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
     }
 }
 
-// Grid: (ceil(tokens / B), ceil(n / ROWS_PER_BLOCK)); 32 · ROWS_PER_BLOCK
-// threads. Block x takes tokens B·x .. B·x + B. The token chunks of a row
-// are neighbours in launch order, so in a prefill the weights come from
-// DRAM once and from L2 for the other chunks.
-#define MMVQ(NAME, B)                                                         \
-    extern "C" __global__ void NAME##_q4_K(                                   \
-        const uint8_t *__restrict__ w, const int8_t *__restrict__ xq,         \
-        const float *__restrict__ xd, const int *__restrict__ xs,             \
-        float *__restrict__ y, int n, int k, int tokens) {                    \
-        const int t0 = blockIdx.x * B;                                        \
-        q4_K_rows<B>(w, xq, xd, xs, y, n, k, t0, min(B, tokens - t0));        \
-    }                                                                         \
-    extern "C" __global__ void NAME##_q6_K(                                   \
-        const uint8_t *__restrict__ w, const int8_t *__restrict__ xq,         \
-        const float *__restrict__ xd, const int *__restrict__ xs,             \
-        float *__restrict__ y, int n, int k, int tokens) {                    \
-        const int t0 = blockIdx.x * B;                                        \
-        q6_K_rows<B>(w, xq, xd, y, n, k, t0, min(B, tokens - t0));            \
+// Up to three weights against the same activations in one launch (Q, K
+// and V; gate and up): weight j is a Q4_K (type 0) or Q6_K (type 1) matrix
+// of n_j rows, written to y_j ([tokens, n_j]). Grid: (ceil(tokens / B),
+// Σ ceil(n_j / ROWS_PER_BLOCK)); 32 · ROWS_PER_BLOCK threads, one warp per
+// row. Block x takes tokens B·x .. B·x + B. The token chunks of a row are
+// neighbours in launch order, so the weights come from DRAM once.
+#define MMVQ(NAME, B)                                                          \
+    extern "C" __global__ void NAME(                                           \
+        const int8_t *__restrict__ xq, const float *__restrict__ xd,           \
+        const int *__restrict__ xs, int k, int tokens, const uint8_t *w0,      \
+        float *y0, int n0, int type0, const uint8_t *w1, float *y1, int n1,    \
+        int type1, const uint8_t *w2, float *y2, int n2, int type2) {          \
+        int by = blockIdx.y;                                                   \
+        const uint8_t *w = w0;                                                 \
+        float *y = y0;                                                         \
+        int n = n0, type = type0;                                              \
+        const int rb0 = (n0 + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;            \
+        const int rb1 = (n1 + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;            \
+        if (by >= rb0 + rb1) {                                                 \
+            by -= rb0 + rb1; w = w2; y = y2; n = n2; type = type2;             \
+        } else if (by >= rb0) {                                                \
+            by -= rb0; w = w1; y = y1; n = n1; type = type1;                   \
+        }                                                                      \
+        const int row = by * ROWS_PER_BLOCK + threadIdx.x / 32;                \
+        const int t0 = blockIdx.x * B;                                         \
+        const int nb = min(B, tokens - t0);                                    \
+        if (type == 0)                                                         \
+            q4_K_rows<B>(w, xq, xd, xs, y, n, k, t0, nb, row);                 \
+        else                                                                   \
+            q6_K_rows<B>(w, xq, xd, y, n, k, t0, nb, row);                     \
     }
 
 MMVQ(mmvq1, 1)
