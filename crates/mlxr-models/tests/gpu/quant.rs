@@ -159,7 +159,12 @@ fn prepare(
             want
         }
         Input::SwiGlu => {
-            let up: Vec<f32> = xs.iter().rev().copied().collect();
+            // Each token's own values reversed (a token's row must not
+            // depend on the batch).
+            let up: Vec<f32> = xs
+                .chunks_exact(K)
+                .flat_map(|r| r.iter().rev().copied())
+                .collect();
             backend.glu(&on(xs), &on(&up), Glu::Silu, &mut out).unwrap();
             let mut want = vec![0f32; xs.len()];
             for ((g, u), y) in xs
