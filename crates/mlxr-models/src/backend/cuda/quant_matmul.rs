@@ -20,7 +20,8 @@ pub const QK_K: usize = 256;
 /// The most rows [`matmuls`] is for: its kernels take up to 8 tokens per
 /// weight row read.
 pub const MAX_TOKENS: usize = 8;
-/// Warps (rows, super-blocks) per thread block, as in the kernels.
+/// Warps per thread block: the quantizer's super-blocks, the matmuls'
+/// warps per row (`WARPS_PER_ROW` in the kernels).
 const WARPS: usize = 4;
 
 /// Whether [`matmuls`] takes `w` (`[n, k]`) against f32 activations of width
@@ -77,7 +78,7 @@ fn launch(
     let mut weights = Vec::with_capacity(3);
     let mut guards = Vec::with_capacity(3);
     let mut ys = Vec::with_capacity(3);
-    let mut row_blocks = 0;
+    let mut rows = 0;
     for w in ws {
         let (n, wk) = w.shape().dims2()?;
         let kind = match w.dtype() {
@@ -93,17 +94,10 @@ fn launch(
         weights.push((ptr as u64, i32_of(n)?, kind));
         // SAFETY: the kernel writes every output.
         ys.push(unsafe { dev.alloc::<f32>(tokens * n) }?);
-        row_blocks += n.div_ceil(WARPS);
+        rows += n;
     }
-    if row_blocks == 0 {
+    if rows == 0 {
         return Ok(Vec::new());
-    }
-    if row_blocks > 65_535 {
-        candle_core::bail!(
-            "{} output rows (a launch takes up to {})",
-            row_blocks * WARPS,
-            65_535 * WARPS
-        );
     }
     let per = match tokens {
         1 => 1,
@@ -114,7 +108,12 @@ fn launch(
     let func = dev.get_or_load_custom_func(&format!("mmvq{per}"), MODULE, PTX)?;
     let (k32, tokens32) = (i32_of(k)?, i32_of(tokens)?);
     let cfg = LaunchConfig {
-        grid_dim: (tokens.div_ceil(per) as u32, row_blocks as u32, 1),
+        grid_dim: (
+            u32::try_from(rows)
+                .map_err(|_| candle_core::Error::Msg(format!("{rows} rows in one launch")))?,
+            1,
+            1,
+        ),
         block_dim: (32 * WARPS as u32, 1, 1),
         shared_mem_bytes: 0,
     };
@@ -135,7 +134,7 @@ fn launch(
     }
     // SAFETY: weight j holds n_j rows of k / 256 blocks of its type
     // (candle's storage of a `[n_j, k]` tensor, kept alive by `guards`);
-    // `xq` holds `tokens` rows of `k` (checked above); one warp per output
+    // `xq` holds `tokens` rows of `k` (checked above); one block per output
     // row writes that row's `tokens` outputs in its own y_j.
     unsafe { b.launch(cfg) }.w()?;
     drop(y_guards);

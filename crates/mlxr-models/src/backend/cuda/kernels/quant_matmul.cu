@@ -19,7 +19,7 @@
 #define QK_K 256
 #define Q4_K_BYTES 144
 #define Q6_K_BYTES 210
-#define ROWS_PER_BLOCK 4
+#define WARPS_PER_ROW 4
 
 // One warp quantizes the super-block of 256 activations at `src`; lane l
 // takes 8l..8l+8. Mirrors quantize_row_q8_K_ref: max = the first element of
@@ -139,6 +139,27 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
+// The row's sums of the block's warps, in a fixed order (the same for
+// every batch size), to y[t, row] for the nb tokens.
+template <int B>
+__device__ __forceinline__ void store_row(const float (&acc)[B], float *__restrict__ y,
+                                          int n, int nb, int row) {
+    __shared__ float part[WARPS_PER_ROW][B];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int b = 0; b < B; ++b) {
+        const float total = warp_sum(acc[b]);
+        if (lane == 0) part[warp][b] = total;
+    }
+    __syncthreads();
+    if (threadIdx.x < nb) {
+        float sum = part[0][threadIdx.x];
+#pragma unroll
+        for (int w = 1; w < WARPS_PER_ROW; ++w) sum += part[w][threadIdx.x];
+        y[(long)threadIdx.x * n + row] = sum;
+    }
+}
+
 // Two bytes at a time: Q6_K blocks (210 bytes) are only 2-byte aligned.
 __device__ __forceinline__ int load_u32_2aligned(const uint8_t *p) {
     const uint16_t *h = (const uint16_t *)p;
@@ -147,18 +168,17 @@ __device__ __forceinline__ int load_u32_2aligned(const uint8_t *p) {
 
 // Q4_K (d, dmin: f16; scales: 12 bytes of 6-bit scales and mins; qs: 128
 // bytes; element 64g + i is the low nibble of qs[32g + i], 64g + 32 + i the
-// high one). A warp takes two super-blocks at a time, 16 lanes each; lane
-// (g, q) takes bytes 32g + 8q .. +8: 8 elements of sub-block 2g and 8 of
-// 2g + 1.
+// high one). Each warp of the row takes two super-blocks at a time, 16
+// lanes each; lane (g, q) takes bytes 32g + 8q .. +8: 8 elements of
+// sub-block 2g and 8 of 2g + 1.
 template <int B>
 __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
                                           const int8_t *__restrict__ xq,
                                           const float *__restrict__ xd,
                                           const int *__restrict__ xs,
                                           float *__restrict__ y, int n, int k,
-                                          int t0, int nb, int row) {
-    const int lane = threadIdx.x & 31;
-    if (row >= n) return;
+                                          int nb, int row) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int nsb = k / QK_K;
     const int l16 = lane & 15, g = l16 >> 2, q = l16 & 3;
     float acc[B];
@@ -168,7 +188,7 @@ __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
     // Unrolled so that a lane has several super-blocks' loads in flight
     // (decode is bound by how many bytes are in flight, not by arithmetic).
 #pragma unroll 4
-    for (int sb = lane >> 4; sb < nsb; sb += 2) {
+    for (int sb = 2 * warp + (lane >> 4); sb < nsb; sb += 2 * WARPS_PER_ROW) {
         const uint8_t *blk = wrow + (long)sb * Q4_K_BYTES;
         const float2 dm = __half22float2(*(const half2 *)blk);
         const uint32_t *s32 = (const uint32_t *)(blk + 4);
@@ -194,7 +214,7 @@ __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
 #pragma unroll
         for (int b = 0; b < B; ++b) {
             if (b >= nb) break;
-            const long t = t0 + b;
+            const long t = b;
             const int8_t *xb = xq + t * k + sb * QK_K + 64 * g + 8 * q;
             const int2 a = *(const int2 *)xb;
             const int2 c = *(const int2 *)(xb + 32);
@@ -210,11 +230,7 @@ __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
             acc[b] += dx * (dm.x * (float)sum - dm.y * (float)mins);
         }
     }
-#pragma unroll
-    for (int b = 0; b < B; ++b) {
-        const float total = warp_sum(acc[b]);
-        if (lane == 0 && b < nb) y[(long)(t0 + b) * n + row] = total;
-    }
+    store_row<B>(acc, y, n, nb, row);
 }
 
 // Q6_K (ql: 128 bytes of low nibbles, qh: 64 bytes of 2 high bits, scales:
@@ -226,9 +242,8 @@ __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
                                           const int8_t *__restrict__ xq,
                                           const float *__restrict__ xd,
                                           float *__restrict__ y, int n, int k,
-                                          int t0, int nb, int row) {
-    const int lane = threadIdx.x & 31;
-    if (row >= n) return;
+                                          int nb, int row) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int nsb = k / QK_K;
     const int l16 = lane & 15, h = l16 >> 3, r = l16 & 7;
     float acc[B];
@@ -238,7 +253,7 @@ __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
     // Unrolled so that a lane has several super-blocks' loads in flight
     // (decode is bound by how many bytes are in flight, not by arithmetic).
 #pragma unroll 4
-    for (int sb = lane >> 4; sb < nsb; sb += 2) {
+    for (int sb = 2 * warp + (lane >> 4); sb < nsb; sb += 2 * WARPS_PER_ROW) {
         const uint8_t *blk = wrow + (long)sb * Q6_K_BYTES;
         const int lo_a = load_u32_2aligned(blk + 64 * h + 4 * r);
         const int lo_b = load_u32_2aligned(blk + 64 * h + 32 + 4 * r);
@@ -256,7 +271,7 @@ __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
 #pragma unroll
         for (int b = 0; b < B; ++b) {
             if (b >= nb) break;
-            const long t = t0 + b;
+            const long t = b;
             const int8_t *xb = xq + t * k + sb * QK_K + 128 * h + 4 * r;
             int sum = 0;
 #pragma unroll
@@ -264,43 +279,33 @@ __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
             acc[b] += (dw * xd[t * nsb + sb]) * (float)sum;
         }
     }
-#pragma unroll
-    for (int b = 0; b < B; ++b) {
-        const float total = warp_sum(acc[b]);
-        if (lane == 0 && b < nb) y[(long)(t0 + b) * n + row] = total;
-    }
+    store_row<B>(acc, y, n, nb, row);
 }
 
 // Up to three weights against the same activations in one launch (Q, K
 // and V; gate and up): weight j is a Q4_K (type 0) or Q6_K (type 1) matrix
-// of n_j rows, written to y_j ([tokens, n_j]). Grid: (ceil(tokens / B),
-// Σ ceil(n_j / ROWS_PER_BLOCK)); 32 · ROWS_PER_BLOCK threads, one warp per
-// row. Block x takes tokens B·x .. B·x + B. The token chunks of a row are
-// neighbours in launch order, so the weights come from DRAM once.
+// of n_j rows, written to y_j ([tokens, n_j]). One block of WARPS_PER_ROW
+// warps per row (grid: Σ n_j), all `tokens` (at most B) at once.
 #define MMVQ(NAME, B)                                                          \
     extern "C" __global__ void NAME(                                           \
         const int8_t *__restrict__ xq, const float *__restrict__ xd,           \
         const int *__restrict__ xs, int k, int tokens, const uint8_t *w0,      \
         float *y0, int n0, int type0, const uint8_t *w1, float *y1, int n1,    \
         int type1, const uint8_t *w2, float *y2, int n2, int type2) {          \
-        int by = blockIdx.y;                                                   \
+        int row = blockIdx.x;                                                  \
         const uint8_t *w = w0;                                                 \
         float *y = y0;                                                         \
         int n = n0, type = type0;                                              \
-        const int rb0 = (n0 + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;            \
-        const int rb1 = (n1 + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;            \
-        if (by >= rb0 + rb1) {                                                 \
-            by -= rb0 + rb1; w = w2; y = y2; n = n2; type = type2;             \
-        } else if (by >= rb0) {                                                \
-            by -= rb0; w = w1; y = y1; n = n1; type = type1;                   \
+        if (row >= n0 + n1) {                                                  \
+            row -= n0 + n1; w = w2; y = y2; n = n2; type = type2;              \
+        } else if (row >= n0) {                                                \
+            row -= n0; w = w1; y = y1; n = n1; type = type1;                   \
         }                                                                      \
-        const int row = by * ROWS_PER_BLOCK + threadIdx.x / 32;                \
-        const int t0 = blockIdx.x * B;                                         \
-        const int nb = min(B, tokens - t0);                                    \
+        const int nb = min(B, tokens);                                         \
         if (type == 0)                                                         \
-            q4_K_rows<B>(w, xq, xd, xs, y, n, k, t0, nb, row);                 \
+            q4_K_rows<B>(w, xq, xd, xs, y, n, k, nb, row);                     \
         else                                                                   \
-            q6_K_rows<B>(w, xq, xd, y, n, k, t0, nb, row);                     \
+            q6_K_rows<B>(w, xq, xd, y, n, k, nb, row);                         \
     }
 
 MMVQ(mmvq1, 1)
