@@ -121,7 +121,7 @@ fn launch(
     let mut y_ptrs = [0u64; 3];
     for (ptr, y) in y_ptrs.iter_mut().zip(ys.iter_mut()) {
         let (p, guard) = y.device_ptr_mut(&stream);
-        *ptr = p as u64;
+        *ptr = p;
         y_guards.push(guard);
     }
     // Unused slots have no rows: the kernel never touches them.
