@@ -6,7 +6,8 @@
 //! to f32, so what is compared is the pass itself (norms, RoPE, attention
 //! over the paged cache, activations, residuals): every step's logits agree
 //! within `TOLERANCE` (relative to the row's largest logit) and greedy
-//! tokens are equal wherever the reference's top-2 gap exceeds `CLEAR_GAP`.
+//! tokens are equal wherever the reference's top-2 gap exceeds twice that
+//! bound (what the allowed error cannot close).
 //! (With the quantized weights the two differ by up to 9% on SmolLM2 and
 //! 38% on Gemma 3's huge residuals: candle's quantized matmuls round
 //! otherwise than ggml's, which the CPU kernels follow bit for bit and
@@ -31,7 +32,6 @@ use common::{argmax, BLOCK};
 /// ggml's f32 arithmetic against candle's, and an f16 cache on the CPU
 /// side (the reference keeps f32).
 const TOLERANCE: f32 = 3e-3;
-const CLEAR_GAP: f32 = 0.01;
 
 struct Counting;
 
@@ -118,7 +118,9 @@ fn step(
         compared.rows += 1;
         let mut sorted = w.to_vec();
         sorted.sort_by(|a, b| b.total_cmp(a));
-        if sorted[0] - sorted[1] > CLEAR_GAP {
+        // Where the allowed error (up to the tolerance on each of the two)
+        // cannot swap the top two.
+        if sorted[0] - sorted[1] > 2.0 * TOLERANCE * scale {
             assert_eq!(argmax(g), argmax(w), "{label}: row {r}: greedy token");
             compared.greedy += 1;
         }
