@@ -46,6 +46,14 @@ aarch64_tests() {
     fi
 }
 
+fuzz_targets() {
+    if [ "${MLXR_SKIP_FUZZ:-0}" = 1 ]; then
+        echo "skipped (MLXR_SKIP_FUZZ=1)"
+    else
+        MLXR_FUZZ_SECONDS="${MLXR_FUZZ_SECONDS:-30}" scripts/fuzz.sh
+    fi
+}
+
 cuda_clippy() {
     if [ "${MLXR_SKIP_CUDA:-0}" = 1 ]; then
         echo "skipped (MLXR_SKIP_CUDA=1)"
@@ -65,6 +73,7 @@ stage "cargo clippy --features cuda (CUDA 13.0 from PyPI, sm_90)" cuda_clippy
 stage "cargo build (release, every target)" cargo build --release --workspace --all-targets
 stage "cargo test (release: the parity tests run real models)" cargo test --release --workspace --no-fail-fast
 stage "API tests: the official openai and ollama clients against a real mlxr serve" api_tests
+stage "fuzzing: every cargo-fuzz target for 30 s from the committed corpora" fuzz_targets
 stage "aarch64 (NEON): kernel tests and greedy replies of the real models under qemu-user" aarch64_tests
 stage "web UI end to end: Playwright (Debian chromium) against a real mlxr serve" \
     env MLXR_BIN="$PWD/target/release/mlxr" scripts/ui-e2e.sh
