@@ -11,6 +11,8 @@
 # Prints a pass/fail summary last. Stages (each optional, in order):
 #   test   tests/gpu on the tiny models and random real-shaped GGUFs
 #   serve  mlxr serve --device cuda answering HTTP (plain, streamed, aborted)
+#   profile  the decode matmul kernels timed alone, then each op's time per
+#          decode step (tests/gpu --profile) on the GPU_BENCH models
 #   bench  mlxr bench --device cuda (and llama-bench on the same files when
 #          llama.cpp was built: stage llama)
 # GPU_STAGES="llama test serve bench" by default; GPU_MODELS picks the random
@@ -117,6 +119,22 @@ if has serve && [[ -n ${MODEL[smollm2-q8_0]:-} ]]; then
     fi
     kill "$serve_pid" 2>/dev/null
     wait "$serve_pid" 2>/dev/null
+fi
+
+if has profile && [[ -x $WORK/bin/gpu ]]; then
+    stage "decode matmul kernels (gpu --bench-kernels)"
+    timeout 120 "$WORK/bin/gpu" --bench-kernels 2>&1 | tee "$OUT/bench-kernels.log"
+    for m in ${GPU_BENCH:-llama8b-q4_k_m qwen1.5b-q4_k_m llama8b-f16}; do
+        [[ -n ${MODEL[$m]:-} ]] || continue
+        stage "profile $m (gpu --profile)"
+        # As tg128 runs (a one-token prompt), then at a 1,024-token context.
+        if timeout 150 "$WORK/bin/gpu" --profile "${MODEL[$m]}" 1 64 2>&1 | tee "$OUT/profile-$m.log" &&
+            timeout 150 "$WORK/bin/gpu" --profile "${MODEL[$m]}" 1024 32 2>&1 | tee -a "$OUT/profile-$m.log"; then
+            result PASS "profile $m (profile-$m.log)"
+        else
+            result FAIL "profile $m (profile-$m.log)"
+        fi
+    done
 fi
 
 if has bench; then

@@ -127,4 +127,8 @@ impl<B: Backend> Session<B> {
     pub fn backend(&self) -> &B {
         self.runner.backend()
     }
+
+    pub fn backend_mut(&mut self) -> &mut B {
+        &mut self.runner.backend
+    }
 }

@@ -105,11 +105,7 @@ fn step(
         .enumerate()
     {
         let scale = w.iter().fold(1f32, |m, v| m.max(v.abs()));
-        let worst = g
-            .iter()
-            .zip(w)
-            .map(|(a, b)| (a - b).abs() / scale)
-            .fold(0f32, f32::max);
+        let worst = common::rel_diff(g, w);
         assert!(
             worst <= TOLERANCE,
             "{label}: row {r} differs by {worst} (relative)"
@@ -228,12 +224,7 @@ fn run(file: &str, dtype: DType) -> Option<Vec<usize>> {
     cpu.assume_cached(3, 32);
     reference.assume_cached(3, 32);
     let hit = cpu.feed(dequantized, &[(3, &suffix)]).unwrap().to_vec();
-    let scale = want.iter().fold(1f32, |m, v| m.max(v.abs()));
-    let worst = hit
-        .iter()
-        .zip(&want)
-        .map(|(a, b)| (a - b).abs() / scale)
-        .fold(0f32, f32::max);
+    let worst = common::rel_diff(&hit, &want);
     assert!(
         worst <= 1e-4,
         "{label}: prefix hit differs from a full prefill by {worst}"

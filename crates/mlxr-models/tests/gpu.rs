@@ -4,6 +4,8 @@
 //! machine; CI compiles it (`--features cuda`) but has no GPU to run it.
 //!
 //!   gpu TINY_MODELS_DIR [MODEL.gguf ...]
+//!   gpu --profile MODEL.gguf [PROMPT [STEPS]]   (tests/gpu/profile.rs)
+//!   gpu --bench-kernels   (the decode matmul shapes: tests/gpu/quant.rs)
 //!
 //! First our quantized matmul kernels alone against the CPU's dot products
 //! (tests/gpu/quant.rs). Then every model goes through one scenario on both
@@ -25,12 +27,16 @@
 //!   CPU's q8_K/q8_0 arithmetic: held to `QUANTIZED_TOLERANCE`, with
 //!   greedy agreement reported.
 
+mod common;
+#[path = "gpu/profile.rs"]
+mod profile;
 #[path = "gpu/quant.rs"]
 mod quant;
 
 use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device};
+use common::{argmax, rel_diff};
 use mlxr_formats::gguf::{GgmlType, GgufFile};
 use mlxr_models::{
     Backend, CpuBackend, CudaBackend, DecoderModel, KvGeometry, ReferenceBackend, RowOrder, Session,
@@ -84,31 +90,15 @@ fn prompt(len: usize, salt: usize, vocab: usize) -> Vec<u32> {
         .collect()
 }
 
-fn argmax(v: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &x) in v.iter().enumerate() {
-        if x > v[best] {
-            best = i;
-        }
-    }
-    best as u32
-}
-
-/// Largest difference relative to `want`'s largest magnitude (at least 1).
-fn rel_diff(got: &[f32], want: &[f32]) -> f32 {
-    let scale = want.iter().fold(1f32, |m, v| m.max(v.abs()));
-    got.iter()
-        .zip(want)
-        .map(|(a, b)| (a - b).abs() / scale)
-        .fold(0f32, f32::max)
-}
-
 #[derive(Default)]
 struct Stats {
     rows: usize,
     worst: f32,
+    /// Rows whose top-2 gap the tolerance cannot swap, and of those, rows
+    /// with the same greedy token; then the same over every row.
     clear: usize,
     greedy_equal: usize,
+    greedy_equal_all: usize,
     failures: Vec<String>,
 }
 
@@ -215,6 +205,8 @@ impl Pair<'_> {
                     .failures
                     .push(format!("row {r} differs by {worst:.2e}"));
             }
+            let same = argmax(g) == argmax(w);
+            stats.greedy_equal_all += usize::from(same);
             let mut sorted = w.to_vec();
             sorted.sort_by(|a, b| b.total_cmp(a));
             // Where the allowed error (up to the tolerance on each of the
@@ -222,7 +214,7 @@ impl Pair<'_> {
             let scale = w.iter().fold(1f32, |m, v| m.max(v.abs()));
             if sorted[0] - sorted[1] > 2.0 * self.tolerance * scale {
                 stats.clear += 1;
-                if argmax(g) == argmax(w) {
+                if same {
                     stats.greedy_equal += 1;
                 } else if self.exact {
                     stats.failures.push(format!("row {r}: greedy token"));
@@ -287,7 +279,7 @@ impl Pair<'_> {
             batch_diff = batch_diff.max(rel_diff(&got, batched));
         }
         println!(
-            "{}: {} rows, max rel diff vs CPU {:.2e} (tol {:.1e}), greedy equal {}/{}, \
+            "{}: {} rows, max rel diff vs CPU {:.2e} (tol {:.1e}), greedy equal {}/{} clear rows, {}/{} all, \
              prefix hit vs full prefill {:.2e}, batched vs alone {:.2e}",
             self.label,
             stats.rows,
@@ -295,6 +287,8 @@ impl Pair<'_> {
             self.tolerance,
             stats.greedy_equal,
             stats.clear,
+            stats.greedy_equal_all,
+            stats.rows,
             hit_diff,
             batch_diff
         );
@@ -422,7 +416,13 @@ fn gguf(path: &Path, device: &Device) -> Vec<Outcome> {
 }
 
 fn main() {
-    let args: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    match raw.first().map(String::as_str) {
+        Some("--profile") => return profile::run(&raw[1..], &device()),
+        Some("--bench-kernels") => return quant::bench(&device()),
+        _ => {}
+    }
+    let args: Vec<PathBuf> = raw.iter().map(PathBuf::from).collect();
     let Some((tiny_dir, ggufs)) = args.split_first() else {
         eprintln!("usage: gpu TINY_MODELS_DIR [MODEL.gguf ...]");
         std::process::exit(2);

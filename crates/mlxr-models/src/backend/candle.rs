@@ -113,6 +113,10 @@ impl<A: CandleDevice> Backend for CandleBackend<A> {
         self.kernels.geometry().num_blocks
     }
 
+    fn synchronize(&mut self) -> Result<()> {
+        Ok(self.device.synchronize()?)
+    }
+
     fn begin_step(&mut self, step: &Step, ropes: &[Rope]) -> Result<()> {
         self.rope_tables = ropes
             .iter()

@@ -18,6 +18,7 @@ pub mod candle;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod profiled;
 pub mod reference;
 
 use crate::config::Activation;
@@ -106,6 +107,11 @@ pub trait Backend {
     /// Runs `f` (a whole step) on this backend's threads or stream.
     fn run<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
         f(self)
+    }
+
+    /// Waits until the device has finished every op issued so far.
+    fn synchronize(&mut self) -> Result<()> {
+        Ok(())
     }
 
     /// Uploads the step's metadata (positions, slots, block tables) and

@@ -51,3 +51,15 @@ pub fn argmax(v: &[f32]) -> u32 {
     }
     best as u32
 }
+
+/// The largest difference between `got` and `want` relative to `want`'s
+/// largest magnitude (at least 1); a NaN anywhere is the worst there is.
+pub fn rel_diff(got: &[f32], want: &[f32]) -> f32 {
+    assert_eq!(got.len(), want.len(), "compared rows differ in length");
+    let scale = want.iter().fold(1f32, |m, v| m.max(v.abs()));
+    got.iter()
+        .zip(want)
+        .map(|(a, b)| (a - b).abs() / scale)
+        .map(|d| if d.is_nan() { f32::INFINITY } else { d })
+        .fold(0f32, f32::max)
+}

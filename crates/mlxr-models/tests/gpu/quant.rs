@@ -12,10 +12,12 @@ use candle_core::{Device, Tensor};
 use mlxr_models::backend::cpu::kernels::ggml_f32;
 use mlxr_models::backend::cpu::kernels::kquants::{dot_q4_k_scalar, dot_q6_k_scalar};
 use mlxr_models::backend::cpu::kernels::q8k::{quantize_row, BlockQ8K, Q8KFlavor, QK_K};
+use mlxr_models::backend::cuda::MatVec;
 use mlxr_models::layers::{Linear, RmsNorm};
 use mlxr_models::{Backend, CudaBackend, Glu, KvGeometry};
 use rand::{Rng, SeedableRng};
 
+use super::common::rel_diff;
 use super::Outcome;
 
 /// The same integers on both sides; only the float sums' order differs.
@@ -39,38 +41,109 @@ enum Input {
     SwiGlu,
 }
 
+const SHAPES: [MatVec; 2] = [MatVec::BlockPerRow, MatVec::WarpPerRow];
+
 pub fn kernels(device: &Device) -> Vec<Outcome> {
     let mut out = Vec::new();
-    for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
-        for input in [Input::Plain, Input::RmsNorm, Input::SwiGlu] {
-            out.push(Outcome {
-                label: format!("{dtype:?} matmul kernel ({input:?} input) vs the CPU"),
-                failures: check(dtype, input, device),
-            });
+    for shape in SHAPES {
+        for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
+            for input in [Input::Plain, Input::RmsNorm, Input::SwiGlu] {
+                out.push(Outcome {
+                    label: format!(
+                        "{dtype:?} matmul kernel ({shape:?}, {input:?} input) vs the CPU"
+                    ),
+                    failures: check(dtype, input, shape, device),
+                });
+            }
+        }
+        out.push(Outcome {
+            label: format!("three weights in one launch vs each alone ({shape:?})"),
+            failures: check_grouped(shape, device),
+        });
+    }
+    out
+}
+
+/// `gpu --bench-kernels`: the decode matmuls of an 8B model's layer (one
+/// token), each kernel shape, timed over repeated launches.
+pub fn bench(device: &Device) {
+    let (hidden, ffn) = (4096, 14336);
+    let weights = [
+        (
+            "q/k/v",
+            vec![
+                (GgmlDType::Q4K, hidden),
+                (GgmlDType::Q4K, 1024),
+                (GgmlDType::Q6K, 1024),
+            ],
+        ),
+        ("o", vec![(GgmlDType::Q4K, hidden)]),
+        (
+            "gate/up",
+            vec![(GgmlDType::Q4K, ffn), (GgmlDType::Q4K, ffn)],
+        ),
+    ];
+    let x: Vec<f32> = (0..hidden)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+        .collect();
+    let x = Some(Tensor::from_slice(&x, (1, hidden), device).unwrap());
+    for (name, ws) in weights {
+        let layers: Vec<Linear> = ws
+            .iter()
+            .enumerate()
+            .map(|(i, &(dtype, rows))| layer_of(dtype, rows, hidden, i as u64, device))
+            .collect();
+        let bytes: usize = layers
+            .iter()
+            .map(|l| l.ggml_tensor().unwrap().storage_size_in_bytes())
+            .sum();
+        for shape in SHAPES {
+            let mut b = backend(shape, device);
+            let mut outs: Vec<Option<Tensor>> = vec![None; layers.len()];
+            let mut run = |b: &mut CudaBackend| {
+                let mut refs: Vec<&mut Option<Tensor>> = outs.iter_mut().collect();
+                b.matmuls(&x, &layers, &mut refs).unwrap();
+            };
+            for _ in 0..10 {
+                run(&mut b);
+            }
+            b.synchronize().unwrap();
+            let n = 200;
+            let start = std::time::Instant::now();
+            for _ in 0..n {
+                run(&mut b);
+            }
+            b.synchronize().unwrap();
+            let s = start.elapsed().as_secs_f64() / n as f64;
+            println!(
+                "{name:8} {shape:?}: {:7.1} us, {:6.0} GB/s ({:.1} MB)",
+                s * 1e6,
+                bytes as f64 / s / 1e9,
+                bytes as f64 / 1e6
+            );
         }
     }
-    out.push(Outcome {
-        label: "three weights in one launch vs each alone".into(),
-        failures: check_grouped(device),
-    });
-    out
 }
 
 /// `w` (`[rows, K]`, values from `seed`) quantized to `dtype`, as a layer on
 /// `device`.
 fn layer(dtype: GgmlDType, rows: usize, seed: u64, device: &Device) -> Linear {
+    layer_of(dtype, rows, K, seed, device)
+}
+
+fn layer_of(dtype: GgmlDType, rows: usize, k: usize, seed: u64, device: &Device) -> Linear {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let w: Vec<f32> = (0..rows * K).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let w: Vec<f32> = (0..rows * k).map(|_| rng.random_range(-1.0..1.0)).collect();
     let q = QTensor::quantize(
-        &Tensor::from_vec(w, (rows, K), &Device::Cpu).unwrap(),
+        &Tensor::from_vec(w, (rows, k), &Device::Cpu).unwrap(),
         dtype,
     )
     .unwrap();
-    let t = qtensor_from_ggml(dtype, &q.data().unwrap(), vec![rows, K], device).unwrap();
+    let t = qtensor_from_ggml(dtype, &q.data().unwrap(), vec![rows, k], device).unwrap();
     Linear::ggml(Arc::new(t), None).unwrap()
 }
 
-fn backend(device: &Device) -> CudaBackend {
+fn backend(shape: MatVec, device: &Device) -> CudaBackend {
     let kv = KvGeometry {
         n_layers: 1,
         num_blocks: 1,
@@ -78,19 +151,19 @@ fn backend(device: &Device) -> CudaBackend {
         n_kv_heads: 1,
         head_dim: 64,
     };
-    CudaBackend::new(kv, candle_core::DType::F32, device).unwrap()
+    CudaBackend::with_mat_vec(kv, candle_core::DType::F32, device, shape).unwrap()
 }
 
 /// Q, K and V-like weights of both types and odd heights through
 /// [`Backend::matmuls`] (one launch) equal each through [`Backend::matmul`]
 /// bit for bit.
-fn check_grouped(device: &Device) -> Vec<String> {
+fn check_grouped(shape: MatVec, device: &Device) -> Vec<String> {
     let ws = [
         layer(GgmlDType::Q4K, 70, 1, device),
         layer(GgmlDType::Q6K, 37, 2, device),
         layer(GgmlDType::Q4K, 5, 3, device),
     ];
-    let mut b = backend(device);
+    let mut b = backend(shape, device);
     let mut failures = Vec::new();
     for tokens in [1, 5] {
         let x: Vec<f32> = (0..tokens * K)
@@ -111,7 +184,7 @@ fn check_grouped(device: &Device) -> Vec<String> {
         }
     }
     println!(
-        "three weights in one launch: {}",
+        "three weights in one launch ({shape:?}): {}",
         if failures.is_empty() {
             "ok".to_string()
         } else {
@@ -122,16 +195,6 @@ fn check_grouped(device: &Device) -> Vec<String> {
 }
 
 /// The worst difference of `got` from `want`, relative to `want`'s largest.
-fn worst(got: &[f32], want: &[f32]) -> f32 {
-    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
-    got.iter()
-        .zip(want)
-        .map(|(g, w)| (g - w).abs() / scale)
-        // A NaN is the worst difference there is.
-        .map(|d| if d.is_nan() { f32::INFINITY } else { d })
-        .fold(0f32, f32::max)
-}
-
 fn to_host(t: Option<Tensor>) -> Vec<f32> {
     t.unwrap().flatten_all().unwrap().to_vec1().unwrap()
 }
@@ -180,7 +243,7 @@ fn prepare(
         }
     };
     let got = to_host(out.clone());
-    let diff = worst(&got, &want);
+    let diff = rel_diff(&got, &want);
     if diff > KERNEL_TOLERANCE {
         failures.push(format!("{input:?} output of {tokens} tokens: {diff:.2e}"));
     }
@@ -189,7 +252,7 @@ fn prepare(
     (out, got)
 }
 
-fn check(dtype: GgmlDType, input: Input, device: &Device) -> Vec<String> {
+fn check(dtype: GgmlDType, input: Input, shape: MatVec, device: &Device) -> Vec<String> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let w: Vec<f32> = (0..N * K).map(|_| rng.random_range(-1.0..1.0)).collect();
     let cpu_w =
@@ -198,7 +261,7 @@ fn check(dtype: GgmlDType, input: Input, device: &Device) -> Vec<String> {
     let row_bytes = bytes.len() / N;
     let dev_w = qtensor_from_ggml(dtype, &bytes, vec![N, K], device).unwrap();
     let linear = Linear::ggml(Arc::new(dev_w), None).unwrap();
-    let mut backend = backend(device);
+    let mut backend = backend(shape, device);
     let max_tokens = *TOKENS.iter().max().unwrap();
     // Activations of every scale, some with ties of +max and -max.
     let x: Vec<f32> = (0..max_tokens * K)
@@ -235,7 +298,7 @@ fn check(dtype: GgmlDType, input: Input, device: &Device) -> Vec<String> {
                 })
                 .collect();
             let row = &got[t * N..(t + 1) * N];
-            let diff = worst(row, &want);
+            let diff = rel_diff(row, &want);
             if diff > KERNEL_TOLERANCE {
                 failures.push(format!("{tokens} tokens, token {t}: {diff:.2e}"));
             }
@@ -249,7 +312,7 @@ fn check(dtype: GgmlDType, input: Input, device: &Device) -> Vec<String> {
         }
     }
     println!(
-        "{dtype:?} kernel, {input:?} input: {N} x {K}, batches {TOKENS:?}: {}",
+        "{dtype:?} kernel ({shape:?}), {input:?} input: {N} x {K}, batches {TOKENS:?}: {}",
         if failures.is_empty() {
             "ok".to_string()
         } else {

@@ -23,6 +23,7 @@ use crate::step::Step;
 use crate::{ModelError, Result};
 
 pub use ops::PTX;
+pub use quant_matmul::MatVec;
 
 pub type CudaBackend = CandleBackend<CudaKernels>;
 
@@ -42,9 +43,20 @@ pub fn device(ordinal: usize) -> Result<Device> {
 impl CudaBackend {
     /// A cache of `kv` in `dtype` (F16, BF16 or F32) on `device`.
     pub fn new(kv: KvGeometry, dtype: DType, device: &Device) -> Result<Self> {
+        Self::with_mat_vec(kv, dtype, device, MatVec::default())
+    }
+
+    /// [`Self::new`] with the decode matmuls spread over the GPU as `mat_vec`.
+    pub fn with_mat_vec(
+        kv: KvGeometry,
+        dtype: DType,
+        device: &Device,
+        mat_vec: MatVec,
+    ) -> Result<Self> {
         let kernels = CudaKernels {
             attention: PagedAttention::new(kv, dtype, device)?,
             q8: None,
+            mat_vec,
         };
         Ok(Self::with_kernels(kernels, device))
     }
@@ -57,6 +69,7 @@ pub struct CudaKernels {
     /// q, k and v (gate and up) projections read the same input, and the
     /// norm or GLU that made it quantized it in the same launch.
     q8: Option<(TensorId, Tensor)>,
+    mat_vec: MatVec,
 }
 
 /// Whether `x` is f32 `[tokens, k]` in a step our Q8_K kernels take.
@@ -137,7 +150,7 @@ impl CandleDevice for CudaKernels {
                 xq
             }
         };
-        let ys = quant_matmul::matmuls(&xq, x.dim(0)?, k, &ours)?;
+        let ys = quant_matmul::matmuls(&xq, x.dim(0)?, k, &ours, self.mat_vec)?;
         ws.iter().zip(ys).map(|(w, y)| w.with_bias(y)).collect()
     }
 }

@@ -18,6 +18,10 @@ const MODULE: &str = "mlxr_paged_attention";
 pub const MAX_GROUP: usize = 8;
 pub const MAX_HEAD_DIM: usize = 256;
 const THREADS: u32 = 128;
+/// Keys per split of a token's attention in steps of up to `SPLIT_TOKENS`
+/// tokens; longer steps have blocks enough with one split per token.
+const CHUNK: usize = 128;
+const SPLIT_TOKENS: usize = 8;
 
 /// One step's metadata in one device buffer of u32: slots, positions and
 /// sequence indices per token, then each sequence's block-table start, then
@@ -26,6 +30,8 @@ pub struct StepMeta {
     buf: Tensor,
     tokens: usize,
     seqs: usize,
+    /// The longest context of a token (its position + 1).
+    max_context: usize,
 }
 
 impl StepMeta {
@@ -48,6 +54,7 @@ impl StepMeta {
             buf: Tensor::new(host.as_slice(), device)?,
             tokens,
             seqs: step.seqs().len(),
+            max_context: step.positions().iter().max().map_or(0, |&p| p + 1),
         })
     }
 
@@ -206,7 +213,9 @@ impl CustomOp3 for Attention<'_> {
             candle_core::bail!("non-contiguous KV cache");
         }
         let dev = q.device().clone();
-        let name = format!("paged_attention_{}", suffix(keys.dtype())?);
+        // Each lane holds head_dim / 32 values, rounded up to 2, 4 or 8.
+        let per_lane = s.head_dim.div_ceil(32).next_power_of_two().max(2);
+        let name = format!("paged_attention_{}_{per_lane}", suffix(keys.dtype())?);
         let func = dev.get_or_load_custom_func(&name, MODULE, PTX)?;
         let (meta, meta_l) = self.meta.buf.storage_and_layout();
         let Storage::Cuda(meta) = &*meta else {
@@ -230,11 +239,31 @@ impl CustomOp3 for Attention<'_> {
         let block_size = i32_of(self.block_size)?;
         let window = i32_of(s.sliding_window.unwrap_or(0).min(i32::MAX as usize))?;
         let softcap = s.softcap.unwrap_or(0.0);
+        let context = s
+            .sliding_window
+            .map_or(self.meta.max_context, |w| w.min(self.meta.max_context));
+        let splits = if tokens <= SPLIT_TOKENS {
+            context.div_ceil(CHUNK).max(1)
+        } else {
+            1
+        };
+        // The splits' partial results: (max, sum) and the unnormalized
+        // output per (token, head, split).
+        let parts = if splits > 1 {
+            tokens * s.n_heads * splits
+        } else {
+            1
+        };
+        // SAFETY: the kernel writes every split's entries before the merge
+        // reads them (a split without keys writes max = -inf).
+        let part_ml = unsafe { dev.alloc::<f32>(2 * parts) }?;
+        let part_acc = unsafe { dev.alloc::<f32>(parts * s.head_dim) }?;
         let cfg = LaunchConfig {
-            grid_dim: (tokens as u32, s.n_kv_heads as u32, 1),
+            grid_dim: (tokens as u32, s.n_kv_heads as u32, splits as u32),
             block_dim: (THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
+        let chunk = i32_of(CHUNK)?;
         macro_rules! launch {
             ($t:ty) => {{
                 let keys = keys.as_cuda_slice::<$t>()?.slice(keys_l.start_offset()..);
@@ -246,6 +275,8 @@ impl CustomOp3 for Attention<'_> {
                     .arg(&keys)
                     .arg(&values)
                     .arg(&mut out)
+                    .arg(&part_ml)
+                    .arg(&part_acc)
                     .arg(&positions)
                     .arg(&token_seq)
                     .arg(&table_start)
@@ -256,7 +287,8 @@ impl CustomOp3 for Attention<'_> {
                     .arg(&block_size)
                     .arg(&s.scale)
                     .arg(&window)
-                    .arg(&softcap);
+                    .arg(&softcap)
+                    .arg(&chunk);
                 // SAFETY: reads stay within the step's block tables (checked
                 // against the cache by the runner) and the queries; writes
                 // cover `out` exactly.
@@ -269,6 +301,25 @@ impl CustomOp3 for Attention<'_> {
                 DType::F16 => launch!(half::f16),
                 DType::BF16 => launch!(half::bf16),
                 other => candle_core::bail!("a KV cache of {other:?}"),
+            }
+            if splits > 1 {
+                let merge = dev.get_or_load_custom_func("attention_merge", MODULE, PTX)?;
+                let splits32 = i32_of(splits)?;
+                let cfg = LaunchConfig {
+                    grid_dim: (tokens as u32, s.n_heads as u32, 1),
+                    block_dim: (s.head_dim as u32, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                let mut b = merge.builder();
+                b.arg(&part_ml)
+                    .arg(&part_acc)
+                    .arg(&mut out)
+                    .arg(&n_heads)
+                    .arg(&head_dim)
+                    .arg(&splits32);
+                // SAFETY: block (t, h) reads the splits of (t, h) and writes
+                // row t, head h of `out`.
+                unsafe { b.launch(cfg) }.w()?;
             }
         }
         Ok((

@@ -23,6 +23,29 @@ pub const MAX_TOKENS: usize = 8;
 /// Warps per thread block: the quantizer's super-blocks, the matmuls'
 /// warps per row (`WARPS_PER_ROW` in the kernels).
 const WARPS: usize = 4;
+/// Warps (super-blocks) to a block of the norm and GLU kernels: few, so a
+/// one-token row spreads over many SMs.
+const ROW_WARPS: usize = 4;
+
+/// How the decode matmul kernels spread a weight's rows over the GPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MatVec {
+    /// A block of 4 warps per row (llama.cpp's MMVQ shape for one token).
+    #[default]
+    BlockPerRow,
+    /// A warp per row, 4 rows to a block: no block-wide sum.
+    WarpPerRow,
+}
+
+impl MatVec {
+    /// The kernel's name suffix and the rows per block.
+    fn layout(self) -> (&'static str, usize) {
+        match self {
+            MatVec::BlockPerRow => ("", 1),
+            MatVec::WarpPerRow => ("_w", 4),
+        }
+    }
+}
 
 /// Whether [`matmuls`] takes `w` (`[n, k]`) against f32 activations of width
 /// `k`.
@@ -46,10 +69,16 @@ pub fn quantize(x: &Tensor) -> Result<Tensor> {
 /// `x · w_jᵀ` (`[tokens, n_j]` f32) for each of `ws` (all of width `k`),
 /// for `xq`, `tokens` rows of `k` in Q8_K ([`quantize`]): up to three
 /// weights per launch.
-pub fn matmuls(xq: &Tensor, tokens: usize, k: usize, ws: &[&QTensor]) -> Result<Vec<Tensor>> {
+pub fn matmuls(
+    xq: &Tensor,
+    tokens: usize,
+    k: usize,
+    ws: &[&QTensor],
+    shape: MatVec,
+) -> Result<Vec<Tensor>> {
     let mut out = Vec::with_capacity(ws.len());
     for group in ws.chunks(3) {
-        out.extend(launch(xq, tokens, k, group)?);
+        out.extend(launch(xq, tokens, k, group, shape)?);
     }
     Ok(out)
 }
@@ -59,6 +88,7 @@ fn launch(
     tokens: usize,
     k: usize,
     ws: &[&QTensor],
+    shape: MatVec,
 ) -> candle_core::Result<Vec<Tensor>> {
     let bytes = q8_bytes(tokens, k);
     if xq.dims() != [bytes] || !(1..=MAX_TOKENS).contains(&tokens) {
@@ -105,15 +135,18 @@ fn launch(
         3 | 4 => 4,
         _ => 8,
     };
-    let func = dev.get_or_load_custom_func(&format!("mmvq{per}"), MODULE, PTX)?;
+    let (suffix, rows_per_block) = shape.layout();
+    let func = dev.get_or_load_custom_func(&format!("mmvq{per}{suffix}"), MODULE, PTX)?;
     let (k32, tokens32) = (i32_of(k)?, i32_of(tokens)?);
+    let blocks = rows.div_ceil(rows_per_block);
     let cfg = LaunchConfig {
         grid_dim: (
-            u32::try_from(rows)
+            u32::try_from(blocks)
                 .map_err(|_| candle_core::Error::Msg(format!("{rows} rows in one launch")))?,
             1,
             1,
         ),
+        // 4 warps either way: 4 to a row, or a row each.
         block_dim: (32 * WARPS as u32, 1, 1),
         shared_mem_bytes: 0,
     };
@@ -134,8 +167,8 @@ fn launch(
     }
     // SAFETY: weight j holds n_j rows of k / 256 blocks of its type
     // (candle's storage of a `[n_j, k]` tensor, kept alive by `guards`);
-    // `xq` holds `tokens` rows of `k` (checked above); one block per output
-    // row writes that row's `tokens` outputs in its own y_j.
+    // `xq` holds `tokens` rows of `k` (checked above); the warps of one
+    // output row write that row's `tokens` outputs in its own y_j.
     unsafe { b.launch(cfg) }.w()?;
     drop(y_guards);
     drop(guards);
@@ -174,8 +207,9 @@ fn tensor<T: CudaDType>(buf: CudaSlice<T>, dev: &CudaDevice, shape: impl Into<Sh
     Tensor::from_storage(storage, shape, BackpropOp::none(), false)
 }
 
-/// One block of 256 threads per token row: `kernel` writes the row in f32
-/// and in Q8_K from `inputs` (contiguous f32 `[tokens, k]` or `[k]`).
+/// Warps of 256-wide super-blocks (`ROW_WARPS` to a block) over every token
+/// row: `kernel` writes the row in f32 and in Q8_K from `inputs`
+/// (contiguous f32 `[tokens, k]` or `[k]`).
 fn row_kernel_q8(
     kernel: &str,
     inputs: &[&Tensor],
@@ -205,8 +239,8 @@ fn row_kernel_q8(
         let func = dev.get_or_load_custom_func(kernel, MODULE, PTX)?;
         let k32 = i32_of(k)?;
         let cfg = LaunchConfig {
-            grid_dim: (tokens as u32, 1, 1),
-            block_dim: (256, 1, 1),
+            grid_dim: ((k / QK_K).div_ceil(ROW_WARPS) as u32, tokens as u32, 1),
+            block_dim: (32 * ROW_WARPS as u32, 1, 1),
             shared_mem_bytes: 0,
         };
         let mut b = func.builder();
@@ -217,8 +251,9 @@ fn row_kernel_q8(
         if let Some(eps) = &eps {
             b.arg(eps);
         }
-        // SAFETY: block t reads row t of each input (or all of a `[k]`
-        // weight) and writes row t of `y` and of the Q8_K buffer.
+        // SAFETY: block (b, t) reads row t of each input (or all of a `[k]`
+        // weight) and writes its super-blocks of row t of `y` and of the
+        // Q8_K buffer.
         unsafe { b.launch(cfg) }.w()?;
     }
     Ok((

@@ -11,11 +11,16 @@
 //   table_start      [seqs]: where the sequence's block table starts in
 //   block_tables     (flat): block ids, position p in block p / block_size
 //
-// One thread block per (token, KV head): its warps split the keys 0..=p
-// (within the sliding window), each warp scoring one key at a time for all
-// the query heads of the KV head's group (the key and value are read once
-// per group), with an online softmax; the warps' partial results are merged
-// at the end.
+// One thread block per (token, KV head, split): its warps split the split's
+// keys (all of 0..=p within the sliding window when there is one split), each
+// warp scoring one key at a time for all the query heads of the KV head's
+// group (the key and value are read once per group), with an online softmax;
+// the warps' partial results are merged at the end. With several splits
+// (steps of few tokens: decode, where (tokens, KV heads) alone would leave
+// most SMs idle), split s takes keys lo + s·chunk.. and writes its running
+// max, sum and unnormalized output; attention_merge combines the splits.
+// A token's splits depend on its own context alone, so its result does not
+// depend on the rest of the batch.
 
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -23,7 +28,6 @@
 
 #define WARPS 4
 #define MAX_GROUP 8
-#define MAX_DPL 8  // head_dim <= 32 * MAX_DPL = 256
 
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
@@ -47,15 +51,19 @@ __device__ void cache_write(const float *__restrict__ src, T *__restrict__ cache
     for (int i = threadIdx.x; i < width; i += blockDim.x) from_f32(cache[dst + i], row[i]);
 }
 
-template <typename T>
+template <typename T, int DPL>
 __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cache,
                        const T *__restrict__ v_cache, float *__restrict__ out,
+                       float *__restrict__ part_ml, float *__restrict__ part_acc,
                        const uint32_t *__restrict__ positions, const uint32_t *__restrict__ token_seq,
                        const uint32_t *__restrict__ table_start,
                        const uint32_t *__restrict__ block_tables, int n_heads, int n_kv_heads,
-                       int head_dim, int block_size, float scale, int window, float softcap) {
+                       int head_dim, int block_size, float scale, int window, float softcap,
+                       int chunk) {
     const int t = blockIdx.x;
     const int kvh = blockIdx.y;
+    const int split = blockIdx.z;
+    const int splits = gridDim.z;
     const int warp = threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     const int group = n_heads / n_kv_heads;
@@ -63,16 +71,18 @@ __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cach
     const int pos = positions[t];
     const uint32_t *table = block_tables + table_start[token_seq[t]];
     const int lo = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
+    const int start = splits == 1 ? lo : lo + split * chunk;
+    const int end = splits == 1 ? pos + 1 : min(pos + 1, start + chunk);
 
-    float qr[MAX_GROUP][MAX_DPL];
-    float acc[MAX_GROUP][MAX_DPL];
+    float qr[MAX_GROUP][DPL];
+    float acc[MAX_GROUP][DPL];
     float m[MAX_GROUP], l[MAX_GROUP];
 #pragma unroll
     for (int g = 0; g < MAX_GROUP; ++g) {
         m[g] = -INFINITY;
         l[g] = 0.f;
 #pragma unroll
-        for (int i = 0; i < MAX_DPL; ++i) {
+        for (int i = 0; i < DPL; ++i) {
             const int d = lane + 32 * i;
             const int h = kvh * group + g;
             qr[g][i] = g < group && d < head_dim ? q[(size_t)t * n_heads * head_dim + h * head_dim + d] * scale : 0.f;
@@ -80,60 +90,51 @@ __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cach
         }
     }
 
-    for (int j = lo + warp; j <= pos; j += WARPS) {
+    for (int j = start + warp; j < end; j += WARPS) {
         const size_t slot = (size_t)table[j / block_size] * block_size + j % block_size;
         const T *kr = k_cache + slot * kv_width + kvh * head_dim;
         const T *vr = v_cache + slot * kv_width + kvh * head_dim;
-        float kv[MAX_DPL];
+        float kv[DPL], vv[DPL];
 #pragma unroll
-        for (int i = 0; i < MAX_DPL; ++i) {
+        for (int i = 0; i < DPL; ++i) {
             const int d = lane + 32 * i;
             kv[i] = d < head_dim ? to_f32(kr[d]) : 0.f;
-        }
-        float p[MAX_GROUP];
-#pragma unroll
-        for (int g = 0; g < MAX_GROUP; ++g) {
-            if (g >= group) break;
-            float s = 0.f;
-#pragma unroll
-            for (int i = 0; i < MAX_DPL; ++i) s += qr[g][i] * kv[i];
-            s = warp_sum(s);
-            if (softcap > 0.f) s = softcap * tanhf(s / softcap);
-            const float m_new = fmaxf(m[g], s);
-            const float correction = __expf(m[g] - m_new);
-            p[g] = __expf(s - m_new);
-            l[g] = l[g] * correction + p[g];
-            m[g] = m_new;
-#pragma unroll
-            for (int i = 0; i < MAX_DPL; ++i) acc[g][i] *= correction;
-        }
-#pragma unroll
-        for (int i = 0; i < MAX_DPL; ++i) {
-            const int d = lane + 32 * i;
-            kv[i] = d < head_dim ? to_f32(vr[d]) : 0.f;
+            vv[i] = d < head_dim ? to_f32(vr[d]) : 0.f;
         }
 #pragma unroll
         for (int g = 0; g < MAX_GROUP; ++g) {
-            if (g >= group) break;
+            if (g < group) {
+                float s = 0.f;
 #pragma unroll
-            for (int i = 0; i < MAX_DPL; ++i) acc[g][i] += p[g] * kv[i];
+                for (int i = 0; i < DPL; ++i) s += qr[g][i] * kv[i];
+                s = warp_sum(s);
+                if (softcap > 0.f) s = softcap * tanhf(s / softcap);
+                const float m_new = fmaxf(m[g], s);
+                const float correction = __expf(m[g] - m_new);
+                const float p = __expf(s - m_new);
+                l[g] = l[g] * correction + p;
+                m[g] = m_new;
+#pragma unroll
+                for (int i = 0; i < DPL; ++i) acc[g][i] = acc[g][i] * correction + p * vv[i];
+            }
         }
     }
 
-    // Merge the warps: each writes (m, l, acc) to shared memory, then warp
-    // 0's lanes combine them per query head.
+    // Merge the warps: each writes (m, l, acc) to shared memory, then the
+    // block's threads combine them per (query head, dimension).
     __shared__ float sm[WARPS][MAX_GROUP];
     __shared__ float sl[WARPS][MAX_GROUP];
-    __shared__ float sacc[WARPS][MAX_GROUP][32 * MAX_DPL];
+    __shared__ float sacc[WARPS][MAX_GROUP][32 * DPL];
 #pragma unroll
     for (int g = 0; g < MAX_GROUP; ++g) {
-        if (g >= group) break;
-        if (lane == 0) {
-            sm[warp][g] = m[g];
-            sl[warp][g] = l[g];
-        }
+        if (g < group) {
+            if (lane == 0) {
+                sm[warp][g] = m[g];
+                sl[warp][g] = l[g];
+            }
 #pragma unroll
-        for (int i = 0; i < MAX_DPL; ++i) sacc[warp][g][lane + 32 * i] = acc[g][i];
+            for (int i = 0; i < DPL; ++i) sacc[warp][g][lane + 32 * i] = acc[g][i];
+        }
     }
     __syncthreads();
     for (int idx = threadIdx.x; idx < group * head_dim; idx += blockDim.x) {
@@ -149,23 +150,63 @@ __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cach
             den += sl[w][g] * c;
         }
         const int h = kvh * group + g;
-        out[(size_t)t * n_heads * head_dim + h * head_dim + d] = den > 0.f ? num / den : 0.f;
+        if (splits == 1) {
+            out[(size_t)t * n_heads * head_dim + h * head_dim + d] = den > 0.f ? num / den : 0.f;
+        } else {
+            const size_t at = ((size_t)t * n_heads + h) * splits + split;
+            part_acc[at * head_dim + d] = num;
+            if (d == 0) {
+                part_ml[2 * at] = mx;
+                part_ml[2 * at + 1] = den;
+            }
+        }
     }
 }
+
+// One block per (token, query head), a thread per dimension: the splits'
+// partial results (running max m, sum l, unnormalized output) into one.
+extern "C" __global__ void attention_merge(const float *__restrict__ part_ml,
+                                           const float *__restrict__ part_acc,
+                                           float *__restrict__ out, int n_heads, int head_dim,
+                                           int splits) {
+    const int t = blockIdx.x;
+    const int h = blockIdx.y;
+    const int d = threadIdx.x;
+    if (d >= head_dim) return;
+    const size_t base = ((size_t)t * n_heads + h) * splits;
+    float mx = -INFINITY;
+    for (int s = 0; s < splits; ++s) mx = fmaxf(mx, part_ml[2 * (base + s)]);
+    float num = 0.f, den = 0.f;
+    for (int s = 0; s < splits; ++s) {
+        const float ms = part_ml[2 * (base + s)];
+        if (ms == -INFINITY) continue;  // a split past the token's keys
+        const float c = __expf(ms - mx);
+        num += part_acc[(base + s) * head_dim + d] * c;
+        den += part_ml[2 * (base + s) + 1] * c;
+    }
+    out[((size_t)t * n_heads + h) * head_dim + d] = den > 0.f ? num / den : 0.f;
+}
+
+#define ATTEND(T, SUFFIX, DPL)                                                                  \
+    extern "C" __global__ void __launch_bounds__(WARPS * 32) paged_attention_##SUFFIX##_##DPL( \
+        const float *q, const T *k_cache, const T *v_cache, float *out, float *part_ml,       \
+        float *part_acc, const uint32_t *positions, const uint32_t *token_seq,                \
+        const uint32_t *table_start, const uint32_t *block_tables, int n_heads,               \
+        int n_kv_heads, int head_dim, int block_size, float scale, int window, float softcap, \
+        int chunk) {                                                                          \
+        attend<T, DPL>(q, k_cache, v_cache, out, part_ml, part_acc, positions, token_seq,     \
+                       table_start, block_tables, n_heads, n_kv_heads, head_dim, block_size,  \
+                       scale, window, softcap, chunk);                                        \
+    }
 
 #define INSTANTIATE(T, SUFFIX)                                                                  \
     extern "C" __global__ void cache_write_##SUFFIX(const float *src, T *cache,               \
                                                     const uint32_t *slots, int width) {       \
         cache_write<T>(src, cache, slots, width);                                             \
     }                                                                                         \
-    extern "C" __global__ void __launch_bounds__(WARPS * 32) paged_attention_##SUFFIX(        \
-        const float *q, const T *k_cache, const T *v_cache, float *out,                       \
-        const uint32_t *positions, const uint32_t *token_seq, const uint32_t *table_start,    \
-        const uint32_t *block_tables, int n_heads, int n_kv_heads, int head_dim,              \
-        int block_size, float scale, int window, float softcap) {                             \
-        attend<T>(q, k_cache, v_cache, out, positions, token_seq, table_start, block_tables,  \
-                  n_heads, n_kv_heads, head_dim, block_size, scale, window, softcap);         \
-    }
+    ATTEND(T, SUFFIX, 2)                                                                      \
+    ATTEND(T, SUFFIX, 4)                                                                      \
+    ATTEND(T, SUFFIX, 8)
 
 INSTANTIATE(float, f32)
 INSTANTIATE(__half, f16)

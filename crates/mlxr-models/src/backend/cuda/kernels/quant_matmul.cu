@@ -21,19 +21,14 @@
 #define Q6_K_BYTES 210
 #define WARPS_PER_ROW 4
 
-// One warp quantizes the super-block of 256 activations at `src`; lane l
-// takes 8l..8l+8. Mirrors quantize_row_q8_K_ref: max = the first element of
-// largest magnitude, iscale = -127 / max, q = min(127, round_half_even(iscale
-// · x)), d = 1 / iscale. The _rn intrinsics keep IEEE rounding under
-// --use_fast_math.
-__device__ __forceinline__ void quantize_block(const float *src, int8_t *qs, float *d,
-                                               int *bsums) {
+// One warp quantizes a super-block of 256 activations; lane l holds
+// elements 8l..8l+8 in `v`. Mirrors quantize_row_q8_K_ref: max = the first
+// element of largest magnitude, iscale = -127 / max, q = min(127,
+// round_half_even(iscale · x)), d = 1 / iscale. The _rn intrinsics keep IEEE
+// rounding under --use_fast_math.
+__device__ __forceinline__ void quantize_values(const float v[8], int8_t *qs, float *d,
+                                                int *bsums) {
     const int lane = threadIdx.x & 31;
-    float v[8];
-    const float4 a = *(const float4 *)(src + lane * 8);
-    const float4 b = *(const float4 *)(src + lane * 8 + 4);
-    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
-    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
     float amax = 0.f, max = 0.f;
     int at = 0x7fffffff;
     for (int i = 0; i < 8; ++i) {
@@ -65,6 +60,18 @@ __device__ __forceinline__ void quantize_block(const float *src, int8_t *qs, flo
     if (lane == 0) *d = scale;
 }
 
+__device__ __forceinline__ void load8(const float *src, float v[8]) {
+    const float4 a = *(const float4 *)src;
+    const float4 b = *(const float4 *)(src + 4);
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+}
+
+__device__ __forceinline__ void store8(float *dst, const float v[8]) {
+    *(float4 *)dst = make_float4(v[0], v[1], v[2], v[3]);
+    *(float4 *)(dst + 4) = make_float4(v[4], v[5], v[6], v[7]);
+}
+
 // One warp per super-block of the [tokens, k] activations.
 extern "C" __global__ void quantize_q8_K(const float *__restrict__ x,
                                          int8_t *__restrict__ qs,
@@ -73,18 +80,9 @@ extern "C" __global__ void quantize_q8_K(const float *__restrict__ x,
                                          int tokens) {
     const long sb = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (sb >= (long)(k / QK_K) * tokens) return;
-    quantize_block(x + sb * QK_K, qs + sb * QK_K, d + sb, bsums + sb * 16);
-}
-
-// The quantization of row `t` of y ([tokens, k]), which the block wrote.
-__device__ __forceinline__ void quantize_row(const float *y, int8_t *qs, float *d,
-                                             int *bsums, int k, long t) {
-    __syncthreads();
-    const int nsb = k / QK_K;
-    for (int sb = threadIdx.x / 32; sb < nsb; sb += blockDim.x / 32) {
-        const long at = t * nsb + sb;
-        quantize_block(y + at * QK_K, qs + at * QK_K, d + at, bsums + at * 16);
-    }
+    float v[8];
+    load8(x + sb * QK_K + (threadIdx.x & 31) * 8, v);
+    quantize_values(v, qs + sb * QK_K, d + sb, bsums + sb * 16);
 }
 
 __device__ __forceinline__ float block_sum(float v) {
@@ -98,8 +96,14 @@ __device__ __forceinline__ float block_sum(float v) {
     return v;
 }
 
-// One block per token: y = x / sqrt(mean(x²) + eps) · w (ggml's order:
-// scale, then the weight), and y in Q8_K, the input of the next matmuls.
+// The row kernels below run on a grid of (super-blocks / warps per block,
+// tokens): warp w of block (b, t) writes super-block b · warps + w of row t,
+// in f32 and in Q8_K. Spread this way a one-token step keeps many SMs busy
+// (one block per row left a 14,336-wide SwiGLU on one SM for 40 µs).
+
+// y = x / sqrt(mean(x²) + eps) · w (ggml's order: scale, then the weight).
+// Every block of a row sums the row's squares itself, in the same order, so
+// the blocks agree and a row's result does not depend on the batch.
 extern "C" __global__ void rms_norm_q8_K(const float *__restrict__ x,
                                          const float *__restrict__ w,
                                          float *__restrict__ y,
@@ -107,31 +111,51 @@ extern "C" __global__ void rms_norm_q8_K(const float *__restrict__ x,
                                          float *__restrict__ d,
                                          int *__restrict__ bsums, int k,
                                          float eps) {
-    const long t = blockIdx.x;
+    const long t = blockIdx.y;
     const float *xr = x + t * k;
-    float *yr = y + t * k;
     float ss = 0.f;
-    for (int i = threadIdx.x; i < k; i += blockDim.x) ss = fmaf(xr[i], xr[i], ss);
+#pragma unroll 4
+    for (int i = threadIdx.x * 4; i < k; i += blockDim.x * 4) {
+        const float4 v = *(const float4 *)(xr + i);
+        ss = fmaf(v.x, v.x, ss);
+        ss = fmaf(v.y, v.y, ss);
+        ss = fmaf(v.z, v.z, ss);
+        ss = fmaf(v.w, v.w, ss);
+    }
     ss = block_sum(ss);
     const float scale = __fdiv_rn(1.f, __fsqrt_rn(__fdiv_rn(ss, (float)k) + eps));
-    for (int i = threadIdx.x; i < k; i += blockDim.x)
-        yr[i] = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
-    quantize_row(y, qs, d, bsums, k, t);
+    const int nsb = k / QK_K;
+    const int sb = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (sb >= nsb) return;
+    const int at = sb * QK_K + (threadIdx.x & 31) * 8;
+    float v[8], wv[8];
+    load8(xr + at, v);
+    load8(w + at, wv);
+    for (int i = 0; i < 8; ++i) v[i] = __fmul_rn(__fmul_rn(v[i], scale), wv[i]);
+    store8(y + t * k + at, v);
+    const long row_sb = t * nsb + sb;
+    quantize_values(v, qs + row_sb * QK_K, d + row_sb, bsums + row_sb * 16);
 }
 
-// One block per token: y = silu(gate) · up (ggml's swiglu), and y in Q8_K.
+// y = silu(gate) · up (ggml's swiglu).
 extern "C" __global__ void swiglu_q8_K(const float *__restrict__ gate,
                                        const float *__restrict__ up,
                                        float *__restrict__ y,
                                        int8_t *__restrict__ qs,
                                        float *__restrict__ d,
                                        int *__restrict__ bsums, int k) {
-    const long t = blockIdx.x;
-    for (int i = threadIdx.x; i < k; i += blockDim.x) {
-        const float g = gate[t * k + i];
-        y[t * k + i] = __fmul_rn(__fdiv_rn(g, 1.f + expf(-g)), up[t * k + i]);
-    }
-    quantize_row(y, qs, d, bsums, k, t);
+    const long t = blockIdx.y;
+    const int nsb = k / QK_K;
+    const int sb = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (sb >= nsb) return;
+    const long at = t * k + sb * QK_K + (threadIdx.x & 31) * 8;
+    float g[8], u[8];
+    load8(gate + at, g);
+    load8(up + at, u);
+    for (int i = 0; i < 8; ++i) g[i] = __fmul_rn(__fdiv_rn(g[i], 1.f + expf(-g[i])), u[i]);
+    store8(y + at, g);
+    const long row_sb = t * nsb + sb;
+    quantize_values(g, qs + row_sb * QK_K, d + row_sb, bsums + row_sb * 16);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -139,24 +163,34 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-// The row's sums of the block's warps, in a fixed order (the same for
-// every batch size), to y[t, row] for the nb tokens.
-template <int B>
+// The row's sums of its W warps, in a fixed order (the same for every batch
+// size), to y[t, row] for the nb tokens. Warp w of the block is warp w % W
+// of its row, the block's row w / W.
+template <int B, int W, int R>
 __device__ __forceinline__ void store_row(const float (&acc)[B], float *__restrict__ y,
                                           int n, int nb, int row) {
-    __shared__ float part[WARPS_PER_ROW][B];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (W == 1) {
+#pragma unroll
+        for (int b = 0; b < B; ++b) {
+            const float total = warp_sum(acc[b]);
+            if (lane == b && b < nb) y[(long)b * n + row] = total;
+        }
+        return;
+    }
+    __shared__ float part[W * R][B];
 #pragma unroll
     for (int b = 0; b < B; ++b) {
         const float total = warp_sum(acc[b]);
         if (lane == 0) part[warp][b] = total;
     }
     __syncthreads();
-    if (threadIdx.x < nb) {
-        float sum = part[0][threadIdx.x];
+    const int first = (warp / W) * W;
+    if (warp % W == 0 && lane < nb) {
+        float sum = part[first][lane];
 #pragma unroll
-        for (int w = 1; w < WARPS_PER_ROW; ++w) sum += part[w][threadIdx.x];
-        y[(long)threadIdx.x * n + row] = sum;
+        for (int w = 1; w < W; ++w) sum += part[first + w][lane];
+        y[(long)lane * n + row] = sum;
     }
 }
 
@@ -171,14 +205,14 @@ __device__ __forceinline__ int load_u32_2aligned(const uint8_t *p) {
 // high one). Each warp of the row takes two super-blocks at a time, 16
 // lanes each; lane (g, q) takes bytes 32g + 8q .. +8: 8 elements of
 // sub-block 2g and 8 of 2g + 1.
-template <int B>
+template <int B, int W, int R>
 __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
                                           const int8_t *__restrict__ xq,
                                           const float *__restrict__ xd,
                                           const int *__restrict__ xs,
                                           float *__restrict__ y, int n, int k,
                                           int nb, int row) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) % W;
     const int nsb = k / QK_K;
     const int l16 = lane & 15, g = l16 >> 2, q = l16 & 3;
     float acc[B];
@@ -188,24 +222,27 @@ __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
     // Unrolled so that a lane has several super-blocks' loads in flight
     // (decode is bound by how many bytes are in flight, not by arithmetic).
 #pragma unroll 4
-    for (int sb = 2 * warp + (lane >> 4); sb < nsb; sb += 2 * WARPS_PER_ROW) {
+    for (int sb = 2 * warp + (lane >> 4); sb < nsb; sb += 2 * W) {
         const uint8_t *blk = wrow + (long)sb * Q4_K_BYTES;
         const float2 dm = __half22float2(*(const half2 *)blk);
         const uint32_t *s32 = (const uint32_t *)(blk + 4);
-        uint8_t s[12];
-        *(uint32_t *)s = s32[0];
-        *(uint32_t *)(s + 4) = s32[1];
-        *(uint32_t *)(s + 8) = s32[2];
+        const uint32_t s0 = s32[0], s1 = s32[1], s2 = s32[2];
+        // Byte i of the 12 scale bytes, from registers (an array indexed by
+        // the lane's g would live in local memory).
+        auto s = [&](int i) -> int {
+            const uint32_t word = i < 4 ? s0 : (i < 8 ? s1 : s2);
+            return (word >> (8 * (i & 3))) & 0xFF;
+        };
         int sc[2], mn[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int j = 2 * g + h;
             if (j < 4) {
-                sc[h] = s[j] & 63;
-                mn[h] = s[j + 4] & 63;
+                sc[h] = s(j) & 63;
+                mn[h] = s(j + 4) & 63;
             } else {
-                sc[h] = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
-                mn[h] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+                sc[h] = (s(j + 4) & 0xF) | ((s(j - 4) >> 6) << 4);
+                mn[h] = (s(j + 4) >> 4) | ((s(j) >> 6) << 4);
             }
         }
         const int2 v = *(const int2 *)(blk + 16 + 32 * g + 8 * q);
@@ -230,20 +267,20 @@ __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
             acc[b] += dx * (dm.x * (float)sum - dm.y * (float)mins);
         }
     }
-    store_row<B>(acc, y, n, nb, row);
+    store_row<B, W, R>(acc, y, n, nb, row);
 }
 
 // Q6_K (ql: 128 bytes of low nibbles, qh: 64 bytes of 2 high bits, scales:
 // 16 int8, d: f16). In half h (128 elements), byte l < 32 of ql/qh gives
 // elements l, l + 32, l + 64, l + 96, with scale 8h + l/16 + 0, 2, 4, 6.
 // Lane (h, r) takes l = 4r .. 4r + 4: 16 elements.
-template <int B>
+template <int B, int W, int R>
 __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
                                           const int8_t *__restrict__ xq,
                                           const float *__restrict__ xd,
                                           float *__restrict__ y, int n, int k,
                                           int nb, int row) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) % W;
     const int nsb = k / QK_K;
     const int l16 = lane & 15, h = l16 >> 3, r = l16 & 7;
     float acc[B];
@@ -253,7 +290,7 @@ __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
     // Unrolled so that a lane has several super-blocks' loads in flight
     // (decode is bound by how many bytes are in flight, not by arithmetic).
 #pragma unroll 4
-    for (int sb = 2 * warp + (lane >> 4); sb < nsb; sb += 2 * WARPS_PER_ROW) {
+    for (int sb = 2 * warp + (lane >> 4); sb < nsb; sb += 2 * W) {
         const uint8_t *blk = wrow + (long)sb * Q6_K_BYTES;
         const int lo_a = load_u32_2aligned(blk + 64 * h + 4 * r);
         const int lo_b = load_u32_2aligned(blk + 64 * h + 32 + 4 * r);
@@ -279,20 +316,26 @@ __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
             acc[b] += (dw * xd[t * nsb + sb]) * (float)sum;
         }
     }
-    store_row<B>(acc, y, n, nb, row);
+    store_row<B, W, R>(acc, y, n, nb, row);
 }
 
 // Up to three weights against the same activations in one launch (Q, K
 // and V; gate and up): weight j is a Q4_K (type 0) or Q6_K (type 1) matrix
-// of n_j rows, written to y_j ([tokens, n_j]). One block of WARPS_PER_ROW
-// warps per row (grid: Σ n_j), all `tokens` (at most B) at once.
-#define MMVQ(NAME, B)                                                          \
-    extern "C" __global__ void NAME(                                           \
+// of n_j rows, written to y_j ([tokens, n_j]); all `tokens` (at most B) at
+// once. A row is W warps (partial sums added in a fixed order), a block R
+// rows (grid: Σ n_j / R). mmvqB: a block of 4 warps per row; mmvqB_w: a
+// warp per row, 4 rows to a block.
+#define MMVQ(NAME, B, W, R)                                                    \
+    extern "C" __global__ void __launch_bounds__(32 * W * R) NAME(             \
         const int8_t *__restrict__ xq, const float *__restrict__ xd,           \
         const int *__restrict__ xs, int k, int tokens, const uint8_t *w0,      \
         float *y0, int n0, int type0, const uint8_t *w1, float *y1, int n1,    \
         int type1, const uint8_t *w2, float *y2, int n2, int type2) {          \
-        int row = blockIdx.x;                                                  \
+        int row = blockIdx.x * R + (threadIdx.x >> 5) / W;                     \
+        if (row >= n0 + n1 + n2) {                                             \
+            if (W == 1) return;                                                \
+            row = n0 + n1 + n2 - 1; /* R = 1 when W > 1: never here */         \
+        }                                                                      \
         const uint8_t *w = w0;                                                 \
         float *y = y0;                                                         \
         int n = n0, type = type0;                                              \
@@ -303,12 +346,16 @@ __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
         }                                                                      \
         const int nb = min(B, tokens);                                         \
         if (type == 0)                                                         \
-            q4_K_rows<B>(w, xq, xd, xs, y, n, k, nb, row);                     \
+            q4_K_rows<B, W, R>(w, xq, xd, xs, y, n, k, nb, row);               \
         else                                                                   \
-            q6_K_rows<B>(w, xq, xd, y, n, k, nb, row);                         \
+            q6_K_rows<B, W, R>(w, xq, xd, y, n, k, nb, row);                   \
     }
 
-MMVQ(mmvq1, 1)
-MMVQ(mmvq2, 2)
-MMVQ(mmvq4, 4)
-MMVQ(mmvq8, 8)
+MMVQ(mmvq1, 1, WARPS_PER_ROW, 1)
+MMVQ(mmvq2, 2, WARPS_PER_ROW, 1)
+MMVQ(mmvq4, 4, WARPS_PER_ROW, 1)
+MMVQ(mmvq8, 8, WARPS_PER_ROW, 1)
+MMVQ(mmvq1_w, 1, 1, 4)
+MMVQ(mmvq2_w, 2, 1, 4)
+MMVQ(mmvq4_w, 4, 1, 4)
+MMVQ(mmvq8_w, 8, 1, 4)

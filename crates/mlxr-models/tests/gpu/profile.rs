@@ -1,0 +1,89 @@
+//! `gpu --profile MODEL.gguf [PROMPT [STEPS]]`: where a decode step's time
+//! goes on the device. One sequence is prefilled with PROMPT tokens (512 by
+//! default), then decoded for STEPS (64) steps with every op timed
+//! ([`Profiled`]); prints each op's time per step and its share.
+
+use std::path::Path;
+use std::time::Instant;
+
+use candle_core::{DType, Device};
+use mlxr_formats::gguf::GgufFile;
+use mlxr_models::backend::profiled::Profiled;
+use mlxr_models::{Backend, CudaBackend, DecoderModel, ReferenceBackend, Session};
+
+use super::common::argmax;
+use super::{geometry, prompt, BLOCK};
+
+pub fn run(args: &[String], device: &Device) {
+    let path = Path::new(
+        args.first()
+            .expect("gpu --profile MODEL.gguf [PROMPT [STEPS]]"),
+    );
+    let number = |i: usize, default: usize| {
+        args.get(i)
+            .map(|s| s.parse().expect("a number"))
+            .unwrap_or(default)
+    };
+    let (prompt_len, steps) = (number(1, 512), number(2, 64));
+    let file = GgufFile::open(path).unwrap();
+    let model = DecoderModel::load_with_kernels(&file, device, None).unwrap();
+    let blocks = (prompt_len + steps).div_ceil(BLOCK) + 1;
+    let kv = geometry(&model, blocks);
+    if device.is_cuda() {
+        let b = CudaBackend::new(kv, DType::F16, device).unwrap();
+        decode(
+            &model,
+            Session::new(Profiled::new(b), 1, blocks, BLOCK),
+            prompt_len,
+            steps,
+        );
+    } else {
+        let b = ReferenceBackend::new(kv, device).unwrap();
+        decode(
+            &model,
+            Session::new(Profiled::new(b), 1, blocks, BLOCK),
+            prompt_len,
+            steps,
+        );
+    }
+}
+
+fn decode<B: Backend>(
+    model: &DecoderModel,
+    mut session: Session<Profiled<B>>,
+    prompt_len: usize,
+    steps: usize,
+) {
+    let vocab = model.config().vocab_size;
+    let tokens = prompt(prompt_len, 0, vocab);
+    let mut next = argmax(session.feed(model, &[(0, &tokens)]).unwrap());
+    println!("prefill {prompt_len} tokens:");
+    table(session.backend(), 1);
+    session.backend_mut().reset();
+    let start = Instant::now();
+    for _ in 0..steps {
+        next = argmax(session.feed(model, &[(0, &[next])]).unwrap());
+    }
+    let wall = start.elapsed();
+    println!(
+        "decode {steps} steps after {prompt_len}: {:.3} ms/step profiled",
+        wall.as_secs_f64() * 1e3 / steps as f64
+    );
+    table(session.backend(), steps);
+}
+
+fn table<B: Backend>(p: &Profiled<B>, steps: usize) {
+    let rows = p.report();
+    let total: f64 = rows.iter().map(|r| r.total.as_secs_f64()).sum();
+    println!("{:>10} {:>8} {:>6}  op", "ms/step", "calls", "share");
+    for r in rows {
+        let t = r.total.as_secs_f64();
+        println!(
+            "{:>10.4} {:>8} {:>5.1}%  {}",
+            t * 1e3 / steps as f64,
+            r.calls / steps,
+            100.0 * t / total,
+            r.op
+        );
+    }
+}
