@@ -121,22 +121,6 @@ if has serve && [[ -n ${MODEL[smollm2-q8_0]:-} ]]; then
     wait "$serve_pid" 2>/dev/null
 fi
 
-if has profile && [[ -x $WORK/bin/gpu ]]; then
-    stage "decode matmul kernels (gpu --bench-kernels)"
-    timeout 120 "$WORK/bin/gpu" --bench-kernels 2>&1 | tee "$OUT/bench-kernels.log"
-    for m in ${GPU_BENCH:-llama8b-q4_k_m qwen1.5b-q4_k_m llama8b-f16}; do
-        [[ -n ${MODEL[$m]:-} ]] || continue
-        stage "profile $m (gpu --profile)"
-        # As tg128 runs (a one-token prompt), then at a 1,024-token context.
-        if timeout 150 "$WORK/bin/gpu" --profile "${MODEL[$m]}" 1 64 2>&1 | tee "$OUT/profile-$m.log" &&
-            timeout 150 "$WORK/bin/gpu" --profile "${MODEL[$m]}" 1024 32 2>&1 | tee -a "$OUT/profile-$m.log"; then
-            result PASS "profile $m (profile-$m.log)"
-        else
-            result FAIL "profile $m (profile-$m.log)"
-        fi
-    done
-fi
-
 if has bench; then
     if [[ -n ${LLAMA_PID:-} ]]; then
         stage "waiting for llama.cpp's build (until ${LLAMA_DEADLINE:=420}s)"
@@ -162,6 +146,24 @@ if has bench; then
             result PASS "mlxr bench $m"
         else
             result FAIL "mlxr bench $m (mlxr-bench-$m.log)"
+        fi
+    done
+fi
+
+# After the benchmarks: not while llama.cpp compiles (host load skews the
+# per-op times).
+if has profile && [[ -x $WORK/bin/gpu ]]; then
+    stage "decode matmul kernels (gpu --bench-kernels)"
+    timeout 120 "$WORK/bin/gpu" --bench-kernels 2>&1 | tee "$OUT/bench-kernels.log"
+    for m in ${GPU_BENCH:-llama8b-q4_k_m qwen1.5b-q4_k_m llama8b-f16}; do
+        [[ -n ${MODEL[$m]:-} ]] || continue
+        stage "profile $m (gpu --profile)"
+        # As tg128 runs (a one-token prompt), then at a 1,024-token context.
+        if timeout 150 "$WORK/bin/gpu" --profile "${MODEL[$m]}" 1 64 2>&1 | tee "$OUT/profile-$m.log" &&
+            timeout 150 "$WORK/bin/gpu" --profile "${MODEL[$m]}" 1024 32 2>&1 | tee -a "$OUT/profile-$m.log"; then
+            result PASS "profile $m (profile-$m.log)"
+        else
+            result FAIL "profile $m (profile-$m.log)"
         fi
     done
 fi

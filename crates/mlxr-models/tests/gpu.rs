@@ -11,7 +11,8 @@
 //! (tests/gpu/quant.rs). Then every model goes through one scenario on both
 //! sides: three sequences prefilled in chunks of 16, 7 and 5 tokens and
 //! decoded together, a
-//! preempted sequence recomputed next to a decode, and a prefix-cache hit.
+//! preempted sequence recomputed next to a decode, and a prefix-cache hit;
+//! and one sequence of 300 tokens and more (attention split over its keys).
 //! On the GPU alone: the hit's logits equal a full prefill's, and the
 //! batched logits of a sequence equal that sequence run alone.
 //!
@@ -225,9 +226,31 @@ impl Pair<'_> {
         rows
     }
 
+    /// One sequence past several attention splits (the CUDA backend splits
+    /// a decode's keys in chunks of 128): a 300-token prompt in chunks of
+    /// 100, then decodes, on both sides.
+    fn long_context(&self, stats: &mut Stats) {
+        const BLOCKS: usize = 24;
+        let vocab = self.cpu.config().vocab_size;
+        let table = vec![(0..BLOCKS as u32).collect::<Vec<u32>>()];
+        let cpu = CpuBackend::new(geometry(self.cpu, BLOCKS), self.kv_dtype()).unwrap();
+        let mut cpu = Session::with_tables(cpu, table.clone(), BLOCK);
+        let mut dev = self.device_session(geometry(self.dev, BLOCKS), table);
+        let tokens = prompt(300, 3, vocab);
+        let mut last = Vec::new();
+        for chunk in tokens.chunks(100) {
+            last = self.step(&mut cpu, &mut dev, &[(0, chunk)], stats);
+        }
+        for _ in 0..6 {
+            let next = argmax(&last[0]);
+            last = self.step(&mut cpu, &mut dev, &[(0, &[next])], stats);
+        }
+    }
+
     fn run(&self) -> Stats {
         let vocab = self.cpu.config().vocab_size;
         let mut stats = Stats::default();
+        self.long_context(&mut stats);
         let (mut cpu, mut dev) = self.sessions();
         let prompts: Vec<Vec<u32>> = [37, 19, 5].iter().map(|&n| prompt(n, n, vocab)).collect();
         let sizes = [16usize, 7, 5];

@@ -31,9 +31,10 @@ const ROW_WARPS: usize = 4;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MatVec {
     /// A block of 4 warps per row (llama.cpp's MMVQ shape for one token).
-    #[default]
     BlockPerRow,
-    /// A warp per row, 4 rows to a block: no block-wide sum.
+    /// A warp per row, 4 rows to a block: no block-wide sum; 10-20% faster
+    /// on the H200 (bench/results/gpu-2026-12-03-s31-call1.md).
+    #[default]
     WarpPerRow,
 }
 

@@ -202,9 +202,10 @@ __device__ __forceinline__ int load_u32_2aligned(const uint8_t *p) {
 
 // Q4_K (d, dmin: f16; scales: 12 bytes of 6-bit scales and mins; qs: 128
 // bytes; element 64g + i is the low nibble of qs[32g + i], 64g + 32 + i the
-// high one). Each warp of the row takes two super-blocks at a time, 16
-// lanes each; lane (g, q) takes bytes 32g + 8q .. +8: 8 elements of
-// sub-block 2g and 8 of 2g + 1.
+// high one). Blocks are 144 = 9 · 16 bytes, so every load is 16 bytes wide:
+// 8 lanes to a super-block, 4 super-blocks per warp at a time; lane (g, h)
+// takes qs bytes 32g + 16h .. +16: 16 elements of sub-block 2g and 16 of
+// 2g + 1, and reads the block's first 16 bytes (d, dmin, scales) whole.
 template <int B, int W, int R>
 __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
                                           const int8_t *__restrict__ xq,
@@ -214,55 +215,55 @@ __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
                                           int nb, int row) {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) % W;
     const int nsb = k / QK_K;
-    const int l16 = lane & 15, g = l16 >> 2, q = l16 & 3;
+    const int l8 = lane & 7, g = l8 >> 1, h = l8 & 1;
     float acc[B];
 #pragma unroll
     for (int b = 0; b < B; ++b) acc[b] = 0.f;
     const uint8_t *wrow = w + (long)row * nsb * Q4_K_BYTES;
     // Unrolled so that a lane has several super-blocks' loads in flight
     // (decode is bound by how many bytes are in flight, not by arithmetic).
-#pragma unroll 4
-    for (int sb = 2 * warp + (lane >> 4); sb < nsb; sb += 2 * W) {
+#pragma unroll 2
+    for (int sb = 4 * warp + (lane >> 3); sb < nsb; sb += 4 * W) {
         const uint8_t *blk = wrow + (long)sb * Q4_K_BYTES;
-        const float2 dm = __half22float2(*(const half2 *)blk);
-        const uint32_t *s32 = (const uint32_t *)(blk + 4);
-        const uint32_t s0 = s32[0], s1 = s32[1], s2 = s32[2];
+        const uint4 head = *(const uint4 *)blk;
+        const int4 v = *(const int4 *)(blk + 16 + 32 * g + 16 * h);
+        const float2 dm = __half22float2(*(const half2 *)&head.x);
         // Byte i of the 12 scale bytes, from registers (an array indexed by
         // the lane's g would live in local memory).
         auto s = [&](int i) -> int {
-            const uint32_t word = i < 4 ? s0 : (i < 8 ? s1 : s2);
+            const uint32_t word = i < 4 ? head.y : (i < 8 ? head.z : head.w);
             return (word >> (8 * (i & 3))) & 0xFF;
         };
         int sc[2], mn[2];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int j = 2 * g + h;
+        for (int e = 0; e < 2; ++e) {
+            const int j = 2 * g + e;
             if (j < 4) {
-                sc[h] = s(j) & 63;
-                mn[h] = s(j + 4) & 63;
+                sc[e] = s(j) & 63;
+                mn[e] = s(j + 4) & 63;
             } else {
-                sc[h] = (s(j + 4) & 0xF) | ((s(j - 4) >> 6) << 4);
-                mn[h] = (s(j + 4) >> 4) | ((s(j) >> 6) << 4);
+                sc[e] = (s(j + 4) & 0xF) | ((s(j - 4) >> 6) << 4);
+                mn[e] = (s(j + 4) >> 4) | ((s(j) >> 6) << 4);
             }
         }
-        const int2 v = *(const int2 *)(blk + 16 + 32 * g + 8 * q);
-        const int lo0 = v.x & 0x0F0F0F0F, lo1 = v.y & 0x0F0F0F0F;
-        const int hi0 = (v.x >> 4) & 0x0F0F0F0F, hi1 = (v.y >> 4) & 0x0F0F0F0F;
+        const int lo[4] = {v.x & 0x0F0F0F0F, v.y & 0x0F0F0F0F, v.z & 0x0F0F0F0F,
+                           v.w & 0x0F0F0F0F};
+        const int hi[4] = {(v.x >> 4) & 0x0F0F0F0F, (v.y >> 4) & 0x0F0F0F0F,
+                           (v.z >> 4) & 0x0F0F0F0F, (v.w >> 4) & 0x0F0F0F0F};
 #pragma unroll
         for (int b = 0; b < B; ++b) {
             if (b >= nb) break;
             const long t = b;
-            const int8_t *xb = xq + t * k + sb * QK_K + 64 * g + 8 * q;
-            const int2 a = *(const int2 *)xb;
-            const int2 c = *(const int2 *)(xb + 32);
-            const int dot_lo = __dp4a(lo1, a.y, __dp4a(lo0, a.x, 0));
-            const int dot_hi = __dp4a(hi1, c.y, __dp4a(hi0, c.x, 0));
+            const int8_t *xb = xq + t * k + sb * QK_K + 64 * g + 16 * h;
+            const int4 a = *(const int4 *)xb;
+            const int4 c = *(const int4 *)(xb + 32);
+            const int dot_lo =
+                __dp4a(lo[3], a.w, __dp4a(lo[2], a.z, __dp4a(lo[1], a.y, __dp4a(lo[0], a.x, 0))));
+            const int dot_hi =
+                __dp4a(hi[3], c.w, __dp4a(hi[2], c.z, __dp4a(hi[1], c.y, __dp4a(hi[0], c.x, 0))));
             const int sum = sc[0] * dot_lo + sc[1] * dot_hi;
-            int mins = 0;
-            if (q == 0) {
-                const int *bs = xs + t * (k / 16) + sb * 16 + 4 * g;
-                mins = mn[0] * (bs[0] + bs[1]) + mn[1] * (bs[2] + bs[3]);
-            }
+            const int *bs = xs + t * (k / 16) + sb * 16 + 4 * g + h;
+            const int mins = mn[0] * bs[0] + mn[1] * bs[2];
             const float dx = xd[t * nsb + sb];
             acc[b] += dx * (dm.x * (float)sum - dm.y * (float)mins);
         }
