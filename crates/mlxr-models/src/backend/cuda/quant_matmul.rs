@@ -33,7 +33,7 @@ pub enum MatVec {
     /// A block of 4 warps per row (llama.cpp's MMVQ shape for one token).
     BlockPerRow,
     /// A warp per row, 4 rows to a block: no block-wide sum; 10-20% faster
-    /// on the H200 (bench/results/gpu-2026-12-03-s31-call1.md).
+    /// on the H200 (bench/results/gpu-2026-12-03-s31-call2.md).
     #[default]
     WarpPerRow,
 }
