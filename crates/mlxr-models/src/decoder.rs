@@ -138,23 +138,33 @@ impl DecoderModel {
             b.scale(&mut a.x, scale)?;
         }
         let n_layers = self.layers.len();
+        match self.layers.first() {
+            Some(first) => b.rms_norm(&a.x, &first.attn_norm, &mut a.normed)?,
+            None => b.rms_norm(&a.x, &self.output_norm, &mut a.normed)?,
+        }
         for (i, layer) in self.layers.iter().enumerate() {
-            b.rms_norm(&a.x, &layer.attn_norm, &mut a.normed)?;
             let rope = &self.ropes[layer.rope];
             layer.attention.forward(b, a, rope, layer.rope, step)?;
-            Self::add_branch(b, a, layer.post_attn_norm.as_ref())?;
             if i + 1 == n_layers {
                 // Only each chunk's last token needs logits. Its rows are
                 // picked after the last layer's attention (which needs every
                 // row's keys and values), so that layer's MLP runs on them
                 // alone, as in llama.cpp.
+                Self::add_branch(b, a, layer.post_attn_norm.as_ref())?;
                 b.select_rows(&mut a.x, step.last_rows(), self.config.hidden_size)?;
+                b.rms_norm(&a.x, &layer.ffn_norm, &mut a.normed)?;
+            } else {
+                Self::add_branch_norm(b, a, layer.post_attn_norm.as_ref(), &layer.ffn_norm)?;
             }
-            b.rms_norm(&a.x, &layer.ffn_norm, &mut a.normed)?;
             layer.mlp.forward(b, a)?;
-            Self::add_branch(b, a, layer.post_ffn_norm.as_ref())?;
+            // The residual add, then the norm that reads it: the next
+            // layer's attention norm, or the output norm after the last.
+            let next = self
+                .layers
+                .get(i + 1)
+                .map_or(&self.output_norm, |l| &l.attn_norm);
+            Self::add_branch_norm(b, a, layer.post_ffn_norm.as_ref(), next)?;
         }
-        b.rms_norm(&a.x, &self.output_norm, &mut a.normed)?;
         b.matmul(&a.normed, &self.lm_head, &mut a.logits)?;
         if let Some(cap) = self.config.final_logit_softcap {
             b.softcap(&mut a.logits, cap)?;
@@ -174,6 +184,25 @@ impl DecoderModel {
                 b.add(&mut a.x, &a.normed)
             }
             None => b.add(&mut a.x, &a.branch),
+        }
+    }
+
+    /// `x += branch` (normed first when the layer has a post-norm), then
+    /// `a.normed` = `norm` of `x`.
+    fn add_branch_norm<B: Backend>(
+        b: &mut B,
+        a: &mut Activations<B>,
+        post_norm: Option<&RmsNorm>,
+        norm: &RmsNorm,
+    ) -> Result<()> {
+        match post_norm {
+            Some(post) => {
+                b.rms_norm(&a.branch, post, &mut a.normed)?;
+                b.add_rms_norm(&mut a.x, &a.normed, norm, &mut a.branch)?;
+                std::mem::swap(&mut a.normed, &mut a.branch);
+                Ok(())
+            }
+            None => b.add_rms_norm(&mut a.x, &a.branch, norm, &mut a.normed),
         }
     }
 

@@ -49,6 +49,13 @@ pub trait CandleDevice {
         candle_rms_norm(x, norm)
     }
 
+    /// `x + y` and its RMSNorm; candle's ops unless the device fuses them.
+    fn add_rms_norm(&mut self, x: &Tensor, y: &Tensor, norm: &RmsNorm) -> Result<(Tensor, Tensor)> {
+        let sum = (x + y)?;
+        let normed = self.rms_norm(&sum, norm)?;
+        Ok((sum, normed))
+    }
+
     /// `act(gate) · up`; candle's ops unless the device has its own.
     fn glu(&mut self, gate: &Tensor, up: &Tensor, glu: Glu) -> Result<Tensor> {
         candle_glu(gate, up, glu)
@@ -217,6 +224,19 @@ impl<A: CandleDevice> Backend for CandleBackend<A> {
 
     fn add(&mut self, x: &mut Self::Act, y: &Self::Act) -> Result<()> {
         *x = Some((get(x)? + get(y)?)?);
+        Ok(())
+    }
+
+    fn add_rms_norm(
+        &mut self,
+        x: &mut Self::Act,
+        y: &Self::Act,
+        norm: &RmsNorm,
+        out: &mut Self::Act,
+    ) -> Result<()> {
+        let (sum, normed) = self.kernels.add_rms_norm(get(x)?, get(y)?, norm)?;
+        *x = Some(sum);
+        *out = Some(normed);
         Ok(())
     }
 

@@ -162,6 +162,19 @@ pub trait Backend {
     /// `x += y`.
     fn add(&mut self, x: &mut Self::Act, y: &Self::Act) -> Result<()>;
 
+    /// `x += y`, then `out` = RMSNorm of `x` (the residual add and the next
+    /// layer's norm, which a backend may run as one kernel).
+    fn add_rms_norm(
+        &mut self,
+        x: &mut Self::Act,
+        y: &Self::Act,
+        norm: &RmsNorm,
+        out: &mut Self::Act,
+    ) -> Result<()> {
+        self.add(x, y)?;
+        self.rms_norm(x, norm, out)
+    }
+
     /// `x = cap * tanh(x / cap)` elementwise ([`softcap`]; Gemma 2's final
     /// logits).
     fn softcap(&mut self, x: &mut Self::Act, cap: f32) -> Result<()>;

@@ -163,6 +163,17 @@ impl<B: Backend> Backend for Profiled<B> {
         self.timed(|| "add".into(), |b| b.add(x, y))
     }
 
+    fn add_rms_norm(
+        &mut self,
+        x: &mut Self::Act,
+        y: &Self::Act,
+        norm: &RmsNorm,
+        out: &mut Self::Act,
+    ) -> Result<()> {
+        let op = || format!("add_rms_norm {}", norm.dim());
+        self.timed(op, |b| b.add_rms_norm(x, y, norm, out))
+    }
+
     fn softcap(&mut self, x: &mut Self::Act, cap: f32) -> Result<()> {
         self.timed(|| "softcap".into(), |b| b.softcap(x, cap))
     }

@@ -39,6 +39,8 @@ enum Input {
     RmsNorm,
     /// A SwiGLU's output, quantized by it.
     SwiGlu,
+    /// A residual add and RMSNorm's output, quantized by them.
+    AddRmsNorm,
 }
 
 const SHAPES: [MatVec; 2] = [MatVec::BlockPerRow, MatVec::WarpPerRow];
@@ -47,7 +49,12 @@ pub fn kernels(device: &Device) -> Vec<Outcome> {
     let mut out = Vec::new();
     for shape in SHAPES {
         for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
-            for input in [Input::Plain, Input::RmsNorm, Input::SwiGlu] {
+            for input in [
+                Input::Plain,
+                Input::RmsNorm,
+                Input::SwiGlu,
+                Input::AddRmsNorm,
+            ] {
                 out.push(Outcome {
                     label: format!(
                         "{dtype:?} matmul kernel ({shape:?}, {input:?} input) vs the CPU"
@@ -194,7 +201,6 @@ fn check_grouped(shape: MatVec, device: &Device) -> Vec<String> {
     failures
 }
 
-/// The worst difference of `got` from `want`, relative to `want`'s largest.
 fn to_host(t: Option<Tensor>) -> Vec<f32> {
     t.unwrap().flatten_all().unwrap().to_vec1().unwrap()
 }
@@ -219,6 +225,26 @@ fn prepare(
             backend.rms_norm(&on(xs), &norm, &mut out).unwrap();
             let mut want = vec![0f32; xs.len()];
             for (x, y) in xs.chunks_exact(K).zip(want.chunks_exact_mut(K)) {
+                ggml_f32::rms_norm(x, &w, 1e-6, y);
+            }
+            want
+        }
+        Input::AddRmsNorm => {
+            let w: Vec<f32> = (0..K).map(|i| 0.5 + (i % 7) as f32 * 0.25).collect();
+            let norm = RmsNorm::new(Tensor::from_slice(&w, K, device).unwrap(), 1e-6).unwrap();
+            // Each token's own values, scaled (a token's row must not depend
+            // on the batch).
+            let residual: Vec<f32> = xs.iter().map(|v| 0.5 * v + 0.25).collect();
+            let mut x = on(xs);
+            backend
+                .add_rms_norm(&mut x, &on(&residual), &norm, &mut out)
+                .unwrap();
+            let sum: Vec<f32> = xs.iter().zip(&residual).map(|(a, b)| a + b).collect();
+            if to_host(x) != sum {
+                failures.push(format!("{tokens} tokens: the residual sum differs"));
+            }
+            let mut want = vec![0f32; xs.len()];
+            for (x, y) in sum.chunks_exact(K).zip(want.chunks_exact_mut(K)) {
                 ggml_f32::rms_norm(x, &w, 1e-6, y);
             }
             want

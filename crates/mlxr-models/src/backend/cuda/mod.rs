@@ -111,6 +111,22 @@ impl CandleDevice for CudaKernels {
         Ok(y)
     }
 
+    fn add_rms_norm(&mut self, x: &Tensor, y: &Tensor, norm: &RmsNorm) -> Result<(Tensor, Tensor)> {
+        if !takes(x)
+            || y.dims() != x.dims()
+            || y.dtype() != DType::F32
+            || norm.weight().dtype() != DType::F32
+            || x.dims2()?.1 != norm.dim()
+        {
+            let sum = (x + y)?;
+            let normed = self.rms_norm(&sum, norm)?;
+            return Ok((sum, normed));
+        }
+        let (sum, normed, q) = quant_matmul::add_rms_norm_q8(x, y, norm.weight(), norm.eps())?;
+        self.q8 = Some((normed.id(), q));
+        Ok((sum, normed))
+    }
+
     fn glu(&mut self, gate: &Tensor, up: &Tensor, glu: Glu) -> Result<Tensor> {
         if glu != Glu::Silu || !takes(gate) || up.dims() != gate.dims() || up.dtype() != DType::F32
         {

@@ -209,15 +209,17 @@ fn tensor<T: CudaDType>(buf: CudaSlice<T>, dev: &CudaDevice, shape: impl Into<Sh
 }
 
 /// Warps of 256-wide super-blocks (`ROW_WARPS` to a block) over every token
-/// row: `kernel` writes the row in f32 and in Q8_K from `inputs`
-/// (contiguous f32 `[tokens, k]` or `[k]`).
+/// row: `kernel` writes `outputs` f32 `[tokens, k]` rows (the last is the one
+/// quantized) and that row in Q8_K, from `inputs` (contiguous f32 `[tokens,
+/// k]` or `[k]`).
 fn row_kernel_q8(
     kernel: &str,
     inputs: &[&Tensor],
+    outputs: usize,
     tokens: usize,
     k: usize,
     eps: Option<f32>,
-) -> Result<(Tensor, Tensor)> {
+) -> Result<(Vec<Tensor>, Tensor)> {
     let inputs: Vec<Tensor> = inputs
         .iter()
         .map(|t| t.contiguous())
@@ -232,8 +234,10 @@ fn row_kernel_q8(
         return Err(cpu_only(kernel).into());
     };
     let dev = first.device().clone();
-    // SAFETY: the kernel writes every element of both.
-    let mut y = unsafe { dev.alloc::<f32>(tokens * k) }?;
+    // SAFETY: the kernel writes every element of each.
+    let mut ys = (0..outputs)
+        .map(|_| unsafe { dev.alloc::<f32>(tokens * k) })
+        .collect::<Result<Vec<_>, _>>()?;
     let q = unsafe { dev.alloc::<u8>(q8_bytes(tokens, k)) }?;
     {
         let (qs, d, sums) = q8_parts(&q, tokens, k);
@@ -248,33 +252,57 @@ fn row_kernel_q8(
         for v in &views {
             b.arg(v);
         }
-        b.arg(&mut y).arg(&qs).arg(&d).arg(&sums).arg(&k32);
+        for y in ys.iter_mut() {
+            b.arg(y);
+        }
+        b.arg(&qs).arg(&d).arg(&sums).arg(&k32);
         if let Some(eps) = &eps {
             b.arg(eps);
         }
         // SAFETY: block (b, t) reads row t of each input (or all of a `[k]`
-        // weight) and writes its super-blocks of row t of `y` and of the
-        // Q8_K buffer.
+        // weight) and writes its super-blocks of row t of each output and of
+        // the Q8_K buffer.
         unsafe { b.launch(cfg) }.w()?;
     }
-    Ok((
-        tensor(y, &dev, (tokens, k)),
-        tensor(q, &dev, q8_bytes(tokens, k)),
-    ))
+    let ys = ys
+        .into_iter()
+        .map(|y| tensor(y, &dev, (tokens, k)))
+        .collect();
+    Ok((ys, tensor(q, &dev, q8_bytes(tokens, k))))
+}
+
+/// The one output of a row kernel and its Q8_K.
+fn single((mut ys, q): (Vec<Tensor>, Tensor)) -> (Tensor, Tensor) {
+    (ys.remove(0), q)
 }
 
 /// `rms_norm(x) · w` for `x` f32 `[tokens, k]` (`k` a multiple of 256,
 /// `w` f32 `[k]`), and the same in Q8_K for [`matmuls`].
 pub fn rms_norm_q8(x: &Tensor, w: &Tensor, eps: f32) -> Result<(Tensor, Tensor)> {
     let (tokens, k) = x.dims2()?;
-    row_kernel_q8("rms_norm_q8_K", &[x, w], tokens, k, Some(eps))
+    row_kernel_q8("rms_norm_q8_K", &[x, w], 1, tokens, k, Some(eps)).map(single)
+}
+
+/// `s = x + r` and `rms_norm(s) · w` (as [`rms_norm_q8`]), and the latter in
+/// Q8_K: the residual add and the next norm in one launch.
+pub fn add_rms_norm_q8(
+    x: &Tensor,
+    r: &Tensor,
+    w: &Tensor,
+    eps: f32,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let (tokens, k) = x.dims2()?;
+    let (mut ys, q) = row_kernel_q8("add_rms_norm_q8_K", &[x, r, w], 2, tokens, k, Some(eps))?;
+    let normed = ys.pop().expect("two outputs");
+    let sum = ys.pop().expect("two outputs");
+    Ok((sum, normed, q))
 }
 
 /// `silu(gate) · up` for f32 `[tokens, k]` (`k` a multiple of 256), and the
 /// same in Q8_K for [`matmuls`].
 pub fn swiglu_q8(gate: &Tensor, up: &Tensor) -> Result<(Tensor, Tensor)> {
     let (tokens, k) = gate.dims2()?;
-    row_kernel_q8("swiglu_q8_K", &[gate, up], tokens, k, None)
+    row_kernel_q8("swiglu_q8_K", &[gate, up], 1, tokens, k, None).map(single)
 }
 
 fn cpu_only(name: &str) -> candle_core::Error {

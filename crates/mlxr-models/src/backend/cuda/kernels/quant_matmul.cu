@@ -137,6 +137,50 @@ extern "C" __global__ void rms_norm_q8_K(const float *__restrict__ x,
     quantize_values(v, qs + row_sb * QK_K, d + row_sb, bsums + row_sb * 16);
 }
 
+// s = x + r (the residual add), then y = rms_norm(s) · w as rms_norm_q8_K
+// does it; writes s, y and y in Q8_K.
+extern "C" __global__ void add_rms_norm_q8_K(const float *__restrict__ x,
+                                             const float *__restrict__ r,
+                                             const float *__restrict__ w,
+                                             float *__restrict__ sum,
+                                             float *__restrict__ y,
+                                             int8_t *__restrict__ qs,
+                                             float *__restrict__ d,
+                                             int *__restrict__ bsums, int k,
+                                             float eps) {
+    const long t = blockIdx.y;
+    const float *xr = x + t * k;
+    const float *rr = r + t * k;
+    float ss = 0.f;
+#pragma unroll 4
+    for (int i = threadIdx.x * 4; i < k; i += blockDim.x * 4) {
+        const float4 a = *(const float4 *)(xr + i);
+        const float4 b = *(const float4 *)(rr + i);
+        const float s0 = __fadd_rn(a.x, b.x), s1 = __fadd_rn(a.y, b.y);
+        const float s2 = __fadd_rn(a.z, b.z), s3 = __fadd_rn(a.w, b.w);
+        ss = fmaf(s0, s0, ss);
+        ss = fmaf(s1, s1, ss);
+        ss = fmaf(s2, s2, ss);
+        ss = fmaf(s3, s3, ss);
+    }
+    ss = block_sum(ss);
+    const float scale = __fdiv_rn(1.f, __fsqrt_rn(__fdiv_rn(ss, (float)k) + eps));
+    const int nsb = k / QK_K;
+    const int sb = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (sb >= nsb) return;
+    const int at = sb * QK_K + (threadIdx.x & 31) * 8;
+    float v[8], rv[8], wv[8];
+    load8(xr + at, v);
+    load8(rr + at, rv);
+    load8(w + at, wv);
+    for (int i = 0; i < 8; ++i) v[i] = __fadd_rn(v[i], rv[i]);
+    store8(sum + t * k + at, v);
+    for (int i = 0; i < 8; ++i) v[i] = __fmul_rn(__fmul_rn(v[i], scale), wv[i]);
+    store8(y + t * k + at, v);
+    const long row_sb = t * nsb + sb;
+    quantize_values(v, qs + row_sb * QK_K, d + row_sb, bsums + row_sb * 16);
+}
+
 // y = silu(gate) · up (ggml's swiglu).
 extern "C" __global__ void swiglu_q8_K(const float *__restrict__ gate,
                                        const float *__restrict__ up,
