@@ -10,9 +10,11 @@ server's RSS grew by less than 5% between the end of the warm-up and the
 end of the run.
 
 MLXR_LOAD_SECONDS (default 120) is the loaded time, MLXR_LOAD_CLIENTS
-(default 64) the number of clients, MLXR_LOAD_WARMUP (default a quarter of
-the time, at most 30 s) the part of it before the first RSS reading,
-MLXR_LOAD_THREADS the server's `-t` (default: its own).
+(default 64) the number of clients, MLXR_LOAD_WARMUP (default half the
+time, at most 60 s) the part of it before the first RSS reading: the heap
+grows in a step while the load spreads over the server's threads (their
+malloc arenas fill, 30-50 s on 2 cores), and a leak is what climbs after.
+MLXR_LOAD_THREADS is the server's `-t` (default: its own).
 MLXR_LOAD_REPORT=path also writes the summary there as JSON (bench/load.sh).
 """
 
@@ -30,7 +32,7 @@ from conftest import EMBED_MODEL, MODEL, Server
 
 SECONDS = float(os.environ.get("MLXR_LOAD_SECONDS", "120"))
 CLIENTS = int(os.environ.get("MLXR_LOAD_CLIENTS", "64"))
-WARMUP = float(os.environ.get("MLXR_LOAD_WARMUP", str(min(30.0, SECONDS / 4))))
+WARMUP = float(os.environ.get("MLXR_LOAD_WARMUP", str(min(60.0, SECONDS / 2))))
 RSS_GROWTH_LIMIT = 0.05
 RSS_SAMPLE_S = 10
 # How long the engine may take to drain after the last client stops.
@@ -353,6 +355,7 @@ def test_load(tmp_path, capsys):
         "mlxr:num_requests_running": 0, "mlxr:num_requests_waiting": 0,
         "mlxr:kv_cache_usage_perc": 0}, "the engine did not drain"
     # Before mlxr capped glibc at two malloc arenas (crates/mlxr/src/main.rs)
-    # RSS grew 9-20% here, arena by arena; with the cap it stays flat.
+    # RSS kept climbing here (+9-20%, +55% with 64 arenas); with the cap it
+    # is flat after its first-minute step.
     assert summary["rss_growth"] < RSS_GROWTH_LIMIT, (
         f"RSS grew {summary['rss_growth']:.2%} after warm-up (limit {RSS_GROWTH_LIMIT:.0%})")
