@@ -20,7 +20,7 @@ pub const MAX_HEAD_DIM: usize = 256;
 const THREADS: u32 = 128;
 /// Keys per split of a token's attention in steps of up to `SPLIT_TOKENS`
 /// tokens; longer steps have blocks enough with one split per token.
-const CHUNK: usize = 128;
+const CHUNK: usize = 64;
 const SPLIT_TOKENS: usize = 8;
 
 /// One step's metadata in one device buffer of u32: slots, positions and

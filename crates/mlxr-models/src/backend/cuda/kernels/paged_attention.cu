@@ -90,17 +90,29 @@ __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cach
         }
     }
 
-    for (int j = start + warp; j < end; j += WARPS) {
+    // The next key's row is loaded before this key's math, so its latency
+    // hides behind the shuffles.
+    auto load = [&](int j, float (&kv)[DPL], float (&vv)[DPL]) {
         const size_t slot = (size_t)table[j / block_size] * block_size + j % block_size;
         const T *kr = k_cache + slot * kv_width + kvh * head_dim;
         const T *vr = v_cache + slot * kv_width + kvh * head_dim;
-        float kv[DPL], vv[DPL];
 #pragma unroll
         for (int i = 0; i < DPL; ++i) {
             const int d = lane + 32 * i;
             kv[i] = d < head_dim ? to_f32(kr[d]) : 0.f;
             vv[i] = d < head_dim ? to_f32(vr[d]) : 0.f;
         }
+    };
+    float kn[DPL], vn[DPL];
+    if (start + warp < end) load(start + warp, kn, vn);
+    for (int j = start + warp; j < end; j += WARPS) {
+        float kv[DPL], vv[DPL];
+#pragma unroll
+        for (int i = 0; i < DPL; ++i) {
+            kv[i] = kn[i];
+            vv[i] = vn[i];
+        }
+        if (j + WARPS < end) load(j + WARPS, kn, vn);
 #pragma unroll
         for (int g = 0; g < MAX_GROUP; ++g) {
             if (g < group) {
