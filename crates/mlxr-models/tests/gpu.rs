@@ -227,7 +227,7 @@ impl Pair<'_> {
     }
 
     /// One sequence past several attention splits (the CUDA backend splits
-    /// a decode's keys in chunks of 64): a 300-token prompt in chunks of
+    /// a decode's keys over up to 32 blocks): a 300-token prompt in chunks of
     /// 100, then decodes, on both sides.
     fn long_context(&self, stats: &mut Stats) {
         const BLOCKS: usize = 24;

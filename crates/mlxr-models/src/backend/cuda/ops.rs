@@ -18,9 +18,11 @@ const MODULE: &str = "mlxr_paged_attention";
 pub const MAX_GROUP: usize = 8;
 pub const MAX_HEAD_DIM: usize = 256;
 const THREADS: u32 = 128;
-/// Keys per split of a token's attention in steps of up to `SPLIT_TOKENS`
-/// tokens; longer steps have blocks enough with one split per token.
-const CHUNK: usize = 64;
+/// In steps of up to `SPLIT_TOKENS` tokens, a token of context c splits its
+/// keys into min(`MAX_SPLITS`, ceil(c / `MIN_CHUNK`)) blocks (longer steps
+/// have blocks enough with one split per token).
+const MIN_CHUNK: usize = 16;
+const MAX_SPLITS: usize = 32;
 const SPLIT_TOKENS: usize = 8;
 
 /// One step's metadata in one device buffer of u32: slots, positions and
@@ -243,7 +245,7 @@ impl CustomOp3 for Attention<'_> {
             .sliding_window
             .map_or(self.meta.max_context, |w| w.min(self.meta.max_context));
         let splits = if tokens <= SPLIT_TOKENS {
-            context.div_ceil(CHUNK).max(1)
+            context.div_ceil(MIN_CHUNK).clamp(1, MAX_SPLITS)
         } else {
             1
         };
@@ -263,7 +265,7 @@ impl CustomOp3 for Attention<'_> {
             block_dim: (THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        let chunk = i32_of(CHUNK)?;
+        let (min_chunk, max_splits) = (i32_of(MIN_CHUNK)?, i32_of(MAX_SPLITS)?);
         macro_rules! launch {
             ($t:ty) => {{
                 let keys = keys.as_cuda_slice::<$t>()?.slice(keys_l.start_offset()..);
@@ -288,7 +290,8 @@ impl CustomOp3 for Attention<'_> {
                     .arg(&s.scale)
                     .arg(&window)
                     .arg(&softcap)
-                    .arg(&chunk);
+                    .arg(&min_chunk)
+                    .arg(&max_splits);
                 // SAFETY: reads stay within the step's block tables (checked
                 // against the cache by the runner) and the queries; writes
                 // cover `out` exactly.

@@ -17,10 +17,11 @@
 // group (the key and value are read once per group), with an online softmax;
 // the warps' partial results are merged at the end. With several splits
 // (steps of few tokens: decode, where (tokens, KV heads) alone would leave
-// most SMs idle), split s takes keys lo + s·chunk.. and writes its running
-// max, sum and unnormalized output; attention_merge combines the splits.
-// A token's splits depend on its own context alone, so its result does not
-// depend on the rest of the batch.
+// most SMs idle) a token of context c takes S = min(max_splits, ceil(c /
+// min_chunk)) splits of ceil(c / S) keys each; split s writes its running
+// max, sum and unnormalized output, and attention_merge combines them.
+// S depends on the token's own context alone, so its result does not depend
+// on the rest of the batch.
 
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -59,7 +60,7 @@ __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cach
                        const uint32_t *__restrict__ table_start,
                        const uint32_t *__restrict__ block_tables, int n_heads, int n_kv_heads,
                        int head_dim, int block_size, float scale, int window, float softcap,
-                       int chunk) {
+                       int min_chunk, int max_splits) {
     const int t = blockIdx.x;
     const int kvh = blockIdx.y;
     const int split = blockIdx.z;
@@ -71,6 +72,11 @@ __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cach
     const int pos = positions[t];
     const uint32_t *table = block_tables + table_start[token_seq[t]];
     const int lo = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
+    const int context = pos + 1 - lo;
+    const int own_splits = min(max_splits, (context + min_chunk - 1) / min_chunk);
+    const int chunk = (context + own_splits - 1) / own_splits;
+    // Splits past the token's own (s >= own_splits) start past its keys and
+    // write an empty result.
     const int start = splits == 1 ? lo : lo + split * chunk;
     const int end = splits == 1 ? pos + 1 : min(pos + 1, start + chunk);
 
@@ -205,10 +211,10 @@ extern "C" __global__ void attention_merge(const float *__restrict__ part_ml,
         float *part_acc, const uint32_t *positions, const uint32_t *token_seq,                \
         const uint32_t *table_start, const uint32_t *block_tables, int n_heads,               \
         int n_kv_heads, int head_dim, int block_size, float scale, int window, float softcap, \
-        int chunk) {                                                                          \
+        int min_chunk, int max_splits) {                                                      \
         attend<T, DPL>(q, k_cache, v_cache, out, part_ml, part_acc, positions, token_seq,     \
                        table_start, block_tables, n_heads, n_kv_heads, head_dim, block_size,  \
-                       scale, window, softcap, chunk);                                        \
+                       scale, window, softcap, min_chunk, max_splits);                        \
     }
 
 #define INSTANTIATE(T, SUFFIX)                                                                  \
