@@ -14,6 +14,15 @@ use common::BLOCK;
 
 #[test]
 fn profiled_backend_counts_every_op_and_changes_nothing() {
+    check(Profiled::new);
+}
+
+#[test]
+fn host_side_profile_counts_every_op_and_changes_nothing() {
+    check(Profiled::host_side);
+}
+
+fn check(wrap: fn(ReferenceBackend) -> Profiled<ReferenceBackend>) {
     let Some(path) = mlxr_testkit::model_path(SMOLLM2) else {
         return;
     };
@@ -23,7 +32,7 @@ fn profiled_backend_counts_every_op_and_changes_nothing() {
     let kv = KvGeometry::new(model.config(), 2, BLOCK);
     let backend = || ReferenceBackend::new(kv, &Device::Cpu).unwrap();
     let mut plain = Session::new(backend(), 1, 2, BLOCK);
-    let mut profiled = Session::new(Profiled::new(backend()), 1, 2, BLOCK);
+    let mut profiled = Session::new(wrap(backend()), 1, 2, BLOCK);
 
     let prompt = [1u32, 504, 3458, 28, 2015];
     let want = plain.feed(&model, &[(0, &prompt)]).unwrap().to_vec();

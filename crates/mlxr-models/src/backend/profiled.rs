@@ -2,6 +2,11 @@
 //! drained before and after it ([`Backend::synchronize`]), so an op's time is
 //! its launches plus the device's work. The sum exceeds an unprofiled step
 //! by the drains; the shares show which ops to speed up.
+//!
+//! [`Profiled::host_side`] times the same calls without the drains: each op's
+//! time is then what it costs the host to enqueue, and `read` waits for the
+//! device. When the ops' sum is near the step's time and `read` is short, the
+//! step is bound by launches on the host, not by the device's work.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -13,6 +18,7 @@ use crate::Result;
 
 pub struct Profiled<B> {
     inner: B,
+    drain: bool,
     times: BTreeMap<String, (usize, Duration)>,
 }
 
@@ -28,7 +34,16 @@ impl<B: Backend> Profiled<B> {
     pub fn new(inner: B) -> Self {
         Self {
             inner,
+            drain: true,
             times: BTreeMap::new(),
+        }
+    }
+
+    /// Each op timed on the host alone, the device not drained.
+    pub fn host_side(inner: B) -> Self {
+        Self {
+            drain: false,
+            ..Self::new(inner)
         }
     }
 
@@ -61,10 +76,14 @@ impl<B: Backend> Profiled<B> {
         op: impl FnOnce() -> String,
         f: impl FnOnce(&mut B) -> Result<R>,
     ) -> Result<R> {
-        self.inner.synchronize()?;
+        if self.drain {
+            self.inner.synchronize()?;
+        }
         let start = Instant::now();
         let r = f(&mut self.inner)?;
-        self.inner.synchronize()?;
+        if self.drain {
+            self.inner.synchronize()?;
+        }
         let entry = self.times.entry(op()).or_default();
         entry.0 += 1;
         entry.1 += start.elapsed();
@@ -197,7 +216,9 @@ impl<B: Backend> Backend for Profiled<B> {
     }
 
     fn read<'a>(&'a mut self, x: &'a Self::Act) -> Result<&'a [f32]> {
-        self.inner.synchronize()?;
+        if self.drain {
+            self.inner.synchronize()?;
+        }
         let start = Instant::now();
         let host = self.inner.read(x)?;
         let entry = self.times.entry("read".into()).or_default();

@@ -1,7 +1,9 @@
 //! `gpu --profile MODEL.gguf [PROMPT [STEPS]]`: where a decode step's time
 //! goes on the device. One sequence is prefilled with PROMPT tokens (512 by
 //! default), then decoded for STEPS (64) steps with every op timed
-//! ([`Profiled`]); prints each op's time per step and its share.
+//! ([`Profiled`]); prints each op's time per step and its share. A first run
+//! times the ops on the host alone ([`Profiled::host_side`]): how long the
+//! host takes to enqueue a step against the step's time.
 
 use std::path::Path;
 use std::time::Instant;
@@ -30,22 +32,73 @@ pub fn run(args: &[String], device: &Device) {
     let blocks = (prompt_len + steps).div_ceil(BLOCK) + 1;
     let kv = geometry(&model, blocks);
     if device.is_cuda() {
-        let b = CudaBackend::new(kv, DType::F16, device).unwrap();
+        let make = || CudaBackend::new(kv, DType::F16, device).unwrap();
+        host_side(
+            &model,
+            Session::new(Profiled::host_side(make()), 1, blocks, BLOCK),
+            prompt_len,
+            steps,
+        );
         decode(
             &model,
-            Session::new(Profiled::new(b), 1, blocks, BLOCK),
+            Session::new(Profiled::new(make()), 1, blocks, BLOCK),
             prompt_len,
             steps,
         );
     } else {
-        let b = ReferenceBackend::new(kv, device).unwrap();
+        let make = || ReferenceBackend::new(kv, device).unwrap();
+        host_side(
+            &model,
+            Session::new(Profiled::host_side(make()), 1, blocks, BLOCK),
+            prompt_len,
+            steps,
+        );
         decode(
             &model,
-            Session::new(Profiled::new(b), 1, blocks, BLOCK),
+            Session::new(Profiled::new(make()), 1, blocks, BLOCK),
             prompt_len,
             steps,
         );
     }
+}
+
+/// Decode steps timed without drains: the step's time against the host's
+/// time to enqueue it (every op but `read`, which waits for the device).
+fn host_side<B: Backend>(
+    model: &DecoderModel,
+    mut session: Session<Profiled<B>>,
+    prompt_len: usize,
+    steps: usize,
+) {
+    let vocab = model.config().vocab_size;
+    let mut next = argmax(
+        session
+            .feed(model, &[(0, &prompt(prompt_len, 0, vocab))])
+            .unwrap(),
+    );
+    session.backend_mut().reset();
+    let start = Instant::now();
+    for _ in 0..steps {
+        next = argmax(session.feed(model, &[(0, &[next])]).unwrap());
+    }
+    let per_step = |d: std::time::Duration| d.as_secs_f64() * 1e3 / steps as f64;
+    let rows = session.backend().report();
+    let read: std::time::Duration = rows
+        .iter()
+        .filter(|r| r.op == "read")
+        .map(|r| r.total)
+        .sum();
+    let enqueue: std::time::Duration = rows
+        .iter()
+        .filter(|r| r.op != "read")
+        .map(|r| r.total)
+        .sum();
+    println!(
+        "decode {steps} steps after {prompt_len}, not drained: {:.3} ms/step; host enqueues in {:.3} ms, waits in read {:.3} ms",
+        per_step(start.elapsed()),
+        per_step(enqueue),
+        per_step(read)
+    );
 }
 
 fn decode<B: Backend>(
