@@ -8,6 +8,7 @@ use std::process::Command;
 const KERNELS: &[&str] = &[
     "src/backend/cuda/kernels/paged_attention.cu",
     "src/backend/cuda/kernels/quant_matmul.cu",
+    "src/backend/cuda/kernels/rope.cu",
 ];
 
 fn main() {

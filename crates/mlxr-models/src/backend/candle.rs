@@ -56,6 +56,22 @@ pub trait CandleDevice {
         Ok((sum, normed))
     }
 
+    /// `q` and `k` rotated by the step's `tables` (`cos`, `sin`); candle's
+    /// RoPE unless the device has its own.
+    fn rope(
+        &mut self,
+        q: &Tensor,
+        k: &Tensor,
+        tables: (&Tensor, &Tensor),
+        rope: &Rope,
+        head_dim: usize,
+    ) -> Result<(Tensor, Tensor)> {
+        Ok((
+            candle_rope(q, tables, rope, head_dim)?,
+            candle_rope(k, tables, rope, head_dim)?,
+        ))
+    }
+
     /// `act(gate) · up`; candle's ops unless the device has its own.
     fn glu(&mut self, gate: &Tensor, up: &Tensor, glu: Glu) -> Result<Tensor> {
         candle_glu(gate, up, glu)
@@ -66,6 +82,37 @@ pub(super) fn candle_rms_norm(x: &Tensor, norm: &RmsNorm) -> Result<Tensor> {
     let rows = x.contiguous()?.reshape(((), norm.dim()))?;
     let y = candle_nn::ops::rms_norm(&rows, norm.weight(), norm.eps())?;
     Ok(y.reshape(x.shape())?)
+}
+
+/// `x` `[tokens, heads * head_dim]` rotated by `cos`, `sin` `[tokens, 1,
+/// rot / 2]` with candle's RoPE.
+pub(super) fn candle_rope(
+    x: &Tensor,
+    (cos, sin): (&Tensor, &Tensor),
+    rope: &Rope,
+    head_dim: usize,
+) -> Result<Tensor> {
+    let (tokens, width) = x.dims2()?;
+    let heads = width / head_dim;
+    let t = x.reshape((tokens, heads, head_dim))?;
+    let rot = rope.dim();
+    // Each token is its own "batch" of one position so positions may
+    // differ freely.
+    let rotate = |x: &Tensor| -> Result<Tensor> {
+        let x = x.reshape((tokens, heads, 1, rot))?.contiguous()?;
+        let y = match rope.style() {
+            RopeStyle::Interleaved => candle_nn::rotary_emb::rope_i(&x, cos, sin)?,
+            RopeStyle::Halves => candle_nn::rotary_emb::rope(&x, cos, sin)?,
+        };
+        Ok(y.reshape((tokens, heads, rot))?)
+    };
+    let y = if rot == head_dim {
+        rotate(&t)?
+    } else {
+        let rotated = rotate(&t.narrow(2, 0, rot)?)?;
+        Tensor::cat(&[&rotated, &t.narrow(2, rot, head_dim - rot)?], 2)?
+    };
+    Ok(y.reshape((tokens, width))?)
 }
 
 pub(super) fn candle_glu(gate: &Tensor, up: &Tensor, glu: Glu) -> Result<Tensor> {
@@ -177,7 +224,8 @@ impl<A: CandleDevice> Backend for CandleBackend<A> {
 
     fn rope(
         &mut self,
-        x: &mut Self::Act,
+        q: &mut Self::Act,
+        k: &mut Self::Act,
         rope: &Rope,
         index: usize,
         head_dim: usize,
@@ -186,28 +234,11 @@ impl<A: CandleDevice> Backend for CandleBackend<A> {
             .rope_tables
             .get(index)
             .ok_or_else(|| ModelError::InvalidBatch(format!("no RoPE table {index}")))?;
-        let t = get(x)?;
-        let (tokens, width) = t.dims2()?;
-        let heads = width / head_dim;
-        let t = t.reshape((tokens, heads, head_dim))?;
-        let rot = rope.dim();
-        // Each token is its own "batch" of one position so positions may
-        // differ freely.
-        let rotate = |x: &Tensor| -> Result<Tensor> {
-            let x = x.reshape((tokens, heads, 1, rot))?.contiguous()?;
-            let y = match rope.style() {
-                RopeStyle::Interleaved => candle_nn::rotary_emb::rope_i(&x, cos, sin)?,
-                RopeStyle::Halves => candle_nn::rotary_emb::rope(&x, cos, sin)?,
-            };
-            Ok(y.reshape((tokens, heads, rot))?)
-        };
-        let y = if rot == head_dim {
-            rotate(&t)?
-        } else {
-            let rotated = rotate(&t.narrow(2, 0, rot)?)?;
-            Tensor::cat(&[&rotated, &t.narrow(2, rot, head_dim - rot)?], 2)?
-        };
-        *x = Some(y.reshape((tokens, width))?);
+        let (qr, kr) = self
+            .kernels
+            .rope(get(q)?, get(k)?, (cos, sin), rope, head_dim)?;
+        *q = Some(qr);
+        *k = Some(kr);
         Ok(())
     }
 

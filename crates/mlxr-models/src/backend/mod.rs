@@ -146,9 +146,16 @@ pub trait Backend {
         -> Result<()>;
 
     /// The step's RoPE `index` (of the `ropes` given to [`Self::begin_step`])
-    /// over `x` `[tokens, heads * head_dim]`, in place.
-    fn rope(&mut self, x: &mut Self::Act, rope: &Rope, index: usize, head_dim: usize)
-        -> Result<()>;
+    /// over the queries `q` and keys `k` (`[tokens, heads * head_dim]`), in
+    /// place.
+    fn rope(
+        &mut self,
+        q: &mut Self::Act,
+        k: &mut Self::Act,
+        rope: &Rope,
+        index: usize,
+        head_dim: usize,
+    ) -> Result<()>;
 
     /// `out = act(gate) * up`.
     fn glu(

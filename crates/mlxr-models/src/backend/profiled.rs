@@ -160,12 +160,13 @@ impl<B: Backend> Backend for Profiled<B> {
 
     fn rope(
         &mut self,
-        x: &mut Self::Act,
+        q: &mut Self::Act,
+        k: &mut Self::Act,
         rope: &Rope,
         index: usize,
         head_dim: usize,
     ) -> Result<()> {
-        self.timed(|| "rope".into(), |b| b.rope(x, rope, index, head_dim))
+        self.timed(|| "rope".into(), |b| b.rope(q, k, rope, index, head_dim))
     }
 
     fn glu(

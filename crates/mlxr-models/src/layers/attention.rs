@@ -92,8 +92,7 @@ impl Attention {
             }
         }
         let d = self.spec.head_dim;
-        b.rope(q, rope, rope_index, d)?;
-        b.rope(k, rope, rope_index, d)?;
+        b.rope(q, k, rope, rope_index, d)?;
         b.attend(self.layer, &self.spec, step, q, k, v, attn)?;
         b.matmul(attn, &self.wo, branch)
     }

@@ -176,14 +176,23 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn rope(&mut self, x: &mut Vec<f32>, rope: &Rope, index: usize, head_dim: usize) -> Result<()> {
+    fn rope(
+        &mut self,
+        q: &mut Vec<f32>,
+        k: &mut Vec<f32>,
+        rope: &Rope,
+        index: usize,
+        head_dim: usize,
+    ) -> Result<()> {
         let (cos, sin) = self
             .rope_tables
             .get(index)
             .ok_or_else(|| ModelError::InvalidBatch(format!("no RoPE table {index}")))?;
-        let per_token = check_width("rope", x.len(), self.tokens.max(1))?;
-        check_width("rope", per_token, head_dim)?;
-        rope.apply_in_place(x, self.tokens, head_dim, (cos, sin));
+        for x in [q, k] {
+            let per_token = check_width("rope", x.len(), self.tokens.max(1))?;
+            check_width("rope", per_token, head_dim)?;
+            rope.apply_in_place(x, self.tokens, head_dim, (cos, sin));
+        }
         Ok(())
     }
 

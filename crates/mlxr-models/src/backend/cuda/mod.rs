@@ -12,13 +12,16 @@
 
 mod ops;
 mod quant_matmul;
+mod rope;
 
 use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor, TensorId};
 
-use super::candle::{candle_glu, candle_rms_norm, slot_caches, CandleBackend, CandleDevice};
+use super::candle::{
+    candle_glu, candle_rms_norm, candle_rope, slot_caches, CandleBackend, CandleDevice,
+};
 use super::{AttentionSpec, Glu, KvGeometry};
-use crate::layers::{Linear, RmsNorm};
+use crate::layers::{Linear, RmsNorm, Rope};
 use crate::step::Step;
 use crate::{ModelError, Result};
 
@@ -137,6 +140,23 @@ impl CandleDevice for CudaKernels {
         Ok(y)
     }
 
+    fn rope(
+        &mut self,
+        q: &Tensor,
+        k: &Tensor,
+        tables: (&Tensor, &Tensor),
+        rope: &Rope,
+        head_dim: usize,
+    ) -> Result<(Tensor, Tensor)> {
+        if !rope::takes(q, k, head_dim) {
+            return Ok((
+                candle_rope(q, tables, rope, head_dim)?,
+                candle_rope(k, tables, rope, head_dim)?,
+            ));
+        }
+        rope::rope_qk(q, k, tables.0, tables.1, rope, head_dim)
+    }
+
     fn matmul(&mut self, x: &Tensor, w: &Linear) -> Result<Tensor> {
         Ok(self.matmuls(x, std::slice::from_ref(w))?.remove(0))
     }
@@ -242,8 +262,7 @@ impl PagedAttention {
                 self.kv
             )));
         }
-        meta.write(keys, &k.contiguous()?)?;
-        meta.write(values, &v.contiguous()?)?;
+        meta.write(keys, values, k, v)?;
         meta.attend(&q.contiguous()?, keys, values, spec, self.kv.block_size)
     }
 }

@@ -1,12 +1,10 @@
-//! The launches of kernels/paged_attention.cu as candle ops: the cache
-//! write in place ([`InplaceOp3`]) and the attention ([`CustomOp3`]).
+//! The launches of kernels/paged_attention.cu: the cache write (keys and
+//! values in one launch) and the attention (a candle [`CustomOp3`]).
 
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::{CudaStorage, WrapErr};
-use candle_core::{
-    CpuStorage, CustomOp3, DType, Device, InplaceOp3, Layout, Shape, Storage, Tensor,
-};
+use candle_core::{CpuStorage, CustomOp3, DType, Device, Layout, Shape, Storage, Tensor};
 
 use super::super::AttentionSpec;
 use crate::step::Step;
@@ -60,10 +58,81 @@ impl StepMeta {
         })
     }
 
-    /// Stores `new` (`[tokens, width]` f32) in `cache` at the step's slots.
-    pub fn write(&self, cache: &Tensor, new: &Tensor) -> Result<()> {
-        let slots = self.buf.narrow(0, 0, self.tokens)?;
-        cache.inplace_op3(new, &slots, &CacheWrite)?;
+    /// Stores the new keys `k` and values `v` (`[tokens, width]` f32) in
+    /// `keys` and `values` at the step's slots, in one launch.
+    pub fn write(&self, keys: &Tensor, values: &Tensor, k: &Tensor, v: &Tensor) -> Result<()> {
+        let (tokens, width) = k.dims2()?;
+        let caches = [keys, values];
+        if tokens == 0 {
+            return Ok(());
+        }
+        if tokens != self.tokens
+            || v.dims2()? != (tokens, width)
+            || [k, v].iter().any(|t| t.dtype() != DType::F32)
+            || caches.iter().any(|c| {
+                c.dims2().map_or(true, |(_, w)| w != width)
+                    || c.dtype() != keys.dtype()
+                    || c.layout().start_offset() != 0
+                    || !c.is_contiguous()
+            })
+        {
+            return Err(ModelError::InvalidBatch(format!(
+                "cache write of {:?} and {:?} into {:?}",
+                k.shape(),
+                v.shape(),
+                keys.shape()
+            )));
+        }
+        let (k, v) = (k.contiguous()?, v.contiguous()?);
+        let guards: Vec<_> = [&k, &v, keys, values, &self.buf]
+            .iter()
+            .map(|t| t.storage_and_layout())
+            .collect();
+        let cuda = |i: usize| match &*guards[i].0 {
+            Storage::Cuda(s) => Ok(s),
+            _ => Err(cpu_only("the cache write")),
+        };
+        let dev = cuda(0)?.device().clone();
+        let name = format!("cache_write_{}", suffix(keys.dtype())?);
+        let func = dev.get_or_load_custom_func(&name, MODULE, PTX)?;
+        let src = |i: usize| -> candle_core::Result<_> {
+            Ok(cuda(i)?
+                .as_cuda_slice::<f32>()?
+                .slice(guards[i].1.start_offset()..))
+        };
+        let (k, v) = (src(0)?, src(1)?);
+        let slots = cuda(4)?
+            .as_cuda_slice::<u32>()?
+            .slice(guards[4].1.start_offset()..);
+        let width = i32_of(width)?;
+        let cfg = LaunchConfig {
+            grid_dim: (tokens as u32, 2, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        macro_rules! launch {
+            ($t:ty) => {{
+                let mut b = func.builder();
+                let (kc, vc) = (
+                    cuda(2)?.as_cuda_slice::<$t>()?,
+                    cuda(3)?.as_cuda_slice::<$t>()?,
+                );
+                b.arg(&k).arg(&v).arg(kc).arg(vc).arg(&slots).arg(&width);
+                // SAFETY: the kernel writes `width` values at each of the
+                // `tokens` slots of each cache, all below its length (the
+                // step's blocks were checked against the cache's block
+                // count). The caches are written through shared borrows:
+                // device memory no host reference points into, and this
+                // stream orders the write before any later read.
+                unsafe { b.launch(cfg) }.w()?;
+            }};
+        }
+        match keys.dtype() {
+            DType::F32 => launch!(f32),
+            DType::F16 => launch!(half::f16),
+            DType::BF16 => launch!(half::bf16),
+            other => return Err(candle_core::Error::Msg(format!("a KV cache of {other:?}")).into()),
+        }
         Ok(())
     }
 
@@ -100,76 +169,6 @@ fn cpu_only(name: &str) -> candle_core::Error {
 fn i32_of(n: usize) -> candle_core::Result<i32> {
     i32::try_from(n)
         .map_err(|_| candle_core::Error::Msg(format!("{n} does not fit a kernel argument")))
-}
-
-/// `cache[slots[t]] = new[t]` (converted to the cache's type).
-struct CacheWrite;
-
-impl InplaceOp3 for CacheWrite {
-    fn name(&self) -> &'static str {
-        "mlxr-cache-write"
-    }
-
-    fn cpu_fwd(
-        &self,
-        _: &mut CpuStorage,
-        _: &Layout,
-        _: &CpuStorage,
-        _: &Layout,
-        _: &CpuStorage,
-        _: &Layout,
-    ) -> candle_core::Result<()> {
-        Err(cpu_only(self.name()))
-    }
-
-    fn cuda_fwd(
-        &self,
-        cache: &mut CudaStorage,
-        cache_l: &Layout,
-        new: &CudaStorage,
-        new_l: &Layout,
-        slots: &CudaStorage,
-        slots_l: &Layout,
-    ) -> candle_core::Result<()> {
-        let (tokens, width) = new_l.shape().dims2()?;
-        if tokens == 0 {
-            return Ok(());
-        }
-        if cache_l.start_offset() != 0 || !cache_l.is_contiguous() || !new_l.is_contiguous() {
-            candle_core::bail!("cache write on non-contiguous tensors");
-        }
-        let dev = new.device().clone();
-        let name = format!("cache_write_{}", suffix(cache.dtype())?);
-        let func = dev.get_or_load_custom_func(&name, MODULE, PTX)?;
-        let new = new.as_cuda_slice::<f32>()?.slice(new_l.start_offset()..);
-        let slots = slots
-            .as_cuda_slice::<u32>()?
-            .slice(slots_l.start_offset()..);
-        let width = i32_of(width)?;
-        let cfg = LaunchConfig {
-            grid_dim: (tokens as u32, 1, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        macro_rules! launch {
-            ($t:ty) => {{
-                let cache = cache.as_cuda_slice_mut::<$t>()?;
-                let mut b = func.builder();
-                b.arg(&new).arg(cache).arg(&slots).arg(&width);
-                // SAFETY: the kernel writes `width` values at each of the
-                // `tokens` slots, all below the cache's length (the step's
-                // blocks were checked against the cache's block count).
-                unsafe { b.launch(cfg) }.w()?;
-                Ok(())
-            }};
-        }
-        match cache.dtype() {
-            DType::F32 => launch!(f32),
-            DType::F16 => launch!(half::f16),
-            DType::BF16 => launch!(half::bf16),
-            other => candle_core::bail!("a KV cache of {other:?}"),
-        }
-    }
 }
 
 /// Paged attention of the step's queries over their sequences' cached keys.

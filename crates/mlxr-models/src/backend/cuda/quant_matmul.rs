@@ -195,7 +195,7 @@ fn q8_parts(
 }
 
 /// The f32 data of `t` (contiguous, on CUDA) from its first element.
-fn f32_view<'a>(s: &'a Storage, t: &Tensor) -> Result<CudaView<'a, f32>> {
+pub(super) fn f32_view<'a>(s: &'a Storage, t: &Tensor) -> Result<CudaView<'a, f32>> {
     let Storage::Cuda(s) = s else {
         return Err(cpu_only("a Q8_K kernel").into());
     };
@@ -203,7 +203,11 @@ fn f32_view<'a>(s: &'a Storage, t: &Tensor) -> Result<CudaView<'a, f32>> {
     Ok(s.as_cuda_slice::<f32>()?.slice(start..))
 }
 
-fn tensor<T: CudaDType>(buf: CudaSlice<T>, dev: &CudaDevice, shape: impl Into<Shape>) -> Tensor {
+pub(super) fn tensor<T: CudaDType>(
+    buf: CudaSlice<T>,
+    dev: &CudaDevice,
+    shape: impl Into<Shape>,
+) -> Tensor {
     let storage = Storage::Cuda(CudaStorage::wrap_cuda_slice(buf, dev.clone()));
     Tensor::from_storage(storage, shape, BackpropOp::none(), false)
 }

@@ -3,7 +3,7 @@
 //
 // Layouts (row-major):
 //   q, out           [tokens, n_heads * head_dim] f32
-//   src (new k or v) [tokens, n_kv_heads * head_dim] f32
+//   k, v (new)       [tokens, n_kv_heads * head_dim] f32
 //   k_cache, v_cache [num_blocks * block_size, n_kv_heads * head_dim] (T)
 //   slots            [tokens]: where each token's k/v go
 //   positions        [tokens]: each token's position in its sequence
@@ -43,12 +43,15 @@ __device__ __forceinline__ float warp_sum(float x) {
     return x;
 }
 
+// Block (t, 0) stores token t's key, block (t, 1) its value.
 template <typename T>
-__device__ void cache_write(const float *__restrict__ src, T *__restrict__ cache,
+__device__ void cache_write(const float *__restrict__ k, const float *__restrict__ v,
+                            T *__restrict__ k_cache, T *__restrict__ v_cache,
                             const uint32_t *__restrict__ slots, int width) {
     const int t = blockIdx.x;
     const size_t dst = (size_t)slots[t] * width;
-    const float *row = src + (size_t)t * width;
+    const float *row = (blockIdx.y == 0 ? k : v) + (size_t)t * width;
+    T *cache = blockIdx.y == 0 ? k_cache : v_cache;
     for (int i = threadIdx.x; i < width; i += blockDim.x) from_f32(cache[dst + i], row[i]);
 }
 
@@ -218,9 +221,10 @@ extern "C" __global__ void attention_merge(const float *__restrict__ part_ml,
     }
 
 #define INSTANTIATE(T, SUFFIX)                                                                  \
-    extern "C" __global__ void cache_write_##SUFFIX(const float *src, T *cache,               \
+    extern "C" __global__ void cache_write_##SUFFIX(const float *k, const float *v,           \
+                                                    T *k_cache, T *v_cache,                   \
                                                     const uint32_t *slots, int width) {       \
-        cache_write<T>(src, cache, slots, width);                                             \
+        cache_write<T>(k, v, k_cache, v_cache, slots, width);                                 \
     }                                                                                         \
     ATTEND(T, SUFFIX, 2)                                                                      \
     ATTEND(T, SUFFIX, 4)                                                                      \
