@@ -133,6 +133,11 @@ impl DecoderModel {
     ) -> Result<()> {
         self.check_tokens(step.tokens())?;
         b.begin_step(step, &self.ropes)?;
+        b.execute(step, a, |b, a| self.layers(b, step, a))
+    }
+
+    /// The pass after [`Backend::begin_step`]: embedding, layers, logits.
+    fn layers<B: Backend>(&self, b: &mut B, step: &Step, a: &mut Activations<B>) -> Result<()> {
         b.embed(&self.token_embd, step.tokens(), &mut a.x)?;
         if let Some(scale) = self.config.embedding_scale {
             b.scale(&mut a.x, scale)?;

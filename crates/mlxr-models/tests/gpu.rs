@@ -13,8 +13,10 @@
 //! decoded together, a
 //! preempted sequence recomputed next to a decode, and a prefix-cache hit;
 //! and one sequence of 300 tokens and more (attention split over its keys).
-//! On the GPU alone: the hit's logits equal a full prefill's, and the
-//! batched logits of a sequence equal that sequence run alone.
+//! On the GPU alone: the hit's logits equal a full prefill's, the
+//! batched logits of a sequence equal that sequence run alone, and decode
+//! steps replayed from CUDA graphs equal the same steps run plainly
+//! (tests/gpu/graphs.rs).
 //!
 //! - Tiny models (every architecture; HF, MLX and GGUF f32 forms): f32
 //!   weights on both sides, so the pass is compared: logits within
@@ -29,6 +31,8 @@
 //!   greedy agreement reported.
 
 mod common;
+#[path = "gpu/graphs.rs"]
+mod graphs;
 #[path = "gpu/profile.rs"]
 mod profile;
 #[path = "gpu/quant.rs"]
@@ -387,6 +391,11 @@ fn tiny(dir: &Path, device: &Device) -> Vec<Outcome> {
         let cpu = DecoderModel::load_dir(&dir.join(name), &Device::Cpu).unwrap();
         let dev = DecoderModel::load_dir(&dir.join(name), device).unwrap();
         out.push(pair(format!("tiny {name}"), &cpu, &dev, device, true));
+        if device.is_cuda() && matches!(name, "llama" | "qwen2" | "gemma3" | "phi3") {
+            let label = format!("tiny {name} (graphs)");
+            let failures = graphs::check(&label, &dev, device);
+            out.push(Outcome { label, failures });
+        }
     }
     for name in ["llama", "qwen2", "qwen3", "phi3"] {
         let file = GgufFile::open(dir.join("gguf").join(format!("{name}.f32.gguf"))).unwrap();
@@ -435,6 +444,11 @@ fn gguf(path: &Path, device: &Device) -> Vec<Outcome> {
         device,
         false,
     ));
+    if device.is_cuda() {
+        let label = format!("{name} (quantized, graphs)");
+        let failures = graphs::check(&label, &dev, device);
+        out.push(Outcome { label, failures });
+    }
     out
 }
 

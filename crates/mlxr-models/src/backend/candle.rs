@@ -7,19 +7,53 @@
 
 use candle_core::{DType, Device, Tensor};
 
+use super::step_buffer::StepBuffer;
 use super::{AttentionSpec, Backend, Glu, KvGeometry};
 use crate::config::RopeStyle;
 use crate::layers::{Embedding, Linear, RmsNorm, Rope};
+use crate::pass::Activations;
 use crate::step::Step;
 use crate::{ModelError, Result};
+
+/// What [`CandleDevice::replay`] did with a step.
+pub enum Replay {
+    /// Replayed a record of the pass: the step's logits.
+    Done(Tensor),
+    /// Record the pass, then replay the record.
+    Record,
+    /// Run the pass.
+    Run,
+}
 
 /// What a device brings to [`CandleBackend`]: a KV cache with its
 /// attention, and optionally its own matmuls.
 pub trait CandleDevice {
     fn geometry(&self) -> &KvGeometry;
 
-    /// Uploads what every layer's attention reads for `step`.
-    fn begin_step(&mut self, step: &Step) -> Result<()>;
+    /// Uploads what every layer's attention reads for `step`. `moves`
+    /// counts the moves of the backend's own step buffers so far (see
+    /// [`StepBuffer`]).
+    fn begin_step(&mut self, step: &Step, moves: u64) -> Result<()>;
+
+    /// Replays a recorded pass for `step`, or says to record or run it (see
+    /// [`Backend::execute`]); devices without records run every step.
+    fn replay(&mut self, _step: &Step) -> Result<Replay> {
+        Ok(Replay::Run)
+    }
+
+    /// Starts recording the ops that follow (after [`Replay::Record`]).
+    fn begin_record(&mut self, _step: &Step) -> Result<()> {
+        Err(ModelError::InvalidBatch(
+            "this device records no steps".into(),
+        ))
+    }
+
+    /// Ends the recording, whatever `ran` (the pass's logits or error), and
+    /// replays it once: the step's logits. On an error the tensors made while
+    /// recording are invalid: the device forgets those it holds.
+    fn end_record(&mut self, ran: Result<Tensor>) -> Result<Tensor> {
+        ran
+    }
 
     /// Stores `k`, `v` in the step's slots of `layer`, then attends `q`
     /// (see [`Backend::attend`]); returns `[tokens, n_heads * head_dim]`.
@@ -126,8 +160,13 @@ pub(super) fn candle_glu(gate: &Tensor, up: &Tensor, glu: Glu) -> Result<Tensor>
 pub struct CandleBackend<A> {
     device: Device,
     kernels: A,
-    /// Per RoPE of the model, `cos`/`sin` `[tokens, 1, rot / 2]`.
+    /// Per RoPE of the model, `cos`/`sin` `[tokens, 1, rot / 2]`: views of
+    /// `tables`.
     rope_tables: Vec<(Tensor, Tensor)>,
+    tables: StepBuffer<f32>,
+    /// The step's token ids on the device.
+    ids: Option<Tensor>,
+    ids_buf: StepBuffer<u32>,
     host: Vec<f32>,
 }
 
@@ -137,12 +176,19 @@ impl<A: CandleDevice> CandleBackend<A> {
             device: device.clone(),
             kernels,
             rope_tables: Vec::new(),
+            tables: StepBuffer::default(),
+            ids: None,
+            ids_buf: StepBuffer::default(),
             host: Vec::new(),
         }
     }
 
     pub fn device(&self) -> &Device {
         &self.device
+    }
+
+    pub fn kernels_mut(&mut self) -> &mut A {
+        &mut self.kernels
     }
 }
 
@@ -151,17 +197,45 @@ fn get(x: &Option<Tensor>) -> Result<&Tensor> {
         .ok_or_else(|| ModelError::InvalidBatch("reading an activation never written".into()))
 }
 
-fn tables(rope: &Rope, positions: &[usize], device: &Device) -> Result<(Tensor, Tensor)> {
-    let (cos, sin) = rope.raw_tables(positions);
-    let shape = (positions.len(), 1, rope.dim() / 2);
-    Ok((
-        Tensor::from_vec(cos, shape, device)?,
-        Tensor::from_vec(sin, shape, device)?,
-    ))
-}
-
 impl<A: CandleDevice> Backend for CandleBackend<A> {
     type Act = Option<Tensor>;
+
+    fn execute(
+        &mut self,
+        step: &Step,
+        acts: &mut Activations<Self>,
+        mut pass: impl FnMut(&mut Self, &mut Activations<Self>) -> Result<()>,
+    ) -> Result<()> {
+        match self.kernels.replay(step)? {
+            Replay::Run => pass(self, acts),
+            Replay::Done(logits) => {
+                acts.logits = Some(logits);
+                Ok(())
+            }
+            Replay::Record => {
+                // No tensor made before the recording may be freed inside
+                // it: the last step's activations go after it.
+                let earlier = std::mem::take(acts);
+                self.kernels.begin_record(step)?;
+                let ran = pass(self, acts).and_then(|()| Ok(get(&acts.logits)?.clone()));
+                let recorded = self.kernels.end_record(ran);
+                drop(earlier);
+                match recorded {
+                    Ok(logits) => {
+                        acts.logits = Some(logits);
+                        Ok(())
+                    }
+                    Err(_) => {
+                        // The recording's tensors point at memory of a graph
+                        // that never was: never free them. The pass runs
+                        // plainly (an error in it comes back again).
+                        std::mem::forget(std::mem::take(acts));
+                        pass(self, acts)
+                    }
+                }
+            }
+        }
+    }
 
     fn num_blocks(&self) -> usize {
         self.kernels.geometry().num_blocks
@@ -172,15 +246,40 @@ impl<A: CandleDevice> Backend for CandleBackend<A> {
     }
 
     fn begin_step(&mut self, step: &Step, ropes: &[Rope]) -> Result<()> {
-        self.rope_tables = ropes
-            .iter()
-            .map(|rope| tables(rope, step.positions(), &self.device))
-            .collect::<Result<_>>()?;
-        self.kernels.begin_step(step)
+        // Every RoPE's cos and sin tables in one upload.
+        let positions = step.positions();
+        let (mut cos, mut sin) = (Vec::new(), Vec::new());
+        self.host.clear();
+        for rope in ropes {
+            rope.fill_tables(positions, &mut cos, &mut sin);
+            self.host.extend_from_slice(&cos);
+            self.host.extend_from_slice(&sin);
+        }
+        let all = self.tables.put(&self.host, &self.device)?;
+        let mut at = 0;
+        self.rope_tables.clear();
+        for rope in ropes {
+            let shape = (positions.len(), 1, rope.dim() / 2);
+            let n = shape.0 * shape.2;
+            self.rope_tables.push((
+                all.narrow(0, at, n)?.reshape(shape)?,
+                all.narrow(0, at + n, n)?.reshape(shape)?,
+            ));
+            at += 2 * n;
+        }
+        self.ids = Some(self.ids_buf.put(step.tokens(), &self.device)?);
+        self.kernels
+            .begin_step(step, self.tables.moves() + self.ids_buf.moves())
     }
 
     fn embed(&mut self, table: &Embedding, tokens: &[u32], out: &mut Self::Act) -> Result<()> {
-        *out = Some(table.forward(tokens, &self.device)?);
+        let x = match &self.ids {
+            Some(ids) if table.gathers_on_device() && ids.dim(0)? == tokens.len() => {
+                table.forward_ids(ids)?
+            }
+            _ => table.forward(tokens, &self.device)?,
+        };
+        *out = Some(x);
         Ok(())
     }
 
@@ -294,6 +393,10 @@ impl<A: CandleDevice> Backend for CandleBackend<A> {
     }
 
     fn select_rows(&mut self, x: &mut Self::Act, rows: &[usize], _width: usize) -> Result<()> {
+        let all = get(x)?.dim(0)?;
+        if rows.len() == all && rows.iter().enumerate().all(|(i, &r)| i == r) {
+            return Ok(());
+        }
         let rows: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
         let rows = Tensor::new(rows.as_slice(), &self.device)?;
         *x = Some(get(x)?.index_select(&rows, 0)?);

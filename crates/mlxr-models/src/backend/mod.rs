@@ -20,9 +20,11 @@ pub mod cpu;
 pub mod cuda;
 pub mod profiled;
 pub mod reference;
+pub mod step_buffer;
 
 use crate::config::Activation;
 use crate::layers::{Embedding, Linear, RmsNorm, Rope};
+use crate::pass::Activations;
 use crate::step::Step;
 use crate::Result;
 
@@ -107,6 +109,23 @@ pub trait Backend {
     /// Runs `f` (a whole step) on this backend's threads or stream.
     fn run<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
         f(self)
+    }
+
+    /// Runs `pass` (a step's layers, after [`Self::begin_step`]) over `acts`.
+    /// A backend may record the pass once for steps of one shape and replay
+    /// the record for later ones (CUDA graphs); `acts.logits` holds the
+    /// step's logits either way, the other activations are then stale.
+    fn execute(
+        &mut self,
+        step: &Step,
+        acts: &mut Activations<Self>,
+        mut pass: impl FnMut(&mut Self, &mut Activations<Self>) -> Result<()>,
+    ) -> Result<()>
+    where
+        Self: Sized,
+    {
+        let _ = step;
+        pass(self, acts)
     }
 
     /// Waits until the device has finished every op issued so far.

@@ -54,7 +54,7 @@ impl CandleDevice for GatherAttention {
         &self.kv
     }
 
-    fn begin_step(&mut self, step: &Step) -> Result<()> {
+    fn begin_step(&mut self, step: &Step, _moves: u64) -> Result<()> {
         self.slots = Some(Tensor::new(step.slots(), &self.device)?);
         let bs = self.kv.block_size;
         self.gathers = step

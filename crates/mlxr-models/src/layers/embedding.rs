@@ -21,14 +21,32 @@ impl Embedding {
     /// The rows of `ids`, `[ids.len(), hidden]` f32.
     pub fn forward(&self, ids: &[u32], device: &Device) -> Result<Tensor> {
         match self {
-            Embedding::Ggml(t) => Ok(t.embedding(&Tensor::new(ids, device)?)?),
-            Embedding::Dense(t) => Ok(t.embedding(&Tensor::new(ids, device)?)?),
+            Embedding::Ggml(_) | Embedding::Dense(_) => {
+                self.forward_ids(&Tensor::new(ids, device)?)
+            }
             Embedding::Affine(w) => gather(ids, w.rows(), w.cols(), device, |r, row| {
                 w.dequantize_row(r, row)
             }),
             Embedding::Tiled(op) => gather(ids, op.rows(), op.cols(), device, |r, row| {
                 op.dequantize_row(r, row);
             }),
+        }
+    }
+
+    /// Whether [`Self::forward_ids`] takes ids on the table's device.
+    pub fn gathers_on_device(&self) -> bool {
+        matches!(self, Embedding::Ggml(_) | Embedding::Dense(_))
+    }
+
+    /// The rows of `ids` (u32 on the table's device), for tables that
+    /// [`Self::gathers_on_device`].
+    pub fn forward_ids(&self, ids: &Tensor) -> Result<Tensor> {
+        match self {
+            Embedding::Ggml(t) => Ok(t.embedding(ids)?),
+            Embedding::Dense(t) => Ok(t.embedding(ids)?),
+            _ => Err(crate::ModelError::InvalidBatch(
+                "this embedding table gathers rows on the host".into(),
+            )),
         }
     }
 

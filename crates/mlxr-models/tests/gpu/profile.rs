@@ -11,7 +11,7 @@ use std::time::Instant;
 use candle_core::{DType, Device};
 use mlxr_formats::gguf::GgufFile;
 use mlxr_models::backend::profiled::Profiled;
-use mlxr_models::{Backend, CudaBackend, DecoderModel, ReferenceBackend, Session};
+use mlxr_models::{Backend, CudaBackend, DecoderModel, ReferenceBackend, Session, StepGraphs};
 
 use super::common::argmax;
 use super::{geometry, prompt, BLOCK};
@@ -32,6 +32,14 @@ pub fn run(args: &[String], device: &Device) {
     let blocks = (prompt_len + steps).div_ceil(BLOCK) + 1;
     let kv = geometry(&model, blocks);
     if device.is_cuda() {
+        for graphs in [StepGraphs::Replay, StepGraphs::Off] {
+            let mut b = CudaBackend::new(kv, DType::F16, device).unwrap();
+            b.set_graphs(graphs);
+            let per_step = timed(&model, Session::new(b, 1, blocks, BLOCK), prompt_len, steps);
+            println!(
+                "decode {steps} steps after {prompt_len}, graphs {graphs:?}: {per_step:.3} ms/step"
+            );
+        }
         let make = || CudaBackend::new(kv, DType::F16, device).unwrap();
         host_side(
             &model,
@@ -60,6 +68,30 @@ pub fn run(args: &[String], device: &Device) {
             steps,
         );
     }
+}
+
+/// Decode steps as served: ms per step.
+fn timed<B: Backend>(
+    model: &DecoderModel,
+    mut session: Session<B>,
+    prompt_len: usize,
+    steps: usize,
+) -> f64 {
+    let vocab = model.config().vocab_size;
+    let mut next = argmax(
+        session
+            .feed(model, &[(0, &prompt(prompt_len, 0, vocab))])
+            .unwrap(),
+    );
+    // Two steps to record the step's graph.
+    for _ in 0..2 {
+        next = argmax(session.feed(model, &[(0, &[next])]).unwrap());
+    }
+    let start = Instant::now();
+    for _ in 0..steps {
+        next = argmax(session.feed(model, &[(0, &[next])]).unwrap());
+    }
+    start.elapsed().as_secs_f64() * 1e3 / steps as f64
 }
 
 /// Decode steps timed without drains: the step's time against the host's

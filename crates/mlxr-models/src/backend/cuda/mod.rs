@@ -10,6 +10,7 @@
 //!   quantized to Q8_K (kernels/quant_matmul.cu): the CPU backend's integer
 //!   arithmetic, the same for every batch size up to 8.
 
+mod graph;
 mod ops;
 mod quant_matmul;
 mod rope;
@@ -18,13 +19,15 @@ use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor, TensorId};
 
 use super::candle::{
-    candle_glu, candle_rms_norm, candle_rope, slot_caches, CandleBackend, CandleDevice,
+    candle_glu, candle_rms_norm, candle_rope, slot_caches, CandleBackend, CandleDevice, Replay,
 };
+use super::step_buffer::StepBuffer;
 use super::{AttentionSpec, Glu, KvGeometry};
 use crate::layers::{Linear, RmsNorm, Rope};
 use crate::step::Step;
 use crate::{ModelError, Result};
 
+pub use graph::{StepGraphs, MAX_RECORDED};
 pub use ops::PTX;
 pub use quant_matmul::MatVec;
 
@@ -60,8 +63,16 @@ impl CudaBackend {
             attention: PagedAttention::new(kv, dtype, device)?,
             q8: None,
             mat_vec,
+            graphs: graph::Graphs::new(device, StepGraphs::default())?,
+            moves: 0,
         };
         Ok(Self::with_kernels(kernels, device))
+    }
+
+    /// Whether decode steps are recorded and replayed as CUDA graphs (they
+    /// are by default).
+    pub fn set_graphs(&mut self, mode: StepGraphs) {
+        self.kernels_mut().graphs.set_mode(mode);
     }
 }
 
@@ -73,6 +84,9 @@ pub struct CudaKernels {
     /// norm or GLU that made it quantized it in the same launch.
     q8: Option<(TensorId, Tensor)>,
     mat_vec: MatVec,
+    graphs: graph::Graphs,
+    /// The step buffers' moves (the backend's and the attention's).
+    moves: u64,
 }
 
 /// Whether `x` is f32 `[tokens, k]` in a step our Q8_K kernels take.
@@ -88,9 +102,28 @@ impl CandleDevice for CudaKernels {
         &self.attention.kv
     }
 
-    fn begin_step(&mut self, step: &Step) -> Result<()> {
+    fn begin_step(&mut self, step: &Step, moves: u64) -> Result<()> {
         self.q8 = None;
-        self.attention.begin_step(step)
+        self.attention.begin_step(step)?;
+        self.moves = moves + self.attention.meta_buf.moves();
+        Ok(())
+    }
+
+    fn replay(&mut self, step: &Step) -> Result<Replay> {
+        self.graphs.replay(step, self.moves)
+    }
+
+    fn begin_record(&mut self, step: &Step) -> Result<()> {
+        self.graphs.begin_record(step)
+    }
+
+    fn end_record(&mut self, ran: Result<Tensor>) -> Result<Tensor> {
+        let recorded = self.graphs.end_record(ran);
+        if recorded.is_err() {
+            // Made while recording: memory of no graph.
+            std::mem::forget(self.q8.take());
+        }
+        recorded
     }
 
     fn attend(
@@ -198,6 +231,7 @@ pub struct PagedAttention {
     keys: Vec<Tensor>,
     values: Vec<Tensor>,
     meta: Option<ops::StepMeta>,
+    meta_buf: StepBuffer<u32>,
     host: Vec<u32>,
 }
 
@@ -227,12 +261,18 @@ impl PagedAttention {
             keys,
             values,
             meta: None,
+            meta_buf: StepBuffer::default(),
             host: Vec::new(),
         })
     }
 
     fn begin_step(&mut self, step: &Step) -> Result<()> {
-        self.meta = Some(ops::StepMeta::upload(step, &mut self.host, &self.device)?);
+        self.meta = Some(ops::StepMeta::upload(
+            step,
+            &mut self.host,
+            &mut self.meta_buf,
+            &self.device,
+        )?);
         Ok(())
     }
 

@@ -7,6 +7,7 @@ use candle_core::cuda_backend::{CudaStorage, WrapErr};
 use candle_core::{CpuStorage, CustomOp3, DType, Device, Layout, Shape, Storage, Tensor};
 
 use super::super::AttentionSpec;
+use crate::backend::step_buffer::StepBuffer;
 use crate::step::Step;
 use crate::{ModelError, Result};
 
@@ -18,24 +19,30 @@ pub const MAX_HEAD_DIM: usize = 256;
 const THREADS: u32 = 128;
 /// In steps of up to `SPLIT_TOKENS` tokens, a token of context c splits its
 /// keys into min(`MAX_SPLITS`, ceil(c / `MIN_CHUNK`)) blocks (longer steps
-/// have blocks enough with one split per token).
+/// have blocks enough with one split per token). The launch has
+/// `MAX_SPLITS` blocks per token and KV head whatever the contexts (those
+/// past a token's own splits return at once), so a recorded step (CUDA
+/// graph) serves every context.
 const MIN_CHUNK: usize = 16;
 const MAX_SPLITS: usize = 32;
 const SPLIT_TOKENS: usize = 8;
 
-/// One step's metadata in one device buffer of u32: slots, positions and
-/// sequence indices per token, then each sequence's block-table start, then
-/// the block tables.
+/// One step's metadata in one device buffer of u32 (kept from step to step:
+/// [`StepBuffer`]): slots, positions and sequence indices per token, then
+/// each sequence's block-table start, then the block tables.
 pub struct StepMeta {
     buf: Tensor,
     tokens: usize,
     seqs: usize,
-    /// The longest context of a token (its position + 1).
-    max_context: usize,
 }
 
 impl StepMeta {
-    pub fn upload(step: &Step, host: &mut Vec<u32>, device: &Device) -> Result<Self> {
+    pub fn upload(
+        step: &Step,
+        host: &mut Vec<u32>,
+        buf: &mut StepBuffer<u32>,
+        device: &Device,
+    ) -> Result<Self> {
         let tokens = step.slots().len();
         host.clear();
         host.extend_from_slice(step.slots());
@@ -51,10 +58,9 @@ impl StepMeta {
             ));
         }
         Ok(Self {
-            buf: Tensor::new(host.as_slice(), device)?,
+            buf: buf.put(host, device)?,
             tokens,
             seqs: step.seqs().len(),
-            max_context: step.positions().iter().max().map_or(0, |&p| p + 1),
         })
     }
 
@@ -240,11 +246,8 @@ impl CustomOp3 for Attention<'_> {
         let block_size = i32_of(self.block_size)?;
         let window = i32_of(s.sliding_window.unwrap_or(0).min(i32::MAX as usize))?;
         let softcap = s.softcap.unwrap_or(0.0);
-        let context = s
-            .sliding_window
-            .map_or(self.meta.max_context, |w| w.min(self.meta.max_context));
         let splits = if tokens <= SPLIT_TOKENS {
-            context.div_ceil(MIN_CHUNK).clamp(1, MAX_SPLITS)
+            MAX_SPLITS
         } else {
             1
         };
