@@ -21,8 +21,22 @@ pub enum Replay {
     Done(Tensor),
     /// Record the pass, then replay the record.
     Record,
+    /// Run the pass, keeping what candle's ops upload (shapes and strides)
+    /// for a recording of the next step like it.
+    Warm,
     /// Run the pass.
     Run,
+}
+
+/// While alive, candle's ops keep the small host data they upload (their
+/// shapes and strides) on the device, keyed by its contents: a recorded
+/// pass must not copy from host memory, which is gone by its replay.
+pub struct KeptUploads(#[allow(dead_code)] Box<dyn std::any::Any>);
+
+impl KeptUploads {
+    pub fn new(guard: impl std::any::Any) -> Self {
+        Self(Box::new(guard))
+    }
 }
 
 /// What a device brings to [`CandleBackend`]: a KV cache with its
@@ -39,6 +53,11 @@ pub trait CandleDevice {
     /// [`Backend::execute`]); devices without records run every step.
     fn replay(&mut self, _step: &Step) -> Result<Replay> {
         Ok(Replay::Run)
+    }
+
+    /// Keeps candle's uploads for [`Replay::Warm`] and [`Replay::Record`].
+    fn keep_uploads(&self) -> Result<Option<KeptUploads>> {
+        Ok(None)
     }
 
     /// Starts recording the ops that follow (after [`Replay::Record`]).
@@ -208,6 +227,10 @@ impl<A: CandleDevice> Backend for CandleBackend<A> {
     ) -> Result<()> {
         match self.kernels.replay(step)? {
             Replay::Run => pass(self, acts),
+            Replay::Warm => {
+                let _kept = self.kernels.keep_uploads()?;
+                pass(self, acts)
+            }
             Replay::Done(logits) => {
                 acts.logits = Some(logits);
                 Ok(())
@@ -216,9 +239,11 @@ impl<A: CandleDevice> Backend for CandleBackend<A> {
                 // No tensor made before the recording may be freed inside
                 // it: the last step's activations go after it.
                 let earlier = std::mem::take(acts);
+                let kept = self.kernels.keep_uploads()?;
                 self.kernels.begin_record(step)?;
                 let ran = pass(self, acts).and_then(|()| Ok(get(&acts.logits)?.clone()));
                 let recorded = self.kernels.end_record(ran);
+                drop(kept);
                 drop(earlier);
                 match recorded {
                     Ok(logits) => {

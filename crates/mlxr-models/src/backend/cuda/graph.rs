@@ -3,12 +3,15 @@
 //! GPU's work in it; a replay is one launch.
 //!
 //! A step of B sequences of one token each (B ≤ [`MAX_RECORDED`]) runs
-//! plainly the first time (loading any kernel module it needs), is recorded
-//! the second time and replayed from then on. What a recorded step reads
-//! from the host (token ids, RoPE tables, slots, block tables) sits in step
-//! buffers whose addresses stay put ([`super::super::step_buffer`]), copied
-//! before each replay; the attention's launch shape does not depend on the
-//! context. When a step buffer moves, the records are dropped.
+//! plainly the first time (loading any kernel module it needs, and leaving
+//! the shapes and strides candle's ops upload on the device: a recording
+//! that copied from host memory would read it again, long freed, at each
+//! replay), is recorded the second time and replayed from then on. What a
+//! recorded step reads from the host (token ids, RoPE tables, slots, block
+//! tables) sits in step buffers whose addresses stay put
+//! ([`super::super::step_buffer`]), copied before each replay; the
+//! attention's launch shape does not depend on the context. When a step
+//! buffer moves, the records are dropped.
 //!
 //! The graphs own the memory of the tensors made while recording (graph
 //! allocations, freed and made again at each launch at the same
@@ -99,8 +102,11 @@ impl Graphs {
             r.graph.launch().w()?;
             return Ok(Replay::Done(r.logits.clone()));
         }
-        if self.refused.contains(&tokens) || self.seen.insert(tokens) {
+        if self.refused.contains(&tokens) {
             return Ok(Replay::Run);
+        }
+        if self.seen.insert(tokens) {
+            return Ok(Replay::Warm);
         }
         Ok(Replay::Record)
     }

@@ -19,7 +19,8 @@ use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor, TensorId};
 
 use super::candle::{
-    candle_glu, candle_rms_norm, candle_rope, slot_caches, CandleBackend, CandleDevice, Replay,
+    candle_glu, candle_rms_norm, candle_rope, slot_caches, CandleBackend, CandleDevice,
+    KeptUploads, Replay,
 };
 use super::step_buffer::StepBuffer;
 use super::{AttentionSpec, Glu, KvGeometry};
@@ -111,6 +112,11 @@ impl CandleDevice for CudaKernels {
 
     fn replay(&mut self, step: &Step) -> Result<Replay> {
         self.graphs.replay(step, self.moves)
+    }
+
+    fn keep_uploads(&self) -> Result<Option<KeptUploads>> {
+        let dev = self.attention.device.as_cuda_device()?;
+        Ok(Some(KeptUploads::new(dev.enable_cuda_graph_htod_cache())))
     }
 
     fn begin_record(&mut self, step: &Step) -> Result<()> {
