@@ -203,6 +203,17 @@ impl Linear {
 
     /// `y + b` when there is a bias: the end of a projection computed
     /// elsewhere from [`Self::ggml_tensor`].
+    /// This layer with `bias` (`[out_features]`) added after the matmul.
+    pub fn biased(mut self, bias: Tensor) -> Result<Self> {
+        self.set_bias(bias)?;
+        Ok(self)
+    }
+
+    /// The bias added after the matmul, when the layer has one.
+    pub fn bias(&self) -> Option<&Tensor> {
+        self.bias.as_ref()
+    }
+
     pub fn with_bias(&self, y: Tensor) -> Result<Tensor> {
         match &self.bias {
             Some(b) => Ok(y.broadcast_add(b)?),

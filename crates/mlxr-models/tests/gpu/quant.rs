@@ -190,8 +190,29 @@ fn check_grouped(shape: MatVec, device: &Device) -> Vec<String> {
             }
         }
     }
+    // A bias added in the kernel equals the unbiased output plus the bias.
+    let bias: Vec<f32> = (0..70).map(|i| (i as f32 - 35.0) / 9.0).collect();
+    let bias = Tensor::from_slice(&bias, 70, device).unwrap();
+    let biased = layer(GgmlDType::Q4K, 70, 1, device)
+        .biased(bias.clone())
+        .unwrap();
+    for tokens in [1, 3] {
+        let x: Vec<f32> = (0..tokens * K)
+            .map(|i| ((i * 29 % 97) as f32 - 48.0) / 5.0)
+            .collect();
+        let x = Some(Tensor::from_slice(&x, (tokens, K), device).unwrap());
+        let (mut got, mut plain) = (None, None);
+        b.matmul(&x, &biased, &mut got).unwrap();
+        b.matmul(&x, &ws[0], &mut plain).unwrap();
+        let want = plain.unwrap().broadcast_add(&bias).unwrap();
+        if to_host(got) != to_host(Some(want)) {
+            failures.push(format!(
+                "{tokens} tokens: the bias added in the kernel differs"
+            ));
+        }
+    }
     println!(
-        "three weights in one launch ({shape:?}): {}",
+        "three weights in one launch, a bias ({shape:?}): {}",
         if failures.is_empty() {
             "ok".to_string()
         } else {

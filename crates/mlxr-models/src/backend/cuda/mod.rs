@@ -206,12 +206,17 @@ impl CandleDevice for CudaKernels {
         // ran a 512-token prefill of an 8B model at 744 tok/s against
         // candle's 5,300 (bench/results/gpu-2026-12-03-call1.md).
         let k = x.dim(1)?;
-        let ours: Option<Vec<&QTensor>> = ws
+        let ours: Option<Vec<(&QTensor, Option<&Tensor>)>> = ws
             .iter()
             .map(|w| {
-                w.ggml_tensor().filter(|t| {
+                let t = w.ggml_tensor().filter(|t| {
                     quant_matmul::supports(t) && t.shape().dims2().is_ok_and(|(_, wk)| wk == k)
-                })
+                })?;
+                let n = t.shape().dims2().ok()?.0;
+                match w.bias() {
+                    Some(b) if !quant_matmul::takes_bias(b, n) => None,
+                    bias => Some((t, bias)),
+                }
             })
             .collect();
         let Some(ours) = ours.filter(|_| takes(x)) else {
@@ -225,8 +230,8 @@ impl CandleDevice for CudaKernels {
                 xq
             }
         };
-        let ys = quant_matmul::matmuls(&xq, x.dim(0)?, k, &ours, self.mat_vec)?;
-        ws.iter().zip(ys).map(|(w, y)| w.with_bias(y)).collect()
+        // The biases are added in the same launch.
+        quant_matmul::matmuls(&xq, x.dim(0)?, k, &ours, self.mat_vec)
     }
 }
 

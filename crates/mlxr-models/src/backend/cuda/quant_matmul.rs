@@ -5,7 +5,7 @@
 
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{
-    CudaSlice, CudaView, DevicePtrMut, LaunchConfig, PushKernelArg,
+    CudaSlice, CudaView, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
 use candle_core::cuda_backend::{CudaDType, CudaDevice, CudaStorage, WrapErr};
 use candle_core::op::BackpropOp;
@@ -74,7 +74,7 @@ pub fn matmuls(
     xq: &Tensor,
     tokens: usize,
     k: usize,
-    ws: &[&QTensor],
+    ws: &[(&QTensor, Option<&Tensor>)],
     shape: MatVec,
 ) -> Result<Vec<Tensor>> {
     let mut out = Vec::with_capacity(ws.len());
@@ -84,11 +84,20 @@ pub fn matmuls(
     Ok(out)
 }
 
+/// Whether the kernels add `bias` (f32 `[n]`, contiguous) to a weight of
+/// `n` rows.
+pub fn takes_bias(bias: &Tensor, n: usize) -> bool {
+    bias.dtype() == DType::F32
+        && bias.dims() == [n]
+        && bias.is_contiguous()
+        && bias.layout().start_offset() == 0
+}
+
 fn launch(
     xq: &Tensor,
     tokens: usize,
     k: usize,
-    ws: &[&QTensor],
+    ws: &[(&QTensor, Option<&Tensor>)],
     shape: MatVec,
 ) -> candle_core::Result<Vec<Tensor>> {
     let bytes = q8_bytes(tokens, k);
@@ -110,8 +119,23 @@ fn launch(
     let mut guards = Vec::with_capacity(3);
     let mut ys = Vec::with_capacity(3);
     let mut rows = 0;
-    for w in ws {
+    let bias_storage: Vec<_> = ws
+        .iter()
+        .map(|(_, b)| b.map(|b| b.storage_and_layout().0))
+        .collect();
+    let mut bias_ptrs = [0u64; 3];
+    for (j, (&(w, bias), storage)) in ws.iter().zip(&bias_storage).enumerate() {
         let (n, wk) = w.shape().dims2()?;
+        if let (Some(bias), Some(storage)) = (bias, storage) {
+            let Storage::Cuda(storage) = &**storage else {
+                return Err(cpu_only("mmvq"));
+            };
+            if !takes_bias(bias, n) {
+                candle_core::bail!("a bias {:?} for {n} rows", bias.shape());
+            }
+            let (ptr, _sync) = storage.as_cuda_slice::<f32>()?.device_ptr(&stream);
+            bias_ptrs[j] = ptr;
+        }
         let kind = match w.dtype() {
             GgmlDType::Q4K => 0i32,
             GgmlDType::Q6K => 1,
@@ -164,15 +188,18 @@ fn launch(
     b.arg(&qs).arg(&d).arg(&sums).arg(&k32).arg(&tokens32);
     for (j, y) in y_ptrs.iter().enumerate() {
         let (w, n, kind) = weights.get(j).unwrap_or(&unused);
-        b.arg(w).arg(y).arg(n).arg(kind);
+        b.arg(w).arg(y).arg(&bias_ptrs[j]).arg(n).arg(kind);
     }
     // SAFETY: weight j holds n_j rows of k / 256 blocks of its type
-    // (candle's storage of a `[n_j, k]` tensor, kept alive by `guards`);
-    // `xq` holds `tokens` rows of `k` (checked above); the warps of one
-    // output row write that row's `tokens` outputs in its own y_j.
+    // (candle's storage of a `[n_j, k]` tensor, kept alive by `guards`),
+    // its bias (when not null) n_j f32 (checked above, kept alive by
+    // `bias_storage`); `xq` holds `tokens` rows of `k` (checked above); the
+    // warps of one output row write that row's `tokens` outputs in its own
+    // y_j.
     unsafe { b.launch(cfg) }.w()?;
     drop(y_guards);
     drop(guards);
+    drop(bias_storage);
     Ok(ys
         .into_iter()
         .zip(&weights)

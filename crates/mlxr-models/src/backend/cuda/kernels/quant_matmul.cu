@@ -208,17 +208,20 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 // The row's sums of its W warps, in a fixed order (the same for every batch
-// size), to y[t, row] for the nb tokens. Warp w of the block is warp w % W
-// of its row, the block's row w / W.
+// size), plus the row's bias (when `bias` is not null), to y[t, row] for the
+// nb tokens. Warp w of the block is warp w % W of its row, the block's row
+// w / W.
 template <int B, int W, int R>
 __device__ __forceinline__ void store_row(const float (&acc)[B], float *__restrict__ y,
-                                          int n, int nb, int row) {
+                                          const float *__restrict__ bias, int n, int nb,
+                                          int row) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const float b_row = bias ? bias[row] : 0.f;
     if (W == 1) {
 #pragma unroll
         for (int b = 0; b < B; ++b) {
             const float total = warp_sum(acc[b]);
-            if (lane == b && b < nb) y[(long)b * n + row] = total;
+            if (lane == b && b < nb) y[(long)b * n + row] = total + b_row;
         }
         return;
     }
@@ -234,7 +237,7 @@ __device__ __forceinline__ void store_row(const float (&acc)[B], float *__restri
         float sum = part[first][lane];
 #pragma unroll
         for (int w = 1; w < W; ++w) sum += part[first + w][lane];
-        y[(long)lane * n + row] = sum;
+        y[(long)lane * n + row] = sum + b_row;
     }
 }
 
@@ -255,7 +258,8 @@ __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
                                           const int8_t *__restrict__ xq,
                                           const float *__restrict__ xd,
                                           const int *__restrict__ xs,
-                                          float *__restrict__ y, int n, int k,
+                                          float *__restrict__ y,
+                                          const float *__restrict__ bias, int n, int k,
                                           int nb, int row) {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) % W;
     const int nsb = k / QK_K;
@@ -312,7 +316,7 @@ __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
             acc[b] += dx * (dm.x * (float)sum - dm.y * (float)mins);
         }
     }
-    store_row<B, W, R>(acc, y, n, nb, row);
+    store_row<B, W, R>(acc, y, bias, n, nb, row);
 }
 
 // Q6_K (ql: 128 bytes of low nibbles, qh: 64 bytes of 2 high bits, scales:
@@ -323,7 +327,8 @@ template <int B, int W, int R>
 __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
                                           const int8_t *__restrict__ xq,
                                           const float *__restrict__ xd,
-                                          float *__restrict__ y, int n, int k,
+                                          float *__restrict__ y,
+                                          const float *__restrict__ bias, int n, int k,
                                           int nb, int row) {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) % W;
     const int nsb = k / QK_K;
@@ -361,21 +366,22 @@ __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
             acc[b] += (dw * xd[t * nsb + sb]) * (float)sum;
         }
     }
-    store_row<B, W, R>(acc, y, n, nb, row);
+    store_row<B, W, R>(acc, y, bias, n, nb, row);
 }
 
 // Up to three weights against the same activations in one launch (Q, K
 // and V; gate and up): weight j is a Q4_K (type 0) or Q6_K (type 1) matrix
-// of n_j rows, written to y_j ([tokens, n_j]); all `tokens` (at most B) at
-// once. A row is W warps (partial sums added in a fixed order), a block R
-// rows (grid: Σ n_j / R). mmvqB: a block of 4 warps per row; mmvqB_w: a
-// warp per row, 4 rows to a block.
+// of n_j rows, written to y_j ([tokens, n_j]) with bias b_j added (when not
+// null); all `tokens` (at most B) at once. A row is W warps (partial sums
+// added in a fixed order), a block R rows (grid: Σ n_j / R). mmvqB: a block
+// of 4 warps per row; mmvqB_w: a warp per row, 4 rows to a block.
 #define MMVQ(NAME, B, W, R)                                                    \
     extern "C" __global__ void __launch_bounds__(32 * W * R) NAME(             \
         const int8_t *__restrict__ xq, const float *__restrict__ xd,           \
         const int *__restrict__ xs, int k, int tokens, const uint8_t *w0,      \
-        float *y0, int n0, int type0, const uint8_t *w1, float *y1, int n1,    \
-        int type1, const uint8_t *w2, float *y2, int n2, int type2) {          \
+        float *y0, const float *b0, int n0, int type0, const uint8_t *w1,      \
+        float *y1, const float *b1, int n1, int type1, const uint8_t *w2,      \
+        float *y2, const float *b2, int n2, int type2) {                       \
         int row = blockIdx.x * R + (threadIdx.x >> 5) / W;                     \
         if (row >= n0 + n1 + n2) {                                             \
             if (W == 1) return;                                                \
@@ -383,17 +389,18 @@ __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
         }                                                                      \
         const uint8_t *w = w0;                                                 \
         float *y = y0;                                                         \
+        const float *bias = b0;                                                \
         int n = n0, type = type0;                                              \
         if (row >= n0 + n1) {                                                  \
-            row -= n0 + n1; w = w2; y = y2; n = n2; type = type2;              \
+            row -= n0 + n1; w = w2; y = y2; bias = b2; n = n2; type = type2;   \
         } else if (row >= n0) {                                                \
-            row -= n0; w = w1; y = y1; n = n1; type = type1;                   \
+            row -= n0; w = w1; y = y1; bias = b1; n = n1; type = type1;        \
         }                                                                      \
         const int nb = min(B, tokens);                                         \
         if (type == 0)                                                         \
-            q4_K_rows<B, W, R>(w, xq, xd, xs, y, n, k, nb, row);               \
+            q4_K_rows<B, W, R>(w, xq, xd, xs, y, bias, n, k, nb, row);         \
         else                                                                   \
-            q6_K_rows<B, W, R>(w, xq, xd, y, n, k, nb, row);                   \
+            q6_K_rows<B, W, R>(w, xq, xd, y, bias, n, k, nb, row);             \
     }
 
 MMVQ(mmvq1, 1, WARPS_PER_ROW, 1)
