@@ -87,6 +87,7 @@ make_model() { # name shape type vocab
 for m in ${GPU_MODELS:-smollm2-q8_0 qwen1.5b-q4_k_m llama8b-q4_k_m}; do
     case $m in
     smollm2-q8_0) make_model "$m" smollm2-135m q8_0 starcoder ;;
+    smollm2-f16) make_model "$m" smollm2-135m f16 starcoder ;;
     qwen1.5b-q4_k_m) make_model "$m" qwen2.5-1.5b q4_k_m qwen2 ;;
     llama8b-q4_k_m) make_model "$m" llama3-8b q4_k_m starcoder ;;
     llama8b-f16) make_model "$m" llama3-8b f16 starcoder ;;
@@ -98,7 +99,7 @@ wait_models
 if has test && [[ -x $WORK/bin/gpu ]]; then
     stage "tests/gpu: CUDA vs CPU backend"
     small=()
-    for m in smollm2-q8_0 qwen1.5b-q4_k_m; do [[ -n ${MODEL[$m]:-} ]] && small+=("${MODEL[$m]}"); done
+    for m in smollm2-q8_0 smollm2-f16 qwen1.5b-q4_k_m; do [[ -n ${MODEL[$m]:-} ]] && small+=("${MODEL[$m]}"); done
     if "$WORK/bin/gpu" "$ROOT/tests/fixtures/tiny-models" "${small[@]}" 2>&1 | tee "$OUT/gpu-test.log"; then
         result PASS "tests/gpu ($(grep -c ' rows, ' "$OUT/gpu-test.log") models)"
     else
