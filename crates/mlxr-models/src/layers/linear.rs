@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::{DType, Module, Tensor};
 
 use crate::backend::cpu::kernels::affine::{AffineMatMul, AffineWeight};
@@ -84,16 +84,7 @@ impl Linear {
     /// A GGML tensor; with `kernels` (their arithmetic order), prepared
     /// for the CPU kernels where they cover its type, else for candle's ops.
     pub fn ggml(t: Arc<QTensor>, kernels: Option<RowOrder>) -> Result<Self> {
-        // On a GPU, F16 weights stay F16 (cuBLAS's half matmuls: half the
-        // bytes per token and tensor cores for prefill); candle would widen
-        // them to F32, as it does for everything under
-        // CANDLE_DEQUANTIZE_ALL (kept).
-        let widen = std::env::var_os("CANDLE_DEQUANTIZE_ALL").is_some();
-        let inner = if t.dtype() == GgmlDType::F16 && t.device().is_cuda() && !widen {
-            QMatMul::TensorF16(t.dequantize_f16(&t.device())?)
-        } else {
-            QMatMul::from_arc(t.clone())?
-        };
+        let inner = QMatMul::from_arc(t.clone())?;
         // candle dequantizes when asked to (CANDLE_DEQUANTIZE_ALL); keep that.
         let fast = match (&inner, kernels) {
             (QMatMul::QTensor(_), Some(order)) => QuantMatMul::new(t, order),
