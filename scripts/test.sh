@@ -54,6 +54,15 @@ fuzz_targets() {
     fi
 }
 
+# The x86 kernel paths below the machine's own (MLXR_CPU_ISA caps them):
+# the kernel tests, and logits and greedy tokens against llama.cpp's.
+isa_paths() {
+    MLXR_CPU_ISA=avx2 cargo test --release -p mlxr-models --lib
+    MLXR_CPU_ISA=avx2 cargo test --release -p mlxr-models --test llamacpp_logits
+    MLXR_CPU_ISA=scalar cargo test --release -p mlxr-models --lib
+    MLXR_CPU_ISA=scalar cargo test --release -p mlxr-models --test llamacpp_logits smollm2
+}
+
 cuda_clippy() {
     if [ "${MLXR_SKIP_CUDA:-0}" = 1 ]; then
         echo "skipped (MLXR_SKIP_CUDA=1)"
@@ -72,6 +81,7 @@ stage "cargo clippy --features cuda (CUDA 13.0 from PyPI, sm_90)" cuda_clippy
 # UI stages run); the test run below compiles nothing more.
 stage "cargo build (release, every target)" cargo build --release --workspace --all-targets
 stage "cargo test (release: the parity tests run real models)" cargo test --release --workspace --no-fail-fast
+stage "x86 kernel paths under MLXR_CPU_ISA=avx2 and scalar: kernel tests, llama.cpp parity" isa_paths
 stage "API tests: the official openai and ollama clients against a real mlxr serve" api_tests
 stage "fuzzing: every cargo-fuzz target for 30 s from the committed corpora" fuzz_targets
 stage "aarch64 (NEON): kernel tests and greedy replies of the real models under qemu-user" aarch64_tests

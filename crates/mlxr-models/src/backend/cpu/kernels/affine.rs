@@ -238,7 +238,8 @@ impl AffineWeight {
             .map(|task| {
                 let rows = task * ROWS_PER_TASK..((task + 1) * ROWS_PER_TASK).min(self.rows);
                 #[cfg(target_arch = "x86_64")]
-                if std::arch::is_x86_feature_detected!("avx2")
+                if super::isa::allows(super::isa::Isa::Avx2)
+                    && std::arch::is_x86_feature_detected!("avx2")
                     && std::arch::is_x86_feature_detected!("fma")
                 {
                     // SAFETY: the CPU has AVX2 and FMA (checked just above).

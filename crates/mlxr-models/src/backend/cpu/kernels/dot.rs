@@ -156,7 +156,8 @@ pub mod x86 {
 
     /// Whether this CPU can run the functions of this module.
     pub fn available() -> bool {
-        is_x86_feature_detected!("avx2")
+        crate::backend::cpu::kernels::isa::allows(crate::backend::cpu::kernels::isa::Isa::Avx2)
+            && is_x86_feature_detected!("avx2")
             && is_x86_feature_detected!("fma")
             && is_x86_feature_detected!("f16c")
     }

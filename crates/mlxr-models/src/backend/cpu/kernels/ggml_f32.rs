@@ -147,7 +147,11 @@ macro_rules! with_fma {
 fn fma_available() -> bool {
     use std::sync::OnceLock;
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
+    *AVAILABLE.get_or_init(|| {
+        super::isa::allows(super::isa::Isa::Avx2)
+            && is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+    })
 }
 
 #[inline(always)]

@@ -16,6 +16,7 @@ pub mod affine;
 pub mod attention;
 pub mod dot;
 pub mod ggml_f32;
+pub mod isa;
 pub mod kquants;
 mod matmul;
 #[cfg(target_arch = "aarch64")]

@@ -39,7 +39,8 @@ pub struct Q4KTiles {
 pub fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        is_x86_feature_detected!("avx512f")
+        super::isa::allows(super::isa::Isa::Avx512)
+            && is_x86_feature_detected!("avx512f")
             && is_x86_feature_detected!("avx512bw")
             && is_x86_feature_detected!("avx512vnni")
     }

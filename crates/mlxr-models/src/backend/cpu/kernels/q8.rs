@@ -68,7 +68,7 @@ fn quantize_block(x: &[f32], with_sum: bool) -> BlockQ8 {
 pub fn quantize_row(x: &[f32], out: &mut [BlockQ8], with_sum: bool) {
     debug_assert_eq!(x.len(), out.len() * QK);
     #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("sse4.1") {
+    if super::isa::allows(super::isa::Isa::Avx2) && is_x86_feature_detected!("sse4.1") {
         // SAFETY: the feature was just detected.
         return unsafe { quantize_row_sse41(x, out, with_sum) };
     }

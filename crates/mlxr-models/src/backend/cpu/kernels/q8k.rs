@@ -91,7 +91,7 @@ fn quantize_row_sse41(x: &[f32], out: &mut [BlockQ8K], flavor: Q8KFlavor) {
 pub fn quantize_row(x: &[f32], out: &mut [BlockQ8K], flavor: Q8KFlavor) {
     assert_eq!(x.len(), out.len() * QK_K);
     #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("sse4.1") {
+    if super::isa::allows(super::isa::Isa::Avx2) && is_x86_feature_detected!("sse4.1") {
         // SAFETY: the feature was just detected.
         return unsafe { quantize_row_sse41(x, out, flavor) };
     }

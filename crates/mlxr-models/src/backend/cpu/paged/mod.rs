@@ -9,7 +9,7 @@ mod element;
 mod exact;
 mod store;
 mod tiled;
-mod vector;
+pub(crate) mod vector;
 mod write_op;
 
 #[cfg(test)]

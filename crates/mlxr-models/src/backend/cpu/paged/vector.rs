@@ -45,12 +45,16 @@ pub(crate) struct Avx2Fma;
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn avx512f_available() -> bool {
-    avx2_fma_available() && is_x86_feature_detected!("avx512f")
+    avx2_fma_available()
+        && crate::backend::cpu::kernels::isa::allows(crate::backend::cpu::kernels::isa::Isa::Avx512)
+        && is_x86_feature_detected!("avx512f")
 }
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn avx2_fma_available() -> bool {
-    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+    crate::backend::cpu::kernels::isa::allows(crate::backend::cpu::kernels::isa::Isa::Avx2)
+        && is_x86_feature_detected!("avx2")
+        && is_x86_feature_detected!("fma")
 }
 
 #[cfg(target_arch = "x86_64")]
