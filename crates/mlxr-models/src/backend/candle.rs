@@ -119,10 +119,7 @@ pub trait CandleDevice {
         rope: &Rope,
         head_dim: usize,
     ) -> Result<(Tensor, Tensor)> {
-        Ok((
-            candle_rope(q, tables, rope, head_dim)?,
-            candle_rope(k, tables, rope, head_dim)?,
-        ))
+        candle_rope(q, k, tables, rope, head_dim)
     }
 
     /// `act(gate) · up`; candle's ops unless the device has its own.
@@ -137,9 +134,22 @@ pub(super) fn candle_rms_norm(x: &Tensor, norm: &RmsNorm) -> Result<Tensor> {
     Ok(y.reshape(x.shape())?)
 }
 
-/// `x` `[tokens, heads * head_dim]` rotated by `cos`, `sin` `[tokens, 1,
-/// rot / 2]` with candle's RoPE.
+/// `q` and `k` (`[tokens, heads * head_dim]`) rotated by `cos`, `sin`
+/// `[tokens, 1, rot / 2]` with candle's RoPE.
 pub(super) fn candle_rope(
+    q: &Tensor,
+    k: &Tensor,
+    tables: (&Tensor, &Tensor),
+    rope: &Rope,
+    head_dim: usize,
+) -> Result<(Tensor, Tensor)> {
+    Ok((
+        rotated(q, tables, rope, head_dim)?,
+        rotated(k, tables, rope, head_dim)?,
+    ))
+}
+
+fn rotated(
     x: &Tensor,
     (cos, sin): (&Tensor, &Tensor),
     rope: &Rope,

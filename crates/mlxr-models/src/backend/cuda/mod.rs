@@ -188,10 +188,7 @@ impl CandleDevice for CudaKernels {
         head_dim: usize,
     ) -> Result<(Tensor, Tensor)> {
         if !rope::takes(q, k, head_dim) {
-            return Ok((
-                candle_rope(q, tables, rope, head_dim)?,
-                candle_rope(k, tables, rope, head_dim)?,
-            ));
+            return candle_rope(q, k, tables, rope, head_dim);
         }
         rope::rope_qk(q, k, tables.0, tables.1, rope, head_dim)
     }
