@@ -15,8 +15,12 @@
 #          decode step (tests/gpu --profile) on the GPU_BENCH models
 #   bench  mlxr bench --device cuda (and llama-bench on the same files when
 #          llama.cpp was built: stage llama)
+#   ncu    hardware counters of one decode step's kernels (GPU_NCU model)
+#   batched  aggregate speed of 1, 8, 64 and 256 sequences served together:
+#          mlxr bench --parallel beside llama-batched-bench (GPU_BATCHED models)
 # GPU_STAGES="llama test serve bench" by default; GPU_MODELS picks the random
-# models (see random-gguf.py), GPU_BENCH the ones benchmarked. Writes logs to
+# models (see random-gguf.py), GPU_BENCH the ones benchmarked (GPU_PROFILE
+# profiled, by default the same). Writes logs to
 # $OUT when set.
 set -uo pipefail
 
@@ -151,12 +155,31 @@ if has bench; then
     done
 fi
 
+if has batched; then
+    for m in ${GPU_BATCHED:-llama8b-q4_k_m}; do
+        [[ -n ${MODEL[$m]:-} ]] || continue
+        stage "batched $m: ${GPU_NPL:=1,8,64,256} sequences of pp128 + tg128"
+        if [[ -x $LLAMA/build/bin/llama-batched-bench ]]; then
+            # One unified KV buffer holding every sequence, as mlxr's pool does.
+            timeout 240 "$LLAMA/build/bin/llama-batched-bench" -m "${MODEL[$m]}" -c 65536 -b 2048 -ub 512 \
+                -npp 128 -ntg 128 -npl "$GPU_NPL" -ngl 99 -fa on -kvu 2>&1 |
+                tee "$OUT/llama-batched-$m.log" | grep -E '^\|'
+        fi
+        if timeout 300 "$MLXR" bench --device cuda -m "${MODEL[$m]}" -p 128 -n 128 -r 1 \
+            --parallel "$GPU_NPL" 2>&1 | tee "$OUT/mlxr-batched-$m.log"; then
+            result PASS "mlxr bench --parallel $m"
+        else
+            result FAIL "mlxr bench --parallel $m (mlxr-batched-$m.log)"
+        fi
+    done
+fi
+
 # After the benchmarks: not while llama.cpp compiles (host load skews the
 # per-op times).
 if has profile && [[ -x $WORK/bin/gpu ]]; then
     stage "decode matmul kernels (gpu --bench-kernels)"
     timeout 120 "$WORK/bin/gpu" --bench-kernels 2>&1 | tee "$OUT/bench-kernels.log"
-    for m in ${GPU_BENCH:-llama8b-q4_k_m qwen1.5b-q4_k_m llama8b-f16}; do
+    for m in ${GPU_PROFILE:-${GPU_BENCH:-llama8b-q4_k_m qwen1.5b-q4_k_m llama8b-f16}}; do
         [[ -n ${MODEL[$m]:-} ]] || continue
         stage "profile $m (gpu --profile)"
         # As tg128 runs (a one-token prompt), then at a 1,024-token context.
@@ -167,6 +190,25 @@ if has profile && [[ -x $WORK/bin/gpu ]]; then
             result FAIL "profile $m (profile-$m.log)"
         fi
     done
+fi
+
+# Hardware counters of the decode kernels (where the machine lets ncu read
+# them): a step after 1,024 tokens, each kernel replayed alone.
+if has ncu && [[ -x $WORK/bin/gpu ]] && command -v ncu >/dev/null; then
+    m=${GPU_NCU:-llama8b-q4_k_m}
+    if [[ -n ${MODEL[$m]:-} ]]; then
+        stage "ncu: decode kernels of $m after 1,024 tokens"
+        if timeout 300 ncu --clock-control none --profile-from-start off --csv --page details \
+            --section SpeedOfLight --section Occupancy --section LaunchStats \
+            --metrics dram__bytes_read.sum,gpu__time_duration.sum \
+            "$WORK/bin/gpu" --ncu "${MODEL[$m]}" 1024 1 >"$OUT/ncu-$m.csv" 2>"$OUT/ncu-$m.err" &&
+            python3 "$ROOT/scripts/ncu-summary.py" "$OUT/ncu-$m.csv" | tee "$OUT/ncu-$m.txt"; then
+            result PASS "ncu $m (ncu-$m.txt)"
+        else
+            tail -5 "$OUT/ncu-$m.err" "$OUT/ncu-$m.csv"
+            result FAIL "ncu $m (ncu-$m.err)"
+        fi
+    fi
 fi
 
 stage "summary"

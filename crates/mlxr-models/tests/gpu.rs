@@ -6,6 +6,7 @@
 //!   gpu TINY_MODELS_DIR [MODEL.gguf ...]
 //!   gpu --profile MODEL.gguf [PROMPT [STEPS]]   (tests/gpu/profile.rs)
 //!   gpu --bench-kernels   (the decode matmul shapes: tests/gpu/quant.rs)
+//!   gpu --ncu MODEL [PROMPT [STEPS]]   (decode steps for ncu: tests/gpu/profile.rs)
 //!
 //! First our quantized matmul kernels alone against the CPU's dot products
 //! (tests/gpu/quant.rs). Then every model goes through one scenario on both
@@ -456,6 +457,7 @@ fn main() {
     let raw: Vec<String> = std::env::args().skip(1).collect();
     match raw.first().map(String::as_str) {
         Some("--profile") => return profile::run(&raw[1..], &device()),
+        Some("--ncu") => return profile::ncu_window(&raw[1..], &device()),
         Some("--bench-kernels") => return quant::bench(&device()),
         _ => {}
     }

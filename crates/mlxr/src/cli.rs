@@ -57,6 +57,7 @@ In a chat, Ctrl-C stops the current reply; /bye or Ctrl-D leaves.")]
   mlxr bench -m model.gguf --device cpu                            on the CPU even where a GPU build finds a GPU
   mlxr bench -m model.gguf -p 128,512 -n 0 -t 1,2                  prompts only, two thread counts
   mlxr bench -m model.gguf -p 16 -n 4 -r 1 -o json                 one JSON array, llama-bench's keys
+  mlxr bench -m model.gguf -p 128 -n 128 --parallel 1,8,64         8 and 64 sequences at once, like llama-batched-bench
 
 Everything runs through the engine `mlxr generate` and `mlxr serve` use (EngineHandle:
 scheduler, paged KV cache, greedy sampling), with the prefix cache off and random token ids.
@@ -488,6 +489,11 @@ pub struct BenchArgs {
         value_name = "DEVICE"
     )]
     pub device: DeviceChoice,
+    /// Sequences served together (comma-separated): measures what
+    /// llama-batched-bench does (-npl), B sequences of -p prompt and -n
+    /// generated tokens at once, aggregate prompt and decode speed.
+    #[arg(long, value_delimiter = ',', value_name = "B")]
+    pub parallel: Vec<usize>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

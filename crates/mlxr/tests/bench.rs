@@ -52,6 +52,26 @@ fn json_has_one_object_per_test_with_positive_figures() {
 }
 
 #[test]
+fn parallel_sequences_report_llama_batched_bench_figures() {
+    let Some(out) = bench(&["-t", "2", "--parallel", "1,3", "-o", "json"]) else {
+        return;
+    };
+    let runs: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(runs.len(), 2, "{out}");
+    for (r, pl) in runs.iter().zip([1, 3]) {
+        assert_eq!(
+            (&r["pp"], &r["tg"], &r["pl"]),
+            (&16.into(), &4.into(), &pl.into())
+        );
+        assert_eq!(r["n_kv"], pl * 20, "{r}");
+        for key in ["t_pp", "speed_pp", "t_tg", "speed_tg", "t", "speed"] {
+            assert!(r[key].as_f64().unwrap() > 0.0, "{key}: {r}");
+        }
+        assert!(r["t"].as_f64() > r["t_pp"].as_f64(), "{r}");
+    }
+}
+
+#[test]
 fn markdown_table_mirrors_llama_bench() {
     let Some(out) = bench(&["-t", "1,2"]) else {
         return;

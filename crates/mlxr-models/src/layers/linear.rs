@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use candle_core::quantized::{QMatMul, QTensor};
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Module, Tensor};
 
 use crate::backend::cpu::kernels::affine::{AffineMatMul, AffineWeight};
@@ -84,6 +84,12 @@ impl Linear {
     /// A GGML tensor; with `kernels` (their arithmetic order), prepared
     /// for the CPU kernels where they cover its type, else for candle's ops.
     pub fn ggml(t: Arc<QTensor>, kernels: Option<RowOrder>) -> Result<Self> {
+        if let Some(w) = half_on_gpu(&t)? {
+            return Ok(Self::new(LinearWeight::Ggml {
+                inner: QMatMul::TensorF16(w),
+                fast: None,
+            }));
+        }
         let inner = QMatMul::from_arc(t.clone())?;
         // candle dequantizes when asked to (CANDLE_DEQUANTIZE_ALL); keep that.
         let fast = match (&inner, kernels) {
@@ -220,4 +226,23 @@ impl Linear {
             None => Ok(y),
         }
     }
+}
+
+/// An F16 GGML weight on a GPU, kept in F16 (candle would widen it to f32,
+/// doubling the bytes every decode step reads); candle's `TensorF16` matmul
+/// runs it through cuBLAS with the activations rounded to F16, as llama.cpp
+/// does. Not under candle's `CANDLE_DEQUANTIZE_ALL` (f32 everywhere).
+fn half_on_gpu(t: &QTensor) -> Result<Option<Tensor>> {
+    let device = t.device();
+    let widen = std::env::var_os("CANDLE_DEQUANTIZE_ALL").is_some();
+    if t.dtype() != GgmlDType::F16 || !device.is_cuda() || widen {
+        return Ok(None);
+    }
+    let bytes = t.data()?;
+    Ok(Some(Tensor::from_raw_buffer(
+        &bytes,
+        DType::F16,
+        t.shape().dims(),
+        &device,
+    )?))
 }

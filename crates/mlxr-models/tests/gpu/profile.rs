@@ -70,6 +70,37 @@ pub fn run(args: &[String], device: &Device) {
     }
 }
 
+/// `gpu --ncu MODEL.gguf [PROMPT [STEPS]]`: one sequence prefilled with
+/// PROMPT tokens (1,024), then STEPS (2) decode steps launched one kernel at
+/// a time (no graphs) inside the CUDA profiler API's window, for
+/// `ncu --profile-from-start off` to read the decode kernels alone.
+pub fn ncu_window(args: &[String], device: &Device) {
+    let path = Path::new(args.first().expect("gpu --ncu MODEL.gguf [PROMPT [STEPS]]"));
+    let number = |i: usize, default: usize| {
+        args.get(i)
+            .map(|s| s.parse().expect("a number"))
+            .unwrap_or(default)
+    };
+    let (prompt_len, steps) = (number(1, 1024), number(2, 2));
+    let file = GgufFile::open(path).unwrap();
+    let model = DecoderModel::load_with_kernels(&file, device, None).unwrap();
+    let blocks = (prompt_len + steps).div_ceil(BLOCK) + 1;
+    let mut b = CudaBackend::new(geometry(&model, blocks), DType::F16, device).unwrap();
+    b.set_graphs(StepGraphs::Off);
+    let mut session = Session::new(b, 1, blocks, BLOCK);
+    let vocab = model.config().vocab_size;
+    let logits = session.feed(&model, &[(0, &prompt(prompt_len, 0, vocab))]);
+    let mut next = argmax(logits.unwrap());
+    session.backend_mut().synchronize().unwrap();
+    let window = candle_core::cuda_backend::cudarc::driver::Profiler::new().unwrap();
+    for _ in 0..steps {
+        next = argmax(session.feed(&model, &[(0, &[next])]).unwrap());
+    }
+    session.backend_mut().synchronize().unwrap();
+    drop(window);
+    println!("ncu window: {steps} decode steps after {prompt_len} tokens");
+}
+
 /// Decode steps as served: ms per step.
 fn timed<B: Backend>(
     model: &DecoderModel,

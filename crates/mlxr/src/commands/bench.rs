@@ -25,6 +25,7 @@ use mlxr_engine::{
 use mlxr_formats::gguf::GgufFile;
 use serde::{Deserialize, Serialize};
 
+use super::bench_batched;
 use crate::cli::{BenchArgs, BenchOutput};
 
 /// One test's result; the keys are `llama-bench -o json`'s, so one parser
@@ -57,6 +58,9 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         args.n_prompt.iter().chain(&args.n_gen).any(|&n| n > 0),
         "nothing to measure: give -p or -n a value above 0"
     );
+    if !args.parallel.is_empty() {
+        return bench_parallel(&args);
+    }
     let results = match args.threads.as_slice() {
         [] => run_tests(&args, None)?,
         [one] => run_tests(&args, Some(*one))?,
@@ -76,6 +80,91 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     Ok(())
 }
 
+/// Loads the model and starts an engine for `max_num_seqs` sequences of
+/// `needed` tokens each; also returns the vocabulary the random ids come from.
+fn start_engine(
+    args: &BenchArgs,
+    device: DeviceChoice,
+    needed: usize,
+    max_num_seqs: usize,
+) -> Result<(EngineHandle, u64)> {
+    let ctx = args.ctx_size.unwrap_or(needed.next_multiple_of(16));
+    let lm = Arc::new(LoadedModel::load_on(&args.model, Some(ctx), device)?);
+    ensure!(
+        lm.context_size >= needed,
+        "the tests need {needed} tokens of context; the model has {}",
+        lm.context_size
+    );
+    let config = EngineConfig {
+        device,
+        kv_budget: KvBudget::Bytes(u64::MAX),
+        kv_dtype: args.kv_dtype,
+        max_num_seqs,
+        // llama-bench's ubatch: a prompt up to this long is one forward pass.
+        max_num_batched_tokens: args.batch_size,
+        long_prefill_token_threshold: args.batch_size,
+        prefix_caching: false,
+        ..EngineConfig::default()
+    };
+    let vocab = lm.model.config().vocab_size.min(lm.tokenizer.vocab_size()) as u64;
+    Ok((EngineHandle::start(lm, config)?, vocab))
+}
+
+/// `--parallel`: every (B, PP, TG) once as a warm-up, then `-r` times;
+/// the mean of each figure.
+fn bench_parallel(args: &BenchArgs) -> Result<()> {
+    ensure!(
+        args.threads.len() <= 1,
+        "--parallel takes one thread count (-t N)"
+    );
+    ensure!(
+        args.parallel.iter().all(|&b| b >= 1),
+        "--parallel values must be at least 1"
+    );
+    let prompts: Vec<usize> = args.n_prompt.iter().copied().filter(|&n| n > 0).collect();
+    let gens: Vec<usize> = args.n_gen.iter().copied().filter(|&n| n >= 2).collect();
+    ensure!(
+        !prompts.is_empty() && !gens.is_empty(),
+        "--parallel needs a prompt length (-p) above 0 and a generation length (-n) of at least 2"
+    );
+    super::set_threads(args.threads.first().copied())?;
+    let needed = prompts.iter().max().unwrap_or(&0) + gens.iter().max().unwrap_or(&0) + 1;
+    let most = args.parallel.iter().copied().max().unwrap_or(1);
+    let (engine, vocab) = start_engine(args, args.device.resolve()?, needed, most)?;
+    let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
+    let mut results = Vec::new();
+    for &pl in &args.parallel {
+        for &pp in &prompts {
+            for &tg in &gens {
+                let mut runs = Vec::new();
+                for rep in 0..=args.repetitions {
+                    let r = bench_batched::run(&engine, pp, tg, pl, || {
+                        request((0..pp).map(|_| rng.below(vocab) as u32).collect(), tg)
+                    })?;
+                    if rep > 0 {
+                        runs.push(r);
+                    }
+                }
+                results.push(bench_batched::mean(&runs));
+            }
+        }
+    }
+    match args.output {
+        BenchOutput::Json => println!("{}", serde_json::to_string_pretty(&results)?),
+        BenchOutput::Md => {
+            bench_batched::print_markdown(&results);
+            println!();
+            println!(
+                "mlxr {} (engine path: EngineHandle, batch {}, KV {})",
+                env!("CARGO_PKG_VERSION"),
+                args.batch_size,
+                format!("{:?}", args.kv_dtype).to_lowercase()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Loads the model once and runs every test at one thread count.
 fn run_tests(args: &BenchArgs, threads: Option<usize>) -> Result<Vec<TestResult>> {
     super::set_threads(threads)?;
@@ -85,28 +174,9 @@ fn run_tests(args: &BenchArgs, threads: Option<usize>) -> Result<Vec<TestResult>
     // Room for the longest test (the tg prompt is one token, plus one extra
     // generated token), rounded up to whole KV blocks.
     let needed = max_prompt.max(max_gen + 2) + 1;
-    let ctx = args.ctx_size.unwrap_or(needed.next_multiple_of(16));
     let device = args.device.resolve()?;
-    let lm = Arc::new(LoadedModel::load_on(&args.model, Some(ctx), device)?);
-    ensure!(
-        lm.context_size >= needed,
-        "the tests need {needed} tokens of context; the model has {}",
-        lm.context_size
-    );
+    let (engine, vocab) = start_engine(args, device, needed, 1)?;
     let desc = describe(&args.model)?;
-    let config = EngineConfig {
-        device,
-        kv_budget: KvBudget::Bytes(u64::MAX),
-        kv_dtype: args.kv_dtype,
-        max_num_seqs: 1,
-        // llama-bench's ubatch: a prompt up to this long is one forward pass.
-        max_num_batched_tokens: args.batch_size,
-        long_prefill_token_threshold: args.batch_size,
-        prefix_caching: false,
-        ..EngineConfig::default()
-    };
-    let engine = EngineHandle::start(lm.clone(), config)?;
-    let vocab = lm.model.config().vocab_size.min(lm.tokenizer.vocab_size()) as u64;
     let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
     let mut results = Vec::new();
     let tests = (args.n_prompt.iter().filter(|&&n| n > 0).map(|&n| (n, 0)))

@@ -1,4 +1,5 @@
 mod bench;
+mod bench_batched;
 mod client;
 mod create;
 mod format;
