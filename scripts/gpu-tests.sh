@@ -196,19 +196,30 @@ fi
 # them): a step after 1,024 tokens, each kernel replayed alone.
 if has ncu && [[ -x $WORK/bin/gpu ]] && command -v ncu >/dev/null; then
     m=${GPU_NCU:-llama8b-q4_k_m}
+    # Where warps wait: cycles per issued instruction, by reason.
+    STALLS=$(printf 'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' \
+        long_scoreboard short_scoreboard lg_throttle mio_throttle wait math_pipe_throttle \
+        barrier not_selected selected no_instruction drain branch_resolving dispatch_stall)
+    STALLS=${STALLS%,}
     if [[ -n ${MODEL[$m]:-} ]]; then
         stage "ncu: decode kernels of $m after 1,024 tokens"
         if timeout 300 ncu --clock-control none --profile-from-start off --csv --page details \
             --section SpeedOfLight --section Occupancy --section LaunchStats \
-            --metrics dram__bytes_read.sum,gpu__time_duration.sum \
+            --metrics "dram__bytes_read.sum,gpu__time_duration.sum,$STALLS" \
             "$WORK/bin/gpu" --ncu "${MODEL[$m]}" 1024 1 >"$OUT/ncu-$m.csv" 2>"$OUT/ncu-$m.err" &&
             python3 "$ROOT/scripts/ncu-summary.py" "$OUT/ncu-$m.csv" | tee "$OUT/ncu-$m.txt"; then
             result PASS "ncu $m (ncu-$m.txt)"
         else
-            tail -5 "$OUT/ncu-$m.err" "$OUT/ncu-$m.csv"
+            tail -n 5 "$OUT/ncu-$m.err" "$OUT/ncu-$m.csv"
             result FAIL "ncu $m (ncu-$m.err)"
         fi
     fi
+    stage "ncu: the decode matmul kernels of gpu --bench-kernels"
+    MLXR_BENCH_LAUNCHES=2 timeout 200 ncu --clock-control none --csv --page details -k regex:mmvq \
+        --section SpeedOfLight --section Occupancy --section LaunchStats \
+        --metrics "dram__bytes_read.sum,gpu__time_duration.sum,$STALLS" \
+        "$WORK/bin/gpu" --bench-kernels >"$OUT/ncu-kernels.csv" 2>"$OUT/ncu-kernels.err" &&
+        python3 "$ROOT/scripts/ncu-summary.py" "$OUT/ncu-kernels.csv" | tee "$OUT/ncu-kernels.txt"
 fi
 
 stage "summary"

@@ -38,7 +38,10 @@ def main(path):
     with open(path, newline="") as f:
         lines = [l for l in f if l.startswith('"')]
     for row in csv.DictReader(lines):
-        key = WANTED.get(row.get("Metric Name", ""))
+        metric = row.get("Metric Name", "")
+        key = WANTED.get(metric)
+        if key is None and "issue_stalled_" in metric:
+            key = "stall " + metric.split("issue_stalled_")[1].split("_per_")[0]
         if key is None:
             continue
         try:
@@ -71,6 +74,20 @@ def main(path):
         print(f"{name[:34]:34} {grid:>16} {block:>12} {n:4d} {us:8.2f} {gbs:7.0f} {dram:6.1f} "
               f"{sm:5.1f} {occ:5.1f} {theo:5.1f} {regs:4.0f} {100 * share:5.1f}%")
     print(f"kernel time in the window: {total / 1e3:.1f} us over {len(launches)} launches")
+    # Where the warps wait (cycles per issued instruction), the largest first.
+    stalls = []
+    for (name, grid, block), ms in groups.items():
+        keys = sorted({k for m in ms for k in m if k.startswith("stall ")})
+        if not keys:
+            continue
+        mean = {k: sum(m.get(k, 0.0) for m in ms) / len(ms) for k in keys}
+        top = sorted(mean.items(), key=lambda kv: -kv[1])[:4]
+        share = sum(m.get("duration", 0.0) for m in ms) / total if total else 0.0
+        stalls.append((share, name, grid, ", ".join(f"{k[6:]} {v:.1f}" for k, v in top)))
+    if stalls:
+        print("\nwarp stalls (cycles per issued instruction), by share of time:")
+        for share, name, grid, text in sorted(stalls, reverse=True):
+            print(f"{name[:34]:34} {grid:>16}  {text}")
 
 
 if __name__ == "__main__":

@@ -195,6 +195,18 @@ impl Linear {
         }
     }
 
+    /// The F16 matrix of an F16 GGML weight kept F16 on a GPU, for a
+    /// backend's own kernels.
+    pub fn half_weight(&self) -> Option<&Tensor> {
+        match &self.weight {
+            LinearWeight::Ggml {
+                inner: QMatMul::TensorF16(t),
+                ..
+            } => Some(t),
+            _ => None,
+        }
+    }
+
     /// `x`: `[tokens, in_features]` → `[tokens, out_features]` through
     /// candle's ops (the path of weights without a kernel of the backend).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {

@@ -68,7 +68,76 @@ pub fn kernels(device: &Device) -> Vec<Outcome> {
             failures: check_grouped(shape, device),
         });
     }
+    out.push(Outcome {
+        label: "F16 decode matmul kernel vs f32 on the host".into(),
+        failures: check_half(device),
+    });
     out
+}
+
+/// The F16 decode kernel (kernels/half_matvec.cu) against the f16 weights
+/// widened to f32 and multiplied on the host in f64: within
+/// `KERNEL_TOLERANCE` (f32 sums in another order), each token's outputs the
+/// same bits in every batch, the bias added in the launch. k = 1,000: not a
+/// multiple of the kernel's 1,024 elements a warp loads at a time.
+fn check_half(device: &Device) -> Vec<String> {
+    let k = 1000;
+    let layer = layer_of(GgmlDType::F16, N, k, 7, device);
+    let Some(half) = layer.half_weight() else {
+        return vec!["an F16 weight on the GPU is not kept F16".into()];
+    };
+    let w: Vec<f32> = half
+        .to_dtype(candle_core::DType::F32)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    let bias: Vec<f32> = (0..N).map(|i| (i as f32 - 100.0) / 13.0).collect();
+    let layer = layer
+        .biased(Tensor::from_slice(&bias, N, device).unwrap())
+        .unwrap();
+    let mut b = backend(MatVec::default(), device);
+    let mut failures = Vec::new();
+    let xs: Vec<f32> = (0..8 * k)
+        .map(|i| ((i * 53 % 211) as f32 - 105.0) / 31.0)
+        .collect();
+    let mut alone = Vec::new();
+    for tokens in TOKENS {
+        let x = Some(Tensor::from_slice(&xs[..tokens * k], (tokens, k), device).unwrap());
+        let mut out = None;
+        b.matmul(&x, &layer, &mut out).unwrap();
+        let got = to_host(out);
+        for t in 0..tokens {
+            let row = &got[t * N..(t + 1) * N];
+            let want: Vec<f32> = (0..N)
+                .map(|n| {
+                    let dot: f64 = (0..k)
+                        .map(|i| w[n * k + i] as f64 * xs[t * k + i] as f64)
+                        .sum();
+                    (dot + bias[n] as f64) as f32
+                })
+                .collect();
+            let diff = rel_diff(row, &want);
+            if diff > KERNEL_TOLERANCE {
+                failures.push(format!("{tokens} tokens: token {t} off by {diff:.2e}"));
+            }
+            if tokens == 1 {
+                alone = row.to_vec();
+            } else if t == 0 && row != alone.as_slice() {
+                failures.push(format!("{tokens} tokens: token 0 differs from alone"));
+            }
+        }
+    }
+    println!(
+        "F16 kernel, {N} x {k}, batches {TOKENS:?}: {}",
+        if failures.is_empty() {
+            "ok".to_string()
+        } else {
+            failures.join("; ")
+        }
+    );
+    failures
 }
 
 /// `gpu --bench-kernels`: the decode matmuls of an 8B model's layer (one
@@ -111,11 +180,15 @@ pub fn bench(device: &Device) {
                 let mut refs: Vec<&mut Option<Tensor>> = outs.iter_mut().collect();
                 b.matmuls(&x, &layers, &mut refs).unwrap();
             };
-            for _ in 0..10 {
+            // Fewer under a profiler (MLXR_BENCH_LAUNCHES).
+            let n: usize = std::env::var("MLXR_BENCH_LAUNCHES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(200);
+            for _ in 0..n.min(10) {
                 run(&mut b);
             }
             b.synchronize().unwrap();
-            let n = 200;
             let start = std::time::Instant::now();
             for _ in 0..n {
                 run(&mut b);

@@ -8,9 +8,12 @@
 //!   once per step, in one copy;
 //! - Q4_K and Q6_K matmuls of up to 8 rows (decode) against activations
 //!   quantized to Q8_K (kernels/quant_matmul.cu): the CPU backend's integer
-//!   arithmetic, the same for every batch size up to 8.
+//!   arithmetic, the same for every batch size up to 8;
+//! - F16 matmuls of up to 8 rows against f32 activations
+//!   (kernels/half_matvec.cu); longer steps go to cuBLAS.
 
 mod graph;
+mod half_matvec;
 mod ops;
 mod quant_matmul;
 mod rope;
@@ -198,6 +201,20 @@ impl CandleDevice for CudaKernels {
     }
 
     fn matmuls(&mut self, x: &Tensor, ws: &[Linear]) -> Result<Vec<Tensor>> {
+        let halves: Option<Vec<&Tensor>> = ws
+            .iter()
+            .map(|w| {
+                w.half_weight()
+                    .filter(|h| half_matvec::takes(x, h, w.bias()))
+            })
+            .collect();
+        if let Some(halves) = halves {
+            return ws
+                .iter()
+                .zip(halves)
+                .map(|(w, h)| half_matvec::matmul(x, h, w.bias()))
+                .collect();
+        }
         // Longer steps (prefill) go to candle's dequantizing cuBLAS matmul:
         // these per-row kernels re-read the activations for every row and
         // ran a 512-token prefill of an 8B model at 744 tok/s against

@@ -23,9 +23,11 @@ pub const MAX_TOKENS: usize = 8;
 /// Warps per thread block: the quantizer's super-blocks, the matmuls'
 /// warps per row (`WARPS_PER_ROW` in the kernels).
 const WARPS: usize = 4;
-/// Warps (super-blocks) to a block of the norm and GLU kernels: few, so a
-/// one-token row spreads over many SMs.
-const ROW_WARPS: usize = 4;
+/// Warps (super-blocks) to a block of the norm and GLU kernels: 8, so that
+/// a 4,096-wide row's sum of squares is one load per thread (with 4 the
+/// add + RMSNorm took 6.7 µs: bench/results/gpu-2026-12-03-s33.md) and a
+/// 14,336-wide SwiGLU still spreads over 7 SMs.
+const ROW_WARPS: usize = 8;
 
 /// How the decode matmul kernels spread a weight's rows over the GPU.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -1,0 +1,93 @@
+// Decode matmuls of F16 weights: y[t, n] = Σ_k W[n, k] · x[t, k] (+ b[n])
+// for W f16 [n, k] and up to 8 rows of f32 activations x [tokens, k],
+// accumulated in f32 (the activations are not rounded to f16).
+//
+// A warp per weight row, 4 rows to a block. Lane l reads 8 halves (16
+// bytes) at a time, a warp 256 consecutive elements; each lane has UNROLL
+// such loads in flight before their math, since a one-token step is bound
+// by the bytes in flight. The weights are read once (__ldcs: past L1), the
+// activations by every row (through the caches).
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#define ROWS 4
+#define UNROLL 4
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffff, v, off);
+    return v;
+}
+
+template <int B>
+__device__ __forceinline__ void row_dot(const uint4 w, const float *__restrict__ x, int k,
+                                        int at, int nb, float (&acc)[B]) {
+    const half2 *h = (const half2 *)&w;
+    float2 wf[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) wf[i] = __half22float2(h[i]);
+#pragma unroll
+    for (int b = 0; b < B; ++b) {
+        if (b >= nb) break;
+        const float4 a = *(const float4 *)(x + (long)b * k + at);
+        const float4 c = *(const float4 *)(x + (long)b * k + at + 4);
+        float s = acc[b];
+        s = fmaf(wf[0].x, a.x, s);
+        s = fmaf(wf[0].y, a.y, s);
+        s = fmaf(wf[1].x, a.z, s);
+        s = fmaf(wf[1].y, a.w, s);
+        s = fmaf(wf[2].x, c.x, s);
+        s = fmaf(wf[2].y, c.y, s);
+        s = fmaf(wf[3].x, c.z, s);
+        s = fmaf(wf[3].y, c.w, s);
+        acc[b] = s;
+    }
+}
+
+// k a multiple of 8; W, x 16-byte aligned.
+template <int B>
+__device__ __forceinline__ void half_rows(const half *__restrict__ w,
+                                          const float *__restrict__ x,
+                                          const float *__restrict__ bias,
+                                          float *__restrict__ y, int n, int k, int tokens) {
+    const int row = blockIdx.x * ROWS + threadIdx.x / 32;
+    if (row >= n) return;
+    const int lane = threadIdx.x & 31;
+    const int nb = min(B, tokens);
+    float acc[B];
+#pragma unroll
+    for (int b = 0; b < B; ++b) acc[b] = 0.f;
+    const half *wrow = w + (long)row * k;
+    const int step = 32 * 8;
+    for (int at0 = lane * 8; at0 < k; at0 += step * UNROLL) {
+        uint4 v[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const int at = at0 + u * step;
+            if (at < k) v[u] = __ldcs((const uint4 *)(wrow + at));
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const int at = at0 + u * step;
+            if (at < k) row_dot<B>(v[u], x, k, at, nb, acc);
+        }
+    }
+    const float b_row = bias ? bias[row] : 0.f;
+#pragma unroll
+    for (int b = 0; b < B; ++b) {
+        const float total = warp_sum(acc[b]);
+        if (lane == b && b < nb) y[(long)b * n + row] = total + b_row;
+    }
+}
+
+#define HALF_MV(B)                                                                            \
+    extern "C" __global__ void __launch_bounds__(32 * ROWS) half_mv##B(                       \
+        const half *__restrict__ w, const float *__restrict__ x,                              \
+        const float *__restrict__ bias, float *__restrict__ y, int n, int k, int tokens) {    \
+        half_rows<B>(w, x, bias, y, n, k, tokens);                                            \
+    }
+
+HALF_MV(1)
+HALF_MV(2)
+HALF_MV(4)
+HALF_MV(8)
