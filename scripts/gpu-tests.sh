@@ -11,16 +11,18 @@
 # Prints a pass/fail summary last. Stages (each optional, in order):
 #   test   tests/gpu on the tiny models and random real-shaped GGUFs
 #   serve  mlxr serve --device cuda answering HTTP (plain, streamed, aborted)
-#   profile  the decode matmul kernels timed alone, then each op's time per
-#          decode step (tests/gpu --profile) on the GPU_BENCH models
+#   ncu    hardware counters of one decode step's kernels (GPU_NCU model) and
+#          of the decode matmul kernels alone
 #   bench  mlxr bench --device cuda (and llama-bench on the same files when
 #          llama.cpp was built: stage llama)
-#   ncu    hardware counters of one decode step's kernels (GPU_NCU model)
 #   batched  aggregate speed of 1, 8, 64 and 256 sequences served together:
 #          mlxr bench --parallel beside llama-batched-bench (GPU_BATCHED models)
+#   profile  the decode matmul kernels timed alone, then each op's time per
+#          decode step (tests/gpu --profile) on the GPU_BENCH models
 # GPU_STAGES="llama test serve bench" by default; GPU_MODELS picks the random
 # models (see random-gguf.py), GPU_BENCH the ones benchmarked (GPU_PROFILE
-# profiled, by default the same). Writes logs to
+# profiled, by default the same; GPU_MATVEC="block warp-prefetch" also times
+# decode with those matmul shapes). Writes logs to
 # $OUT when set.
 set -uo pipefail
 
@@ -126,6 +128,37 @@ if has serve && [[ -n ${MODEL[smollm2-q8_0]:-} ]]; then
     wait "$serve_pid" 2>/dev/null
 fi
 
+# Hardware counters of the decode kernels (where the machine lets ncu read
+# them): a step after 1,024 tokens, each kernel replayed alone. GPU times
+# only, so it runs while llama.cpp compiles.
+if has ncu && [[ -x $WORK/bin/gpu ]] && command -v ncu >/dev/null; then
+    m=${GPU_NCU:-llama8b-q4_k_m}
+    # Where warps wait: cycles per issued instruction, by reason.
+    STALLS=$(printf 'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' \
+        long_scoreboard short_scoreboard lg_throttle mio_throttle wait math_pipe_throttle \
+        barrier not_selected selected no_instruction drain branch_resolving dispatch_stall)
+    STALLS=${STALLS%,}
+    if [[ -n ${MODEL[$m]:-} ]]; then
+        stage "ncu: decode kernels of $m after 1,024 tokens"
+        if timeout 300 ncu --clock-control none --profile-from-start off --csv --page details \
+            --section SpeedOfLight --section Occupancy --section LaunchStats \
+            --metrics "dram__bytes_read.sum,gpu__time_duration.sum,$STALLS" \
+            "$WORK/bin/gpu" --ncu "${MODEL[$m]}" 1024 1 >"$OUT/ncu-$m.csv" 2>"$OUT/ncu-$m.err" &&
+            python3 "$ROOT/scripts/ncu-summary.py" "$OUT/ncu-$m.csv" | tee "$OUT/ncu-$m.txt"; then
+            result PASS "ncu $m (ncu-$m.txt)"
+        else
+            tail -n 5 "$OUT/ncu-$m.err" "$OUT/ncu-$m.csv"
+            result FAIL "ncu $m (ncu-$m.err)"
+        fi
+    fi
+    stage "ncu: the decode matmul kernels of gpu --bench-kernels"
+    MLXR_BENCH_LAUNCHES=2 timeout 200 ncu --clock-control none --csv --page details -k regex:mmvq \
+        --section SpeedOfLight --section Occupancy --section LaunchStats \
+        --metrics "dram__bytes_read.sum,gpu__time_duration.sum,$STALLS" \
+        "$WORK/bin/gpu" --bench-kernels >"$OUT/ncu-kernels.csv" 2>"$OUT/ncu-kernels.err" &&
+        python3 "$ROOT/scripts/ncu-summary.py" "$OUT/ncu-kernels.csv" | tee "$OUT/ncu-kernels.txt"
+fi
+
 if has bench; then
     if [[ -n ${LLAMA_PID:-} ]]; then
         stage "waiting for llama.cpp's build (until ${LLAMA_DEADLINE:=420}s)"
@@ -152,6 +185,12 @@ if has bench; then
         else
             result FAIL "mlxr bench $m (mlxr-bench-$m.log)"
         fi
+        # Decode with each other matmul shape (the debug knob), tg128 only.
+        for shape in ${GPU_MATVEC:-}; do
+            echo "MLXR_CUDA_MATVEC=$shape"
+            MLXR_CUDA_MATVEC=$shape timeout 100 "$MLXR" bench --device cuda -m "${MODEL[$m]}" -p 0 -n 128 -r 3 2>&1 |
+                grep -E 'tg128|error'
+        done
     done
 fi
 
@@ -190,36 +229,6 @@ if has profile && [[ -x $WORK/bin/gpu ]]; then
             result FAIL "profile $m (profile-$m.log)"
         fi
     done
-fi
-
-# Hardware counters of the decode kernels (where the machine lets ncu read
-# them): a step after 1,024 tokens, each kernel replayed alone.
-if has ncu && [[ -x $WORK/bin/gpu ]] && command -v ncu >/dev/null; then
-    m=${GPU_NCU:-llama8b-q4_k_m}
-    # Where warps wait: cycles per issued instruction, by reason.
-    STALLS=$(printf 'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' \
-        long_scoreboard short_scoreboard lg_throttle mio_throttle wait math_pipe_throttle \
-        barrier not_selected selected no_instruction drain branch_resolving dispatch_stall)
-    STALLS=${STALLS%,}
-    if [[ -n ${MODEL[$m]:-} ]]; then
-        stage "ncu: decode kernels of $m after 1,024 tokens"
-        if timeout 300 ncu --clock-control none --profile-from-start off --csv --page details \
-            --section SpeedOfLight --section Occupancy --section LaunchStats \
-            --metrics "dram__bytes_read.sum,gpu__time_duration.sum,$STALLS" \
-            "$WORK/bin/gpu" --ncu "${MODEL[$m]}" 1024 1 >"$OUT/ncu-$m.csv" 2>"$OUT/ncu-$m.err" &&
-            python3 "$ROOT/scripts/ncu-summary.py" "$OUT/ncu-$m.csv" | tee "$OUT/ncu-$m.txt"; then
-            result PASS "ncu $m (ncu-$m.txt)"
-        else
-            tail -n 5 "$OUT/ncu-$m.err" "$OUT/ncu-$m.csv"
-            result FAIL "ncu $m (ncu-$m.err)"
-        fi
-    fi
-    stage "ncu: the decode matmul kernels of gpu --bench-kernels"
-    MLXR_BENCH_LAUNCHES=2 timeout 200 ncu --clock-control none --csv --page details -k regex:mmvq \
-        --section SpeedOfLight --section Occupancy --section LaunchStats \
-        --metrics "dram__bytes_read.sum,gpu__time_duration.sum,$STALLS" \
-        "$WORK/bin/gpu" --bench-kernels >"$OUT/ncu-kernels.csv" 2>"$OUT/ncu-kernels.err" &&
-        python3 "$ROOT/scripts/ncu-summary.py" "$OUT/ncu-kernels.csv" | tee "$OUT/ncu-kernels.txt"
 fi
 
 stage "summary"

@@ -219,6 +219,22 @@ impl Linear {
         self.with_bias(y)
     }
 
+    /// `x Wᵀ (+ b)` for a step of many rows on a GPU: a GGML-quantized `W`
+    /// dequantized to F16 for this call and multiplied by cuBLAS with `x`
+    /// rounded to F16 (candle's q8_1 kernels were slower on a 512-token
+    /// prefill and off by up to 0.2 of a row's largest logit on the Qwen
+    /// 1.5B shape: bench/results/gpu-2026-12-03-s32.md); other weights as
+    /// [`Self::forward`].
+    pub fn forward_dequantized_f16(&self, x: &Tensor) -> Result<Tensor> {
+        match &self.weight {
+            LinearWeight::Ggml {
+                inner: inner @ QMatMul::QTensor(_),
+                ..
+            } => self.with_bias(inner.forward_via_f16(&x.contiguous()?)?),
+            _ => self.forward(x),
+        }
+    }
+
     /// `y + b` when there is a bias: the end of a projection computed
     /// elsewhere from [`Self::ggml_tensor`].
     /// This layer with `bias` (`[out_features]`) added after the matmul.

@@ -43,7 +43,11 @@ enum Input {
     AddRmsNorm,
 }
 
-const SHAPES: [MatVec; 2] = [MatVec::BlockPerRow, MatVec::WarpPerRow];
+const SHAPES: [MatVec; 3] = [
+    MatVec::BlockPerRow,
+    MatVec::WarpPerRow,
+    MatVec::WarpPerRowPrefetch,
+];
 
 pub fn kernels(device: &Device) -> Vec<Outcome> {
     let mut out = Vec::new();
@@ -97,7 +101,22 @@ fn check_half(device: &Device) -> Vec<String> {
     let layer = layer
         .biased(Tensor::from_slice(&bias, N, device).unwrap())
         .unwrap();
-    let mut b = backend(MatVec::default(), device);
+    let mut failures = Vec::new();
+    for shape in [MatVec::WarpPerRow, MatVec::WarpPerRowPrefetch] {
+        failures.extend(check_half_with(&layer, &w, &bias, k, shape, device));
+    }
+    failures
+}
+
+fn check_half_with(
+    layer: &Linear,
+    w: &[f32],
+    bias: &[f32],
+    k: usize,
+    shape: MatVec,
+    device: &Device,
+) -> Vec<String> {
+    let mut b = backend(shape, device);
     let mut failures = Vec::new();
     let xs: Vec<f32> = (0..8 * k)
         .map(|i| ((i * 53 % 211) as f32 - 105.0) / 31.0)
@@ -106,7 +125,7 @@ fn check_half(device: &Device) -> Vec<String> {
     for tokens in TOKENS {
         let x = Some(Tensor::from_slice(&xs[..tokens * k], (tokens, k), device).unwrap());
         let mut out = None;
-        b.matmul(&x, &layer, &mut out).unwrap();
+        b.matmul(&x, layer, &mut out).unwrap();
         let got = to_host(out);
         for t in 0..tokens {
             let row = &got[t * N..(t + 1) * N];
@@ -130,7 +149,7 @@ fn check_half(device: &Device) -> Vec<String> {
         }
     }
     println!(
-        "F16 kernel, {N} x {k}, batches {TOKENS:?}: {}",
+        "F16 kernel ({shape:?}), {N} x {k}, batches {TOKENS:?}: {}",
         if failures.is_empty() {
             "ok".to_string()
         } else {
@@ -144,36 +163,52 @@ fn check_half(device: &Device) -> Vec<String> {
 /// token), each kernel shape, timed over repeated launches.
 pub fn bench(device: &Device) {
     let (hidden, ffn) = (4096, 14336);
+    // (name, k, [(type, rows)]): one launch each.
     let weights = [
         (
             "q/k/v",
+            hidden,
             vec![
                 (GgmlDType::Q4K, hidden),
                 (GgmlDType::Q4K, 1024),
                 (GgmlDType::Q6K, 1024),
             ],
         ),
-        ("o", vec![(GgmlDType::Q4K, hidden)]),
+        ("o", hidden, vec![(GgmlDType::Q4K, hidden)]),
         (
             "gate/up",
+            hidden,
             vec![(GgmlDType::Q4K, ffn), (GgmlDType::Q4K, ffn)],
         ),
+        ("down Q4K", ffn, vec![(GgmlDType::Q4K, hidden)]),
+        ("down Q6K", ffn, vec![(GgmlDType::Q6K, hidden)]),
+        ("F16 o", hidden, vec![(GgmlDType::F16, hidden)]),
+        ("F16 down", ffn, vec![(GgmlDType::F16, hidden)]),
     ];
-    let x: Vec<f32> = (0..hidden)
-        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
-        .collect();
-    let x = Some(Tensor::from_slice(&x, (1, hidden), device).unwrap());
-    for (name, ws) in weights {
+    for (name, k, ws) in weights {
+        let x: Vec<f32> = (0..k)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+            .collect();
+        let x = Some(Tensor::from_slice(&x, (1, k), device).unwrap());
         let layers: Vec<Linear> = ws
             .iter()
             .enumerate()
-            .map(|(i, &(dtype, rows))| layer_of(dtype, rows, hidden, i as u64, device))
+            .map(|(i, &(dtype, rows))| layer_of(dtype, rows, k, i as u64, device))
             .collect();
         let bytes: usize = layers
             .iter()
-            .map(|l| l.ggml_tensor().unwrap().storage_size_in_bytes())
+            .map(|l| match (l.ggml_tensor(), l.half_weight()) {
+                (Some(t), _) => t.storage_size_in_bytes(),
+                (None, Some(h)) => h.elem_count() * 2,
+                (None, None) => 0,
+            })
             .sum();
-        for shape in SHAPES {
+        let shapes: &[MatVec] = if name.starts_with("F16") {
+            &[MatVec::WarpPerRow, MatVec::WarpPerRowPrefetch]
+        } else {
+            &SHAPES
+        };
+        for &shape in shapes {
             let mut b = backend(shape, device);
             let mut outs: Vec<Option<Tensor>> = vec![None; layers.len()];
             let mut run = |b: &mut CudaBackend| {

@@ -37,8 +37,9 @@ pub fn takes(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> bool {
         && bias_fits
 }
 
-/// `x · wᵀ (+ bias)`: `[tokens, n]` f32 (see [`takes`]).
-pub fn matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+/// `x · wᵀ (+ bias)`: `[tokens, n]` f32 (see [`takes`]); with `prefetch`,
+/// the kernels whose loads ask L2 for 256 bytes at a time.
+pub fn matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, prefetch: bool) -> Result<Tensor> {
     if !takes(x, w, bias) {
         return Err(ModelError::InvalidBatch(format!(
             "an F16 decode matmul of {:?} against {:?}",
@@ -74,7 +75,8 @@ pub fn matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         3 | 4 => 4,
         _ => 8,
     };
-    let func = dev.get_or_load_custom_func(&format!("half_mv{per}"), MODULE, PTX)?;
+    let suffix = if prefetch { "_p" } else { "" };
+    let func = dev.get_or_load_custom_func(&format!("half_mv{per}{suffix}"), MODULE, PTX)?;
     // SAFETY: the kernel writes every output.
     let mut y = unsafe { dev.alloc::<f32>(tokens * n) }?;
     let cfg = LaunchConfig {

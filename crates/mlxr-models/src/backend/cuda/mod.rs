@@ -52,8 +52,15 @@ pub fn device(ordinal: usize) -> Result<Device> {
 
 impl CudaBackend {
     /// A cache of `kv` in `dtype` (F16, BF16 or F32) on `device`.
+    /// The decode matmuls' shape is [`MatVec::default`], or the debug knob
+    /// `MLXR_CUDA_MATVEC` (`block`, `warp`, `warp-prefetch`) that lets one
+    /// binary benchmark each.
     pub fn new(kv: KvGeometry, dtype: DType, device: &Device) -> Result<Self> {
-        Self::with_mat_vec(kv, dtype, device, MatVec::default())
+        let mat_vec = match std::env::var("MLXR_CUDA_MATVEC") {
+            Err(_) => MatVec::default(),
+            Ok(name) => name.parse().map_err(ModelError::InvalidConfig)?,
+        };
+        Self::with_mat_vec(kv, dtype, device, mat_vec)
     }
 
     /// [`Self::new`] with the decode matmuls spread over the GPU as `mat_vec`.
@@ -212,13 +219,16 @@ impl CandleDevice for CudaKernels {
             return ws
                 .iter()
                 .zip(halves)
-                .map(|(w, h)| half_matvec::matmul(x, h, w.bias()))
+                .map(|(w, h)| {
+                    let prefetch = self.mat_vec == MatVec::WarpPerRowPrefetch;
+                    half_matvec::matmul(x, h, w.bias(), prefetch)
+                })
                 .collect();
         }
-        // Longer steps (prefill) go to candle's dequantizing cuBLAS matmul:
-        // these per-row kernels re-read the activations for every row and
-        // ran a 512-token prefill of an 8B model at 744 tok/s against
-        // candle's 5,300 (bench/results/gpu-2026-12-03-call1.md).
+        // Longer steps (prefill, many sequences) go to cuBLAS on weights
+        // dequantized to F16: these per-row kernels re-read the activations
+        // for every row and ran a 512-token prefill of an 8B model at 744
+        // tok/s against candle's 5,300 (bench/results/gpu-2026-12-03-call1.md).
         let k = x.dim(1)?;
         let ours: Option<Vec<(&QTensor, Option<&Tensor>)>> = ws
             .iter()
@@ -234,6 +244,9 @@ impl CandleDevice for CudaKernels {
             })
             .collect();
         let Some(ours) = ours.filter(|_| takes(x)) else {
+            if x.dim(0)? > quant_matmul::MAX_TOKENS {
+                return ws.iter().map(|w| w.forward_dequantized_f16(x)).collect();
+            }
             return ws.iter().map(|w| w.forward(x)).collect();
         };
         let xq = match &self.q8 {

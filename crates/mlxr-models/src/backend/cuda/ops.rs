@@ -25,6 +25,8 @@ const THREADS: u32 = 128;
 /// graph) serves every context.
 const MIN_CHUNK: usize = 16;
 const MAX_SPLITS: usize = 32;
+/// The most splits `attention_merge` combines (`MERGE_SPLITS` there).
+const _: () = assert!(MAX_SPLITS <= 64);
 const SPLIT_TOKENS: usize = 8;
 
 /// One step's metadata in one device buffer of u32 (kept from step to step:
@@ -110,9 +112,10 @@ impl StepMeta {
         let slots = cuda(4)?
             .as_cuda_slice::<u32>()?
             .slice(guards[4].1.start_offset()..);
+        let chunks = width.div_ceil(4 * THREADS as usize) as u32;
         let width = i32_of(width)?;
         let cfg = LaunchConfig {
-            grid_dim: (tokens as u32, 2, 1),
+            grid_dim: (tokens as u32, 2, chunks),
             block_dim: (THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
@@ -223,6 +226,8 @@ impl CustomOp3 for Attention<'_> {
         // Each lane holds head_dim / 32 values, rounded up to 2, 4 or 8.
         let per_lane = s.head_dim.div_ceil(32).next_power_of_two().max(2);
         let name = format!("paged_attention_{}_{per_lane}", suffix(keys.dtype())?);
+        // 8 warps a block up to 4 values a lane, 4 beyond (`NW` there).
+        let attend_threads: u32 = if per_lane <= 4 { 256 } else { 128 };
         let func = dev.get_or_load_custom_func(&name, MODULE, PTX)?;
         let (meta, meta_l) = self.meta.buf.storage_and_layout();
         let Storage::Cuda(meta) = &*meta else {
@@ -264,7 +269,7 @@ impl CustomOp3 for Attention<'_> {
         let part_acc = unsafe { dev.alloc::<f32>(parts * s.head_dim) }?;
         let cfg = LaunchConfig {
             grid_dim: (tokens as u32, s.n_kv_heads as u32, splits as u32),
-            block_dim: (THREADS, 1, 1),
+            block_dim: (attend_threads, 1, 1),
             shared_mem_bytes: 0,
         };
         let (min_chunk, max_splits) = (i32_of(MIN_CHUNK)?, i32_of(MAX_SPLITS)?);

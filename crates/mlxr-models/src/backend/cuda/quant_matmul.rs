@@ -38,6 +38,24 @@ pub enum MatVec {
     /// on the H200 (bench/results/gpu-2026-12-03-s31-call2.md).
     #[default]
     WarpPerRow,
+    /// [`Self::WarpPerRow`] with weight loads that ask L2 for 256 bytes at a
+    /// time (and skip L1); the F16 kernels likewise.
+    WarpPerRowPrefetch,
+}
+
+impl std::str::FromStr for MatVec {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "block" => Ok(MatVec::BlockPerRow),
+            "warp" => Ok(MatVec::WarpPerRow),
+            "warp-prefetch" => Ok(MatVec::WarpPerRowPrefetch),
+            other => Err(format!(
+                "MLXR_CUDA_MATVEC={other}: give block, warp or warp-prefetch"
+            )),
+        }
+    }
 }
 
 impl MatVec {
@@ -46,6 +64,7 @@ impl MatVec {
         match self {
             MatVec::BlockPerRow => ("", 1),
             MatVec::WarpPerRow => ("_w", 4),
+            MatVec::WarpPerRowPrefetch => ("_wp", 4),
         }
     }
 }

@@ -27,7 +27,6 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 
-#define WARPS 4
 #define MAX_GROUP 8
 
 __device__ __forceinline__ float to_f32(float x) { return x; }
@@ -43,19 +42,28 @@ __device__ __forceinline__ float warp_sum(float x) {
     return x;
 }
 
-// Block (t, 0) stores token t's key, block (t, 1) its value.
+// Block (t, 0, z) stores token t's key, block (t, 1, z) its value: 4
+// values a thread, read before the slot (a thread walking the row one value
+// at a time waited 46 cycles an instruction on its loads).
 template <typename T>
 __device__ void cache_write(const float *__restrict__ k, const float *__restrict__ v,
                             T *__restrict__ k_cache, T *__restrict__ v_cache,
                             const uint32_t *__restrict__ slots, int width) {
     const int t = blockIdx.x;
-    const size_t dst = (size_t)slots[t] * width;
+    const int i0 = (blockIdx.z * blockDim.x + threadIdx.x) * 4;
+    if (i0 >= width) return;
     const float *row = (blockIdx.y == 0 ? k : v) + (size_t)t * width;
     T *cache = blockIdx.y == 0 ? k_cache : v_cache;
-    for (int i = threadIdx.x; i < width; i += blockDim.x) from_f32(cache[dst + i], row[i]);
+    float x[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) x[j] = i0 + j < width ? row[i0 + j] : 0.f;
+    const size_t dst = (size_t)slots[t] * width + i0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+        if (i0 + j < width) from_f32(cache[dst + j], x[j]);
 }
 
-template <typename T, int DPL>
+template <typename T, int DPL, int NW>
 __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cache,
                        const T *__restrict__ v_cache, float *__restrict__ out,
                        float *__restrict__ part_ml, float *__restrict__ part_acc,
@@ -114,14 +122,14 @@ __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cach
     };
     float kn[DPL], vn[DPL];
     if (start + warp < end) load(start + warp, kn, vn);
-    for (int j = start + warp; j < end; j += WARPS) {
+    for (int j = start + warp; j < end; j += NW) {
         float kv[DPL], vv[DPL];
 #pragma unroll
         for (int i = 0; i < DPL; ++i) {
             kv[i] = kn[i];
             vv[i] = vn[i];
         }
-        if (j + WARPS < end) load(j + WARPS, kn, vn);
+        if (j + NW < end) load(j + NW, kn, vn);
 #pragma unroll
         for (int g = 0; g < MAX_GROUP; ++g) {
             if (g < group) {
@@ -143,9 +151,9 @@ __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cach
 
     // Merge the warps: each writes (m, l, acc) to shared memory, then the
     // block's threads combine them per (query head, dimension).
-    __shared__ float sm[WARPS][MAX_GROUP];
-    __shared__ float sl[WARPS][MAX_GROUP];
-    __shared__ float sacc[WARPS][MAX_GROUP][32 * DPL];
+    __shared__ float sm[NW][MAX_GROUP];
+    __shared__ float sl[NW][MAX_GROUP];
+    __shared__ float sacc[NW][MAX_GROUP][32 * DPL];
 #pragma unroll
     for (int g = 0; g < MAX_GROUP; ++g) {
         if (g < group) {
@@ -162,9 +170,9 @@ __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cach
         const int g = idx / head_dim;
         const int d = idx % head_dim;
         float mx = -INFINITY;
-        for (int w = 0; w < WARPS; ++w) mx = fmaxf(mx, sm[w][g]);
+        for (int w = 0; w < NW; ++w) mx = fmaxf(mx, sm[w][g]);
         float num = 0.f, den = 0.f;
-        for (int w = 0; w < WARPS; ++w) {
+        for (int w = 0; w < NW; ++w) {
             if (sm[w][g] == -INFINITY) continue;  // a warp that saw no key
             const float c = __expf(sm[w][g] - mx);
             num += sacc[w][g][d] * c;
@@ -186,38 +194,70 @@ __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cach
 
 // One block per (token, query head), a thread per dimension: the splits'
 // partial results (running max m, sum l, unnormalized output) into one.
+// The first warp reads every split's (m, l) at once and turns them into the
+// splits' weights, so the threads' loads of the outputs do not wait on each
+// other (a loop over the splits reading m then the output took 10.8 µs per
+// layer: bench/results/gpu-2026-12-03-s33.md). At most MERGE_SPLITS splits.
+#define MERGE_SPLITS 64
 extern "C" __global__ void attention_merge(const float *__restrict__ part_ml,
                                            const float *__restrict__ part_acc,
                                            float *__restrict__ out, int n_heads, int head_dim,
                                            int splits) {
+    __shared__ float weight[MERGE_SPLITS];
+    __shared__ float inv_den;
     const int t = blockIdx.x;
     const int h = blockIdx.y;
-    const int d = threadIdx.x;
-    if (d >= head_dim) return;
     const size_t base = ((size_t)t * n_heads + h) * splits;
-    float mx = -INFINITY;
-    for (int s = 0; s < splits; ++s) mx = fmaxf(mx, part_ml[2 * (base + s)]);
-    float num = 0.f, den = 0.f;
-    for (int s = 0; s < splits; ++s) {
-        const float ms = part_ml[2 * (base + s)];
-        if (ms == -INFINITY) continue;  // a split past the token's keys
-        const float c = __expf(ms - mx);
-        num += part_acc[(base + s) * head_dim + d] * c;
-        den += part_ml[2 * (base + s) + 1] * c;
+    if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
+        float ms[MERGE_SPLITS / 32], ls[MERGE_SPLITS / 32];
+        float mx = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < MERGE_SPLITS / 32; ++i) {
+            const int s = lane + 32 * i;
+            ms[i] = s < splits ? part_ml[2 * (base + s)] : -INFINITY;
+            ls[i] = s < splits ? part_ml[2 * (base + s) + 1] : 0.f;
+            mx = fmaxf(mx, ms[i]);
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, o));
+        float den = 0.f;
+#pragma unroll
+        for (int i = 0; i < MERGE_SPLITS / 32; ++i) {
+            // A split past the token's keys has m = -inf: weight 0.
+            const float c = ms[i] == -INFINITY ? 0.f : __expf(ms[i] - mx);
+            if (lane + 32 * i < MERGE_SPLITS) weight[lane + 32 * i] = c;
+            den += ls[i] * c;
+        }
+        den = warp_sum(den);
+        if (lane == 0) inv_den = den > 0.f ? 1.f / den : 0.f;
     }
-    out[((size_t)t * n_heads + h) * head_dim + d] = den > 0.f ? num / den : 0.f;
+    __syncthreads();
+    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+        float num = 0.f;
+#pragma unroll 8
+        for (int s = 0; s < splits; ++s) {
+            const float c = weight[s];
+            if (c != 0.f) num += part_acc[(base + s) * head_dim + d] * c;
+        }
+        out[((size_t)t * n_heads + h) * head_dim + d] = num * inv_den;
+    }
 }
 
-#define ATTEND(T, SUFFIX, DPL)                                                                  \
-    extern "C" __global__ void __launch_bounds__(WARPS * 32) paged_attention_##SUFFIX##_##DPL( \
+// NW warps a block: 8 where the merge's shared memory allows (head
+// dimensions up to 128), so that each warp walks fewer keys one after the
+// other (4 warps: 28 µs per layer at a context of 1,024, waiting on memory:
+// bench/results/gpu-2026-12-03-s33.md).
+#define ATTEND(T, SUFFIX, DPL, NW)                                                              \
+    extern "C" __global__ void __launch_bounds__(NW * 32) paged_attention_##SUFFIX##_##DPL(    \
         const float *q, const T *k_cache, const T *v_cache, float *out, float *part_ml,       \
         float *part_acc, const uint32_t *positions, const uint32_t *token_seq,                \
         const uint32_t *table_start, const uint32_t *block_tables, int n_heads,               \
         int n_kv_heads, int head_dim, int block_size, float scale, int window, float softcap, \
         int min_chunk, int max_splits) {                                                      \
-        attend<T, DPL>(q, k_cache, v_cache, out, part_ml, part_acc, positions, token_seq,     \
-                       table_start, block_tables, n_heads, n_kv_heads, head_dim, block_size,  \
-                       scale, window, softcap, min_chunk, max_splits);                        \
+        attend<T, DPL, NW>(q, k_cache, v_cache, out, part_ml, part_acc, positions, token_seq, \
+                           table_start, block_tables, n_heads, n_kv_heads, head_dim,          \
+                           block_size, scale, window, softcap, min_chunk, max_splits);        \
     }
 
 #define INSTANTIATE(T, SUFFIX)                                                                  \
@@ -226,9 +266,9 @@ extern "C" __global__ void attention_merge(const float *__restrict__ part_ml,
                                                     const uint32_t *slots, int width) {       \
         cache_write<T>(k, v, k_cache, v_cache, slots, width);                                 \
     }                                                                                         \
-    ATTEND(T, SUFFIX, 2)                                                                      \
-    ATTEND(T, SUFFIX, 4)                                                                      \
-    ATTEND(T, SUFFIX, 8)
+    ATTEND(T, SUFFIX, 2, 8)                                                                   \
+    ATTEND(T, SUFFIX, 4, 8)                                                                   \
+    ATTEND(T, SUFFIX, 8, 4)
 
 INSTANTIATE(float, f32)
 INSTANTIATE(__half, f16)
