@@ -21,8 +21,8 @@
 #          decode step (tests/gpu --profile) on the GPU_BENCH models
 # GPU_STAGES="llama test serve bench" by default; GPU_MODELS picks the random
 # models (see random-gguf.py), GPU_BENCH the ones benchmarked (GPU_PROFILE
-# profiled, by default the same; GPU_MATVEC="block warp-prefetch" also times
-# decode with those matmul shapes). Writes logs to
+# profiled, by default the same; GPU_MATVEC="block" also times decode with
+# that matmul shape). Writes logs to
 # $OUT when set.
 set -uo pipefail
 

@@ -1,7 +1,7 @@
 //! The launch of kernels/half_matvec.cu: decode matmuls (up to 8 rows) of
 //! F16 weights against f32 activations, accumulated in f32. cuBLAS's GEMM
-//! with one row streamed the 8B model's F16 weights at 2.4 TB/s
-//! (bench/results/gpu-2026-12-03-s33.md).
+//! with one row streamed the 8B model's F16 weights at 2.4 TB/s, these
+//! kernels at 2.9 TB/s (bench/results/gpu-2026-12-03-s33.md).
 
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -37,9 +37,8 @@ pub fn takes(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> bool {
         && bias_fits
 }
 
-/// `x · wᵀ (+ bias)`: `[tokens, n]` f32 (see [`takes`]); with `prefetch`,
-/// the kernels whose loads ask L2 for 256 bytes at a time.
-pub fn matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, prefetch: bool) -> Result<Tensor> {
+/// `x · wᵀ (+ bias)`: `[tokens, n]` f32 (see [`takes`]).
+pub fn matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     if !takes(x, w, bias) {
         return Err(ModelError::InvalidBatch(format!(
             "an F16 decode matmul of {:?} against {:?}",
@@ -75,8 +74,7 @@ pub fn matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, prefetch: bool) -> 
         3 | 4 => 4,
         _ => 8,
     };
-    let suffix = if prefetch { "_p" } else { "" };
-    let func = dev.get_or_load_custom_func(&format!("half_mv{per}{suffix}"), MODULE, PTX)?;
+    let func = dev.get_or_load_custom_func(&format!("half_mv{per}"), MODULE, PTX)?;
     // SAFETY: the kernel writes every output.
     let mut y = unsafe { dev.alloc::<f32>(tokens * n) }?;
     let cfg = LaunchConfig {

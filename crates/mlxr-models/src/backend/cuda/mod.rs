@@ -53,8 +53,8 @@ pub fn device(ordinal: usize) -> Result<Device> {
 impl CudaBackend {
     /// A cache of `kv` in `dtype` (F16, BF16 or F32) on `device`.
     /// The decode matmuls' shape is [`MatVec::default`], or the debug knob
-    /// `MLXR_CUDA_MATVEC` (`block`, `warp`, `warp-prefetch`) that lets one
-    /// binary benchmark each.
+    /// `MLXR_CUDA_MATVEC` (`block`, `warp`) that lets one binary benchmark
+    /// each.
     pub fn new(kv: KvGeometry, dtype: DType, device: &Device) -> Result<Self> {
         let mat_vec = match std::env::var("MLXR_CUDA_MATVEC") {
             Err(_) => MatVec::default(),
@@ -219,10 +219,7 @@ impl CandleDevice for CudaKernels {
             return ws
                 .iter()
                 .zip(halves)
-                .map(|(w, h)| {
-                    let prefetch = self.mat_vec == MatVec::WarpPerRowPrefetch;
-                    half_matvec::matmul(x, h, w.bias(), prefetch)
-                })
+                .map(|(w, h)| half_matvec::matmul(x, h, w.bias()))
                 .collect();
         }
         // Longer steps (prefill, many sequences) go to cuBLAS on weights

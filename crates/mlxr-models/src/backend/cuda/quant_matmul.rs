@@ -35,12 +35,11 @@ pub enum MatVec {
     /// A block of 4 warps per row (llama.cpp's MMVQ shape for one token).
     BlockPerRow,
     /// A warp per row, 4 rows to a block: no block-wide sum; 10-20% faster
-    /// on the H200 (bench/results/gpu-2026-12-03-s31-call2.md).
+    /// on the H200 (bench/results/gpu-2026-12-03-s31-call2.md). Loads that
+    /// ask L2 for 256 bytes at a time made it slower (8B Q4_K_M tg128 290
+    /// against 317 t/s: bench/results/gpu-2026-12-03-s33.md).
     #[default]
     WarpPerRow,
-    /// [`Self::WarpPerRow`] with weight loads that ask L2 for 256 bytes at a
-    /// time (and skip L1); the F16 kernels likewise.
-    WarpPerRowPrefetch,
 }
 
 impl std::str::FromStr for MatVec {
@@ -50,10 +49,7 @@ impl std::str::FromStr for MatVec {
         match s {
             "block" => Ok(MatVec::BlockPerRow),
             "warp" => Ok(MatVec::WarpPerRow),
-            "warp-prefetch" => Ok(MatVec::WarpPerRowPrefetch),
-            other => Err(format!(
-                "MLXR_CUDA_MATVEC={other}: give block, warp or warp-prefetch"
-            )),
+            other => Err(format!("MLXR_CUDA_MATVEC={other}: give block or warp")),
         }
     }
 }
@@ -64,7 +60,6 @@ impl MatVec {
         match self {
             MatVec::BlockPerRow => ("", 1),
             MatVec::WarpPerRow => ("_w", 4),
-            MatVec::WarpPerRowPrefetch => ("_wp", 4),
         }
     }
 }

@@ -5,9 +5,10 @@
 // A warp per weight row, 4 rows to a block. Lane l reads 8 halves (16
 // bytes) at a time, a warp 256 consecutive elements; each lane has UNROLL
 // such loads in flight before their math, since a one-token step is bound
-// by the bytes in flight. The weights are read once (__ldcs: past L1; or
-// with L2 fetching 256 bytes at a time), the activations by every row
-// (through the caches).
+// by the bytes in flight. The weights are read once: past L1, with L2 asked
+// to fetch 256 bytes at a time (8B F16 tg128 197 t/s against 186 with
+// __ldcs: bench/results/gpu-2026-12-03-s33.md); the activations by every
+// row, through the caches.
 
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -46,7 +47,7 @@ __device__ __forceinline__ void row_dot(const uint4 w, const float *__restrict__
 }
 
 // k a multiple of 8; W, x 16-byte aligned.
-template <int B, bool PF>
+template <int B>
 __device__ __forceinline__ void half_rows(const half *__restrict__ w,
                                           const float *__restrict__ x,
                                           const float *__restrict__ bias,
@@ -65,14 +66,10 @@ __device__ __forceinline__ void half_rows(const half *__restrict__ w,
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
             const int at = at0 + u * step;
-            if (at < k) {
-                if (PF)
-                    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-                        : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w)
-                        : "l"(wrow + at));
-                else
-                    v[u] = __ldcs((const uint4 *)(wrow + at));
-            }
+            if (at < k)
+                asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                    : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w)
+                    : "l"(wrow + at));
         }
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
@@ -88,19 +85,14 @@ __device__ __forceinline__ void half_rows(const half *__restrict__ w,
     }
 }
 
-#define HALF_MV(NAME, B, PF)                                                                  \
-    extern "C" __global__ void __launch_bounds__(32 * ROWS) NAME(                             \
+#define HALF_MV(B)                                                                            \
+    extern "C" __global__ void __launch_bounds__(32 * ROWS) half_mv##B(                       \
         const half *__restrict__ w, const float *__restrict__ x,                              \
         const float *__restrict__ bias, float *__restrict__ y, int n, int k, int tokens) {    \
-        half_rows<B, PF>(w, x, bias, y, n, k, tokens);                                        \
+        half_rows<B>(w, x, bias, y, n, k, tokens);                                            \
     }
 
-HALF_MV(half_mv1, 1, false)
-HALF_MV(half_mv2, 2, false)
-HALF_MV(half_mv4, 4, false)
-HALF_MV(half_mv8, 8, false)
-// The same with L2 asked to fetch 256 bytes at a time (MatVec::WarpPerRowPrefetch).
-HALF_MV(half_mv1_p, 1, true)
-HALF_MV(half_mv2_p, 2, true)
-HALF_MV(half_mv4_p, 4, true)
-HALF_MV(half_mv8_p, 8, true)
+HALF_MV(1)
+HALF_MV(2)
+HALF_MV(4)
+HALF_MV(8)

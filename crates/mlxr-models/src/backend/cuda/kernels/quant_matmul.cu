@@ -241,30 +241,10 @@ __device__ __forceinline__ void store_row(const float (&acc)[B], float *__restri
     }
 }
 
-// Weight loads. With PF, read-only, past L1, and asking L2 to fetch the
-// 256 bytes around (a row's blocks are read front to back, once).
-template <bool PF>
-__device__ __forceinline__ uint4 load_w16(const uint8_t *p) {
-    if (!PF) return *(const uint4 *)p;
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p));
-    return v;
-}
-
-template <bool PF>
-__device__ __forceinline__ uint32_t load_w2(const uint8_t *p) {
-    if (!PF) return *(const uint16_t *)p;
-    uint16_t v;
-    asm("ld.global.nc.L1::no_allocate.L2::256B.u16 %0, [%1];" : "=h"(v) : "l"(p));
-    return v;
-}
-
 // Two bytes at a time: Q6_K blocks (210 bytes) are only 2-byte aligned.
-template <bool PF>
 __device__ __forceinline__ int load_u32_2aligned(const uint8_t *p) {
-    return (int)(load_w2<PF>(p) | (load_w2<PF>(p + 2) << 16));
+    const uint16_t *h = (const uint16_t *)p;
+    return (int)((uint32_t)h[0] | ((uint32_t)h[1] << 16));
 }
 
 // Q4_K (d, dmin: f16; scales: 12 bytes of 6-bit scales and mins; qs: 128
@@ -273,7 +253,7 @@ __device__ __forceinline__ int load_u32_2aligned(const uint8_t *p) {
 // 8 lanes to a super-block, 4 super-blocks per warp at a time; lane (g, h)
 // takes qs bytes 32g + 16h .. +16: 16 elements of sub-block 2g and 16 of
 // 2g + 1, and reads the block's first 16 bytes (d, dmin, scales) whole.
-template <int B, int W, int R, bool PF>
+template <int B, int W, int R>
 __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
                                           const int8_t *__restrict__ xq,
                                           const float *__restrict__ xd,
@@ -293,9 +273,8 @@ __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
 #pragma unroll 2
     for (int sb = 4 * warp + (lane >> 3); sb < nsb; sb += 4 * W) {
         const uint8_t *blk = wrow + (long)sb * Q4_K_BYTES;
-        const uint4 head = load_w16<PF>(blk);
-        const uint4 vu = load_w16<PF>(blk + 16 + 32 * g + 16 * h);
-        const int4 v = make_int4(vu.x, vu.y, vu.z, vu.w);
+        const uint4 head = *(const uint4 *)blk;
+        const int4 v = *(const int4 *)(blk + 16 + 32 * g + 16 * h);
         const float2 dm = __half22float2(*(const half2 *)&head.x);
         // Byte i of the 12 scale bytes, from registers (an array indexed by
         // the lane's g would live in local memory).
@@ -344,7 +323,7 @@ __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
 // 16 int8, d: f16). In half h (128 elements), byte l < 32 of ql/qh gives
 // elements l, l + 32, l + 64, l + 96, with scale 8h + l/16 + 0, 2, 4, 6.
 // Lane (h, r) takes l = 4r .. 4r + 4: 16 elements.
-template <int B, int W, int R, bool PF>
+template <int B, int W, int R>
 __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
                                           const int8_t *__restrict__ xq,
                                           const float *__restrict__ xd,
@@ -363,9 +342,9 @@ __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
 #pragma unroll 4
     for (int sb = 2 * warp + (lane >> 4); sb < nsb; sb += 2 * W) {
         const uint8_t *blk = wrow + (long)sb * Q6_K_BYTES;
-        const int lo_a = load_u32_2aligned<PF>(blk + 64 * h + 4 * r);
-        const int lo_b = load_u32_2aligned<PF>(blk + 64 * h + 32 + 4 * r);
-        const int hi = load_u32_2aligned<PF>(blk + 128 + 32 * h + 4 * r);
+        const int lo_a = load_u32_2aligned(blk + 64 * h + 4 * r);
+        const int lo_b = load_u32_2aligned(blk + 64 * h + 32 + 4 * r);
+        const int hi = load_u32_2aligned(blk + 128 + 32 * h + 4 * r);
         const int8_t *scales = (const int8_t *)(blk + 192 + 8 * h + (r >> 2));
         const int sc[4] = {scales[0], scales[2], scales[4], scales[6]};
         const float dw = __half2float(*(const half *)(blk + 208));
@@ -396,7 +375,7 @@ __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
 // null); all `tokens` (at most B) at once. A row is W warps (partial sums
 // added in a fixed order), a block R rows (grid: Σ n_j / R). mmvqB: a block
 // of 4 warps per row; mmvqB_w: a warp per row, 4 rows to a block.
-#define MMVQ(NAME, B, W, R, PF)                                                \
+#define MMVQ(NAME, B, W, R)                                                    \
     extern "C" __global__ void __launch_bounds__(32 * W * R) NAME(             \
         const int8_t *__restrict__ xq, const float *__restrict__ xd,           \
         const int *__restrict__ xs, int k, int tokens, const uint8_t *w0,      \
@@ -419,20 +398,16 @@ __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
         }                                                                      \
         const int nb = min(B, tokens);                                         \
         if (type == 0)                                                         \
-            q4_K_rows<B, W, R, PF>(w, xq, xd, xs, y, bias, n, k, nb, row);     \
+            q4_K_rows<B, W, R>(w, xq, xd, xs, y, bias, n, k, nb, row);         \
         else                                                                   \
-            q6_K_rows<B, W, R, PF>(w, xq, xd, y, bias, n, k, nb, row);         \
+            q6_K_rows<B, W, R>(w, xq, xd, y, bias, n, k, nb, row);             \
     }
 
-MMVQ(mmvq1, 1, WARPS_PER_ROW, 1, false)
-MMVQ(mmvq2, 2, WARPS_PER_ROW, 1, false)
-MMVQ(mmvq4, 4, WARPS_PER_ROW, 1, false)
-MMVQ(mmvq8, 8, WARPS_PER_ROW, 1, false)
-MMVQ(mmvq1_w, 1, 1, 4, false)
-MMVQ(mmvq2_w, 2, 1, 4, false)
-MMVQ(mmvq4_w, 4, 1, 4, false)
-MMVQ(mmvq8_w, 8, 1, 4, false)
-MMVQ(mmvq1_wp, 1, 1, 4, true)
-MMVQ(mmvq2_wp, 2, 1, 4, true)
-MMVQ(mmvq4_wp, 4, 1, 4, true)
-MMVQ(mmvq8_wp, 8, 1, 4, true)
+MMVQ(mmvq1, 1, WARPS_PER_ROW, 1)
+MMVQ(mmvq2, 2, WARPS_PER_ROW, 1)
+MMVQ(mmvq4, 4, WARPS_PER_ROW, 1)
+MMVQ(mmvq8, 8, WARPS_PER_ROW, 1)
+MMVQ(mmvq1_w, 1, 1, 4)
+MMVQ(mmvq2_w, 2, 1, 4)
+MMVQ(mmvq4_w, 4, 1, 4)
+MMVQ(mmvq8_w, 8, 1, 4)
