@@ -17,19 +17,7 @@ use super::common::argmax;
 use super::{geometry, prompt, BLOCK};
 
 pub fn run(args: &[String], device: &Device) {
-    let path = Path::new(
-        args.first()
-            .expect("gpu --profile MODEL.gguf [PROMPT [STEPS]]"),
-    );
-    let number = |i: usize, default: usize| {
-        args.get(i)
-            .map(|s| s.parse().expect("a number"))
-            .unwrap_or(default)
-    };
-    let (prompt_len, steps) = (number(1, 512), number(2, 64));
-    let file = GgufFile::open(path).unwrap();
-    let model = DecoderModel::load_with_kernels(&file, device, None).unwrap();
-    let blocks = (prompt_len + steps).div_ceil(BLOCK) + 1;
+    let (model, prompt_len, steps, blocks) = load("--profile", args, (512, 64), device);
     let kv = geometry(&model, blocks);
     if device.is_cuda() {
         for graphs in [StepGraphs::Replay, StepGraphs::Off] {
@@ -70,21 +58,34 @@ pub fn run(args: &[String], device: &Device) {
     }
 }
 
+/// `MODEL.gguf [PROMPT [STEPS]]` (`defaults` for the numbers): the model on
+/// `device`, the prompt length, the steps and the KV blocks they need.
+fn load(
+    mode: &str,
+    args: &[String],
+    defaults: (usize, usize),
+    device: &Device,
+) -> (DecoderModel, usize, usize, usize) {
+    let usage = format!("gpu {mode} MODEL.gguf [PROMPT [STEPS]]");
+    let path = Path::new(args.first().expect(&usage));
+    let number = |i: usize, default: usize| {
+        args.get(i)
+            .map(|s| s.parse().expect(&usage))
+            .unwrap_or(default)
+    };
+    let (prompt_len, steps) = (number(1, defaults.0), number(2, defaults.1));
+    let file = GgufFile::open(path).unwrap();
+    let model = DecoderModel::load_with_kernels(&file, device, None).unwrap();
+    let blocks = (prompt_len + steps).div_ceil(BLOCK) + 1;
+    (model, prompt_len, steps, blocks)
+}
+
 /// `gpu --ncu MODEL.gguf [PROMPT [STEPS]]`: one sequence prefilled with
 /// PROMPT tokens (1,024), then STEPS (2) decode steps launched one kernel at
 /// a time (no graphs) inside the CUDA profiler API's window, for
 /// `ncu --profile-from-start off` to read the decode kernels alone.
 pub fn ncu_window(args: &[String], device: &Device) {
-    let path = Path::new(args.first().expect("gpu --ncu MODEL.gguf [PROMPT [STEPS]]"));
-    let number = |i: usize, default: usize| {
-        args.get(i)
-            .map(|s| s.parse().expect("a number"))
-            .unwrap_or(default)
-    };
-    let (prompt_len, steps) = (number(1, 1024), number(2, 2));
-    let file = GgufFile::open(path).unwrap();
-    let model = DecoderModel::load_with_kernels(&file, device, None).unwrap();
-    let blocks = (prompt_len + steps).div_ceil(BLOCK) + 1;
+    let (model, prompt_len, steps, blocks) = load("--ncu", args, (1024, 2), device);
     let mut b = CudaBackend::new(geometry(&model, blocks), DType::F16, device).unwrap();
     b.set_graphs(StepGraphs::Off);
     let mut session = Session::new(b, 1, blocks, BLOCK);
