@@ -201,7 +201,7 @@ pub mod x86 {
     /// word at `p`): `0xFF` where set.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn fifth_bits(p: *const u8) -> __m256i {
+    pub(in super::super) unsafe fn fifth_bits(p: *const u8) -> __m256i {
         // Byte i of the broadcast qh word goes to output bytes 8i..8i+8; each
         // output byte then tests its own bit.
         let spread = _mm256_set_epi64x(

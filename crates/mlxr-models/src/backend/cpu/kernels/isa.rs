@@ -66,12 +66,21 @@ mod tests {
     /// `MLXR_CPU_ISA=avx2` and `scalar`), the paths above it are off.
     #[test]
     fn the_cap_turns_faster_paths_off() {
+        use super::super::TileKernels;
         if cap() < Isa::Avx512 {
             assert!(!super::super::q4k_tiles::available());
+            assert_ne!(TileKernels::detect(), Some(TileKernels::Avx512Vnni));
+        }
+        // Under `avx2` on an AVX2 machine the AVX2 tile kernels are the ones
+        // the tile tests run.
+        #[cfg(target_arch = "x86_64")]
+        if cap() == Isa::Avx2 && super::super::dot::x86::available() {
+            assert_eq!(TileKernels::detect(), Some(TileKernels::Avx2));
         }
         #[cfg(target_arch = "x86_64")]
         if cap() < Isa::Avx2 {
             assert!(!super::super::dot::x86::available());
+            assert_eq!(TileKernels::detect(), None);
             assert!(!crate::backend::cpu::paged::vector::avx2_fma_available());
         }
     }

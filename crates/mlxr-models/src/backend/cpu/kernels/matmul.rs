@@ -8,7 +8,7 @@ use super::pool::{current_threads, for_each_thread};
 use super::q8::{self, BlockQ8, QK};
 use super::rows::RowKernels;
 #[cfg(target_arch = "x86_64")]
-use super::{q32_tiles, q4k_tiles, q5k_tiles};
+use super::{kquant_tiles_avx2, q32_tiles, q32_tiles_avx2, q4k_tiles, q5k_tiles, TileKernels};
 use super::{q8k, RowOrder, Tiles, WeightKind};
 
 /// A raw output pointer shared by threads that write disjoint elements.
@@ -282,17 +282,22 @@ impl<T> SendPtr<T> {
     }
 }
 
+/// Four tokens of one row group at once, where a tile kernel has it.
+#[cfg(target_arch = "x86_64")]
+type Four<'a> = Option<&'a (dyn Fn(usize, usize) -> [[f32; TILE]; 4] + Sync)>;
+
 /// The driver of every 16-row tile kernel: row groups split over
-/// `n_threads`; in each group tokens go in runs of [`TOKEN_TILE`], two at a
-/// time through `two(g, tok)` while `pairs(tok)` allows, else one at a time
-/// through `one(g, tok)`; each call's 16 results land in
-/// `out[tok, 16g..16g + 16]`.
+/// `n_threads`; in each group tokens go in runs of [`TOKEN_TILE`], while
+/// `pairs(tok)` allows four at a time through `four(g, tok)` where given,
+/// then two at a time through `two(g, tok)`, else one at a time through
+/// `one(g, tok)`; each call's 16 results land in `out[tok, 16g..16g + 16]`.
 #[cfg(target_arch = "x86_64")]
 fn run_tiles(
     n_threads: usize,
     (m, n): (usize, usize),
     out: &mut [f32],
     pairs: impl Fn(usize) -> bool + Sync,
+    four: Four,
     two: impl Fn(usize, usize) -> [[f32; TILE]; 2] + Sync,
     one: impl Fn(usize, usize) -> [f32; TILE] + Sync,
 ) {
@@ -311,6 +316,12 @@ fn run_tiles(
             let t1 = (t0 + TOKEN_TILE).min(m);
             for g in (t * per_thread).min(groups)..((t + 1) * per_thread).min(groups) {
                 let mut tok = t0;
+                while let Some(four) = four.filter(|_| tok + 4 <= t1 && pairs(tok)) {
+                    for (j, v) in four(g, tok).into_iter().enumerate() {
+                        emit(g, tok + j, v);
+                    }
+                    tok += 4;
+                }
                 while tok + 2 <= t1 && pairs(tok) {
                     let [a, b] = two(g, tok);
                     emit(g, tok, a);
@@ -329,8 +340,45 @@ fn run_tiles(
 #[cfg(target_arch = "x86_64")]
 const TILE: usize = q32_tiles::TILE_ROWS;
 
+/// One row group of [`q32_tiles`] against `T` tokens, through the AVX-512
+/// or the AVX2 kernel.
+///
+/// # Safety
+/// As the kernels': this CPU runs `avx512`'s kernel; `gt` is one row group
+/// of `ys[t].len()` blocks of `kind`, `os[t]` as many entries (Q4_0/Q5_0/Q8_0).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn q32_group<const T: usize>(
+    avx512: bool,
+    kind: WeightKind,
+    gt: &[q32_tiles::Line],
+    ys: [&[BlockQ8]; T],
+    os: [&[[i32; 8]]; T],
+) -> [[f32; TILE]; T] {
+    macro_rules! run {
+        ($code:literal) => {
+            // SAFETY: forwarded to the caller.
+            unsafe {
+                if avx512 {
+                    q32_tiles::x86::tile_rows::<$code, T>(gt, ys, os)
+                } else {
+                    q32_tiles_avx2::x86::tile_rows::<$code, T>(gt, ys, os)
+                }
+            }
+        };
+    }
+    match kind {
+        WeightKind::Q4_1 => run!(0),
+        WeightKind::Q5_0 => run!(1),
+        WeightKind::Q4_0 => run!(3),
+        WeightKind::Q5_1 => run!(4),
+        _ => run!(2),
+    }
+}
+
 /// [`matmul`] for Q4_1/Q5_0/Q8_0 with [`q32_tiles`]: threads split the row
-/// groups; tokens go two at a time through each group's tiles.
+/// groups; tokens go two at a time (AVX-512) or one at a time (AVX2)
+/// through each group's tiles.
 #[cfg(target_arch = "x86_64")]
 fn q32_tile_matmul(
     tiles: &q32_tiles::Q32Tiles,
@@ -339,8 +387,8 @@ fn q32_tile_matmul(
     (m, n, kb): (usize, usize, usize),
     out: &mut [f32],
 ) {
-    use q32_tiles::x86::tile_rows;
     let kind = tiles.kind();
+    let avx512 = TileKernels::detect() == Some(TileKernels::Avx512Vnni);
     let xrow = |tok: usize| &xq[tok * kb..(tok + 1) * kb];
     let offsets_of = |tok: usize| {
         if offsets.is_empty() {
@@ -355,31 +403,18 @@ fn q32_tile_matmul(
         let os = [offsets_of(tok), offsets_of(tok + 1)];
         // SAFETY: the tiles exist only where the CPU has the features; each group has one
         // tile per activation block, `offsets_of` one entry per block.
-        unsafe {
-            match kind {
-                WeightKind::Q4_1 => tile_rows::<0, 2>(gt, ys, os),
-                WeightKind::Q5_0 => tile_rows::<1, 2>(gt, ys, os),
-                WeightKind::Q4_0 => tile_rows::<3, 2>(gt, ys, os),
-                WeightKind::Q5_1 => tile_rows::<4, 2>(gt, ys, os),
-                _ => tile_rows::<2, 2>(gt, ys, os),
-            }
-        }
+        unsafe { q32_group::<2>(avx512, kind, gt, ys, os) }
     };
     let one = |g: usize, tok: usize| {
         let (gt, ys, os) = (tiles.group(g), [xrow(tok)], [offsets_of(tok)]);
         // SAFETY: as above.
-        let [v] = unsafe {
-            match kind {
-                WeightKind::Q4_1 => tile_rows::<0, 1>(gt, ys, os),
-                WeightKind::Q5_0 => tile_rows::<1, 1>(gt, ys, os),
-                WeightKind::Q4_0 => tile_rows::<3, 1>(gt, ys, os),
-                WeightKind::Q5_1 => tile_rows::<4, 1>(gt, ys, os),
-                _ => tile_rows::<2, 1>(gt, ys, os),
-            }
-        };
+        let [v] = unsafe { q32_group::<1>(avx512, kind, gt, ys, os) };
         v
     };
-    run_tiles(n_threads, (m, n), out, |_| true, two, one);
+    // The AVX2 kernel has too few registers for several tokens' 8 lanes
+    // each: one at a time measured faster (SmolLM2 pp512, also against
+    // four tokens lane by lane).
+    run_tiles(n_threads, (m, n), out, |_| avx512, None, two, one);
 }
 
 /// [`matmul`] for Q4_K/Q6_K weights: activations in Q8_K; for Q4_K the
@@ -441,6 +476,8 @@ fn kquant_matmul(
     let xrow = |tok: usize| &xq[tok * kb..(tok + 1) * kb];
 
     #[cfg(target_arch = "x86_64")]
+    let avx512 = TileKernels::detect() == Some(TileKernels::Avx512Vnni);
+    #[cfg(target_arch = "x86_64")]
     if let Some(Tiles::Q4K(tiles)) = tiles {
         // Only tiny products stay on one thread (measured: single-threaded
         // decode rows of Gemma's 640x1024 made the whole step slower).
@@ -449,36 +486,70 @@ fn kquant_matmul(
         // SAFETY (both kernels): the tiles exist only where the CPU has the features; each
         // group has one tile per activation block.
         let two = |g: usize, tok: usize| unsafe {
-            q4k_tiles::x86::gemv_tiles::<2>(
-                group(g),
-                [xrow(tok), xrow(tok + 1)],
-                [tok < m4, tok + 1 < m4],
-            )
+            let (ys, pairs) = ([xrow(tok), xrow(tok + 1)], [tok < m4, tok + 1 < m4]);
+            if avx512 {
+                q4k_tiles::x86::gemv_tiles::<2>(group(g), ys, pairs)
+            } else {
+                kquant_tiles_avx2::x86::q4k_tiles::<2>(group(g), ys, pairs)
+            }
         };
         // SAFETY: as above.
         let one = |g: usize, tok: usize| unsafe {
-            q4k_tiles::x86::gemv_tile(group(g), xrow(tok), tok < m4)
+            if avx512 {
+                q4k_tiles::x86::gemv_tile(group(g), xrow(tok), tok < m4)
+            } else {
+                kquant_tiles_avx2::x86::q4k_tiles::<1>(group(g), [xrow(tok)], [tok < m4])[0]
+            }
         };
-        run_tiles(n_threads, (m, n), out, |_| true, two, one);
+        // SAFETY: as above (AVX2 only: four tokens share each unpacked line).
+        let four = |g: usize, tok: usize| unsafe {
+            let ys = std::array::from_fn(|j| xrow(tok + j));
+            let pairs = std::array::from_fn(|j| tok + j < m4);
+            kquant_tiles_avx2::x86::q4k_tiles::<4>(group(g), ys, pairs)
+        };
+        let four: Four = (!avx512).then_some(&four);
+        run_tiles(n_threads, (m, n), out, |_| true, four, two, one);
         return;
     }
     #[cfg(target_arch = "x86_64")]
     if let Some(Tiles::Q6K(tiles)) = tiles {
+        use kquant_tiles_avx2::x86::q6k_tiles;
         let group = |g: usize| &tiles.tiles[g * kb..(g + 1) * kb];
-        // SAFETY (both kernels): the tiles exist only where the CPU has the features; each
+        // SAFETY (all kernels): the tiles exist only where the CPU has the features; each
         // group has one tile per activation block.
         let two = |g: usize, tok: usize| unsafe {
-            q4k_tiles::x86::q6k_gemv_tiles::<2>(group(g), [xrow(tok), xrow(tok + 1)])
+            let ys = [xrow(tok), xrow(tok + 1)];
+            match (avx512, tiled) {
+                (true, _) => q4k_tiles::x86::q6k_gemv_tiles::<2>(group(g), ys),
+                (false, true) => q6k_tiles::<2, true>(group(g), ys),
+                (false, false) => q6k_tiles::<2, false>(group(g), ys),
+            }
         };
         // SAFETY: as above.
         let one = |g: usize, tok: usize| unsafe {
-            if tiled {
-                q4k_tiles::x86::q6k_tiled_tile(group(g), xrow(tok))
-            } else {
-                q4k_tiles::x86::q6k_gemv_tile(group(g), xrow(tok))
+            match (avx512, tiled) {
+                (true, true) => q4k_tiles::x86::q6k_tiled_tile(group(g), xrow(tok)),
+                (true, false) => q4k_tiles::x86::q6k_gemv_tile(group(g), xrow(tok)),
+                (false, true) => q6k_tiles::<1, true>(group(g), [xrow(tok)])[0],
+                (false, false) => q6k_tiles::<1, false>(group(g), [xrow(tok)])[0],
             }
         };
-        run_tiles(n_threads, (m, n), out, |_| !tiled, two, one);
+        // SAFETY: as above (AVX2's tiled order: one exact sum per token, so
+        // four tokens share each line).
+        let four = |g: usize, tok: usize| unsafe {
+            q6k_tiles::<4, true>(group(g), std::array::from_fn(|j| xrow(tok + j)))
+        };
+        let four: Four = (!avx512 && tiled).then_some(&four);
+        // AVX-512's tiled order goes one token at a time.
+        run_tiles(
+            n_threads,
+            (m, n),
+            out,
+            |_| !(avx512 && tiled),
+            four,
+            two,
+            one,
+        );
         return;
     }
     #[cfg(target_arch = "x86_64")]
@@ -490,7 +561,7 @@ fn kquant_matmul(
             |g: usize, tok: usize| unsafe { q5k_tiles::x86::gemv_tile(group(g), xrow(tok), tiled) };
         let two = |g: usize, tok: usize| [one(g, tok), one(g, tok + 1)];
         let n_threads = current_threads();
-        run_tiles(n_threads, (m, n), out, |_| false, two, one);
+        run_tiles(n_threads, (m, n), out, |_| false, None, two, one);
         return;
     }
     let _ = tiles;

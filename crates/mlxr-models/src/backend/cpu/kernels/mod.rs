@@ -17,6 +17,7 @@ pub mod attention;
 pub mod dot;
 pub mod ggml_f32;
 pub mod isa;
+mod kquant_tiles_avx2;
 pub mod kquants;
 mod matmul;
 #[cfg(target_arch = "aarch64")]
@@ -24,6 +25,7 @@ mod neon;
 pub mod ops;
 mod pool;
 pub mod q32_tiles;
+mod q32_tiles_avx2;
 pub mod q4k_tiles;
 pub mod q5k_tiles;
 pub mod q8;
@@ -135,7 +137,36 @@ pub enum RowOrder {
     Independent,
 }
 
-/// Weights regrouped for the AVX-512 VNNI kernels (built once at load).
+/// Which kernels read the 16-row tiles on this CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TileKernels {
+    /// AVX-512 F/BW/VNNI: one 64-byte line per instruction.
+    Avx512Vnni,
+    /// AVX2 + FMA + F16C: each line as two halves of 8 rows
+    /// (`q32_tiles_avx2.rs`, `kquant_tiles_avx2.rs`); no Q5_K kernel.
+    Avx2,
+}
+
+impl TileKernels {
+    /// The tile kernels this CPU runs (under `MLXR_CPU_ISA`), if any.
+    pub fn detect() -> Option<Self> {
+        if q4k_tiles::available() {
+            return Some(Self::Avx512Vnni);
+        }
+        #[cfg(target_arch = "x86_64")]
+        if dot::x86::available() {
+            return Some(Self::Avx2);
+        }
+        None
+    }
+
+    /// Whether these kernels cover `kind`.
+    pub fn covers(self, kind: WeightKind) -> bool {
+        self == Self::Avx512Vnni || kind != WeightKind::Q5K
+    }
+}
+
+/// Weights regrouped for the tile kernels (built once at load).
 pub enum Tiles {
     Q4K(q4k_tiles::Q4KTiles),
     Q6K(q4k_tiles::Q6KTiles),
@@ -144,10 +175,10 @@ pub enum Tiles {
 }
 
 impl Tiles {
-    /// The tiles of `w` (`[n, k]` raw GGUF blocks), when this CPU has the
-    /// kernels and `n` is a multiple of their 16 rows.
+    /// The tiles of `w` (`[n, k]` raw GGUF blocks), when this CPU has
+    /// kernels for them ([`TileKernels`]) and `n` is a multiple of their 16 rows.
     pub fn new(kind: WeightKind, w: &[u8], n: usize, k: usize) -> Option<Self> {
-        if n % q4k_tiles::TILE_ROWS != 0 || !q4k_tiles::available() {
+        if n % q4k_tiles::TILE_ROWS != 0 || !TileKernels::detect()?.covers(kind) {
             return None;
         }
         Some(match kind {

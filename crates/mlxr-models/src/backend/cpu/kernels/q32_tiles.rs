@@ -11,6 +11,9 @@
 //! the lane's four activations ([`lane_offsets`]). Weights stay as dense as in
 //! the GGUF file (Q4_1 and Q5_0 nibbles stay packed), so decode reads no more
 //! memory than before.
+//!
+//! Without AVX-512 the same tiles are read by the AVX2 kernel of
+//! `q32_tiles_avx2.rs`.
 
 use super::dot::{Q4_0_BYTES, Q4_1_BYTES, Q5_0_BYTES, Q5_1_BYTES, Q8_0_BYTES};
 use super::q8::{BlockQ8, QK};
@@ -34,17 +37,17 @@ pub struct Line(pub [u8; 64]);
 /// pairs (blocks `2i`, `2i + 1`) that share one scale line, so no line is
 /// half empty and decode streams no more bytes than the GGUF blocks hold.
 #[derive(Clone, Copy, Debug)]
-struct TileShape {
+pub(super) struct TileShape {
     /// Lines of values (and Q5_0's masks) per tile.
     own_lines: usize,
     /// Q5_0: the mask line, counted from the tile's first line.
-    high_line: Option<usize>,
+    pub(super) high_line: Option<usize>,
     /// Whether a pair of tiles shares one scale line.
     shared_scales: bool,
 }
 
 impl TileShape {
-    fn of(kind: WeightKind) -> Self {
+    pub(super) fn of(kind: WeightKind) -> Self {
         match kind {
             WeightKind::Q4_1 => Self {
                 own_lines: 4,
@@ -87,14 +90,14 @@ impl TileShape {
     }
 
     /// Lines of one row group of `blocks` tiles.
-    fn group_lines(self, blocks: usize) -> usize {
+    pub(super) fn group_lines(self, blocks: usize) -> usize {
         blocks.div_ceil(2) * self.pair_lines()
     }
 
     /// Tile `b` of a group: (its first line, its scale line, byte offset of
     /// its `d` in that line).
     #[inline(always)]
-    fn locate(self, b: usize) -> (usize, usize, usize) {
+    pub(super) fn locate(self, b: usize) -> (usize, usize, usize) {
         let (base, half) = ((b / 2) * self.pair_lines(), b % 2);
         if self.shared_scales {
             (

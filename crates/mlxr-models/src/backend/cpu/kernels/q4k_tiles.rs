@@ -6,6 +6,9 @@
 //! [`super::kquants::dot_q4_k_scalar`] (ggml's repacked gemv/gemm order) and
 //! of [`super::kquants::dot_q6_k_scalar`] with `tiled` (ggml's tiled kernel;
 //! the vec_dot order of short batches has per-row lanes and stays in AVX2).
+//!
+//! Without AVX-512 the same tiles are read by the AVX2 kernels of
+//! `kquant_tiles_avx2.rs`.
 
 use half::f16;
 

@@ -153,12 +153,13 @@ fn check(kind: WeightKind, dtype: GgmlDType, (m, n, k): (usize, usize, usize)) {
     }
 }
 
-/// Says (visibly, not in the captured output) when this CPU cannot run the
-/// 16-row VNNI tiles, so a test checked only the row paths.
+/// Says (visibly, not in the captured output) when this CPU (under
+/// `MLXR_CPU_ISA`) runs no 16-row tile kernels, so a test checked only the
+/// row paths.
 fn note_without_tiles() {
-    if !q4k_tiles::available() {
+    if TileKernels::detect().is_none() {
         mlxr_testkit::skip_note(
-            "no AVX-512 F/BW/VNNI on this CPU: the 16-row tile kernels were not run",
+            "no AVX2 or AVX-512 VNNI tile kernels here: the 16-row tile kernels were not run",
         );
     }
 }
@@ -213,7 +214,11 @@ fn tiled_ops_let_go_of_the_blocks() {
         let w = Tensor::from_vec(rand_vec(48 * k, 5), (48, k), &Device::Cpu).unwrap();
         let qt = Arc::new(QTensor::quantize(&w, dtype).unwrap());
         let op = QuantMatMul::new(qt.clone(), RowOrder::Independent).unwrap();
-        assert_eq!(op.replaces_blocks(), q4k_tiles::available(), "{dtype:?}");
+        assert_eq!(
+            op.replaces_blocks(),
+            TileKernels::detect().is_some(),
+            "{dtype:?}"
+        );
         let refs = if op.replaces_blocks() { 1 } else { 2 };
         assert_eq!(Arc::strong_count(&qt), refs, "{dtype:?}");
         let x = Tensor::from_vec(rand_vec(3 * k, 6), (3, k), &Device::Cpu).unwrap();
@@ -245,7 +250,7 @@ fn tiled_ops_let_go_of_the_blocks() {
 /// Rows read back from the tiles equal candle's dequantization.
 #[test]
 fn tile_rows_dequantize_like_candle() {
-    if !q32_tiles::available() {
+    if TileKernels::detect().is_none() {
         note_without_tiles();
         return;
     }
@@ -350,4 +355,233 @@ fn q8_rounds_ties_to_even_and_stores_f32_sum_product() {
     assert_eq!(&b[0].qs[..5], &[127, 0, 2, 2, 0]);
     assert_eq!(b[0].d, 1.0);
     assert_eq!(b[0].s, 131.0);
+}
+
+/// The AVX2 tile kernels, called directly (whatever `MLXR_CPU_ISA` says,
+/// where the CPU has AVX2, FMA and F16C), against the portable twins of
+/// each order, bit for bit: one token, two and four at once, for every 32-element
+/// type, Q4_K in the gemv and gemm orders, Q6_K in the vec_dot and tiled
+/// orders. Weights from candle's quantizer, activations scaled up so that
+/// the integer sums reach their largest sizes.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn avx2_tile_kernels_equal_the_portable_dots() {
+    use super::kquant_tiles_avx2::x86::{q4k_tiles as q4k_avx2, q6k_tiles as q6k_avx2};
+    use super::kquants::{dot_q4_k_scalar, dot_q6_k_scalar};
+    use super::q8k::{quantize_row as quantize_k, BlockQ8K, Q8KFlavor};
+    if !(is_x86_feature_detected!("avx2")
+        && is_x86_feature_detected!("fma")
+        && is_x86_feature_detected!("f16c"))
+    {
+        mlxr_testkit::skip_note("no AVX2/FMA/F16C on this CPU: the AVX2 tile kernels were not run");
+        return;
+    }
+    let (n, k) = (32, 768);
+    let quantized = |dtype: GgmlDType, seed: u64| {
+        let mut v = rand_vec(n * k, seed);
+        // A few rows at the extremes of their blocks' ranges.
+        v[..k].iter_mut().for_each(|x| *x = x.signum());
+        let w = Tensor::from_vec(v, (n, k), &Device::Cpu).unwrap();
+        QTensor::quantize(&w, dtype)
+            .unwrap()
+            .data()
+            .unwrap()
+            .into_owned()
+    };
+    let mut x = [rand_vec(k, 21), rand_vec(k, 22)];
+    x[1][..64].iter_mut().for_each(|v| *v = -v.abs() * 4.0);
+
+    for (kind, dtype, code) in [
+        (WeightKind::Q4_1, GgmlDType::Q4_1, 0u8),
+        (WeightKind::Q5_0, GgmlDType::Q5_0, 1),
+        (WeightKind::Q8_0, GgmlDType::Q8_0, 2),
+        (WeightKind::Q4_0, GgmlDType::Q4_0, 3),
+        (WeightKind::Q5_1, GgmlDType::Q5_1, 4),
+    ] {
+        let w = quantized(dtype, 31 + code as u64);
+        let tiles = q32_tiles::Q32Tiles::new(kind, &w, n, k);
+        let kb = k / QK;
+        let xq: Vec<Vec<BlockQ8>> = x
+            .iter()
+            .map(|x| {
+                let mut q = vec![BlockQ8::default(); kb];
+                q8::quantize_row(x, &mut q, kind.activation_has_sum());
+                q
+            })
+            .collect();
+        let os: Vec<Vec<[i32; 8]>> = xq
+            .iter()
+            .map(|q| {
+                let mut o = Vec::new();
+                q32_tiles::lane_offsets(kind, q, &mut o);
+                o
+            })
+            .collect();
+        let twin = match kind {
+            WeightKind::Q4_1 => dot::dot_q4_1_q8_1_scalar,
+            WeightKind::Q5_0 => dot::dot_q5_0_q8_0_scalar,
+            WeightKind::Q8_0 => dot::dot_q8_0_q8_0_scalar,
+            WeightKind::Q4_0 => dot::dot_q4_0_q8_0_scalar,
+            _ => dot::dot_q5_1_q8_1_scalar,
+        };
+        let row_bytes = kb * kind.block_bytes();
+        for g in 0..n / 16 {
+            let (gt, ys, o) = (
+                tiles.group(g),
+                [&xq[0][..], &xq[1][..]],
+                [&os[0][..], &os[1][..]],
+            );
+            use super::q32_tiles_avx2::x86::tile_rows;
+            let (ys4, o4) = ([ys[0], ys[1], ys[1], ys[0]], [o[0], o[1], o[1], o[0]]);
+            macro_rules! run {
+                ($code:literal) => {
+                    (
+                        tile_rows::<$code, 2>(gt, ys, o),
+                        tile_rows::<$code, 1>(gt, [ys[1]], [o[1]]),
+                        tile_rows::<$code, 4>(gt, ys4, o4),
+                    )
+                };
+            }
+            // SAFETY: the features were checked; one tile and offset per block.
+            let (two, one, four) = unsafe {
+                match code {
+                    0 => run!(0),
+                    1 => run!(1),
+                    2 => run!(2),
+                    3 => run!(3),
+                    _ => run!(4),
+                }
+            };
+            for c in 0..16 {
+                let r = 16 * g + c;
+                let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
+                for t in 0..2 {
+                    let want = twin(wrow, &xq[t]);
+                    assert_eq!(
+                        two[t][c].to_bits(),
+                        want.to_bits(),
+                        "{kind:?} row {r} token {t}"
+                    );
+                }
+                assert_eq!(
+                    one[0][c].to_bits(),
+                    two[1][c].to_bits(),
+                    "{kind:?} row {r} alone"
+                );
+                for (j, y) in ys4.iter().enumerate() {
+                    let want = twin(wrow, y);
+                    assert_eq!(
+                        four[j][c].to_bits(),
+                        want.to_bits(),
+                        "{kind:?} row {r}, {j} of 4"
+                    );
+                }
+            }
+        }
+    }
+
+    let kb = k / q8k::QK_K;
+    let xk: Vec<Vec<BlockQ8K>> = x
+        .iter()
+        .map(|x| {
+            let mut q = vec![BlockQ8K::default(); kb];
+            quantize_k(x, &mut q, Q8KFlavor::Reference);
+            q
+        })
+        .collect();
+    let ys = [&xk[0][..], &xk[1][..]];
+
+    let w = quantized(GgmlDType::Q4K, 41);
+    let tiles = q4k_tiles::Q4KTiles::new(&w, n, k);
+    let row_bytes = kb * kquants::Q4_K_BYTES;
+    for g in 0..n / 16 {
+        let group = &tiles.tiles[g * kb..(g + 1) * kb];
+        for pairs in [[false, true], [true, false]] {
+            // SAFETY: the features were checked; one tile per block.
+            let (two, one) = unsafe {
+                (
+                    q4k_avx2::<2>(group, ys, pairs),
+                    q4k_avx2::<1>(group, [ys[0]], [pairs[0]]),
+                )
+            };
+            for c in 0..16 {
+                let r = 16 * g + c;
+                let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
+                for t in 0..2 {
+                    let want = dot_q4_k_scalar(wrow, ys[t], pairs[t]);
+                    assert_eq!(
+                        two[t][c].to_bits(),
+                        want.to_bits(),
+                        "Q4_K row {r} token {t} {pairs:?}"
+                    );
+                }
+                assert_eq!(
+                    one[0][c].to_bits(),
+                    two[0][c].to_bits(),
+                    "Q4_K row {r} alone"
+                );
+            }
+            let ys4 = [ys[0], ys[1], ys[1], ys[0]];
+            let pairs4 = [pairs[0], pairs[1], pairs[0], pairs[1]];
+            // SAFETY: as above.
+            let four = unsafe { q4k_avx2::<4>(group, ys4, pairs4) };
+            for (j, (out, (y, p))) in four.iter().zip(ys4.iter().zip(pairs4)).enumerate() {
+                for (c, v) in out.iter().enumerate() {
+                    let r = 16 * g + c;
+                    let want = dot_q4_k_scalar(&w[r * row_bytes..(r + 1) * row_bytes], y, p);
+                    assert_eq!(v.to_bits(), want.to_bits(), "Q4_K row {r}, {j} of 4");
+                }
+            }
+        }
+    }
+
+    let w = quantized(GgmlDType::Q6K, 43);
+    let tiles = q4k_tiles::Q6KTiles::new(&w, n, k);
+    let row_bytes = kb * kquants::Q6_K_BYTES;
+    for g in 0..n / 16 {
+        let group = &tiles.tiles[g * kb..(g + 1) * kb];
+        for tiled in [false, true] {
+            // SAFETY: the features were checked; one tile per block.
+            let (two, one) = unsafe {
+                if tiled {
+                    (
+                        q6k_avx2::<2, true>(group, ys),
+                        q6k_avx2::<1, true>(group, [ys[1]]),
+                    )
+                } else {
+                    (
+                        q6k_avx2::<2, false>(group, ys),
+                        q6k_avx2::<1, false>(group, [ys[1]]),
+                    )
+                }
+            };
+            for c in 0..16 {
+                let r = 16 * g + c;
+                let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
+                for t in 0..2 {
+                    let want = dot_q6_k_scalar(wrow, ys[t], tiled);
+                    assert_eq!(
+                        two[t][c].to_bits(),
+                        want.to_bits(),
+                        "Q6_K row {r} token {t} tiled {tiled}"
+                    );
+                }
+                assert_eq!(
+                    one[0][c].to_bits(),
+                    two[1][c].to_bits(),
+                    "Q6_K row {r} alone"
+                );
+            }
+        }
+        let ys4 = [ys[0], ys[1], ys[1], ys[0]];
+        // SAFETY: as above.
+        let four = unsafe { q6k_avx2::<4, true>(group, ys4) };
+        for (j, (out, y)) in four.iter().zip(ys4).enumerate() {
+            for (c, v) in out.iter().enumerate() {
+                let r = 16 * g + c;
+                let want = dot_q6_k_scalar(&w[r * row_bytes..(r + 1) * row_bytes], y, true);
+                assert_eq!(v.to_bits(), want.to_bits(), "Q6_K row {r}, {j} of 4");
+            }
+        }
+    }
 }

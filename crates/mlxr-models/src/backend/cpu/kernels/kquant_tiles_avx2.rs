@@ -1,0 +1,271 @@
+//! The AVX2 (+FMA, F16C) kernels of the 16-row Q4_K and Q6_K tiles
+//! ([`super::q4k_tiles`]): no AVX-512, no VNNI. Each 64-byte line of a tile
+//! is read as two 32-byte halves (rows 0..8, then rows 8..16), one i32 or
+//! f32 lane per row; per row the float operations are exactly those of the
+//! AVX-512 kernels (and so of [`super::kquants::dot_q4_k_scalar`] and
+//! [`super::kquants::dot_q6_k_scalar`]).
+//!
+//! The integer sums are formed with `_mm256_maddubs_epi16` (pairs of
+//! `u8 × i8` products in i16) and `_mm256_madd_epi16` against each row's
+//! scale duplicated into both i16 halves of its i32 lane, which adds
+//! `scale · Σ` in one step. All of it is exact: a Q4_K pair is at most
+//! 2·15·128 = 3840, so the 8 groups of a sub-block still fit in i16 before
+//! scaling; a Q6_K pair at most 2·63·128 = 16128, scaled per group.
+
+#[cfg(target_arch = "x86_64")]
+pub mod x86 {
+    use std::arch::x86_64::*;
+
+    use crate::backend::cpu::kernels::q4k_tiles::{Tile, Tile6};
+    use crate::backend::cpu::kernels::q8k::BlockQ8K;
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn bcast4(qs: &[i8; 256], at: usize) -> __m256i {
+        // SAFETY: `at + 4 <= 256` for every caller.
+        let v = unsafe { std::ptr::read_unaligned(qs.as_ptr().add(at) as *const i32) };
+        _mm256_set1_epi32(v)
+    }
+
+    /// 8 i32 lanes from 8 bytes (`signed`: sign-extended), each duplicated
+    /// into both i16 halves of its lane (the `madd_epi16` multiplier).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn dup16(bytes: *const u8, signed: bool) -> __m256i {
+        // SAFETY: callers pass 8 readable bytes.
+        let b = unsafe { _mm_loadl_epi64(bytes as *const __m128i) };
+        let v = if signed {
+            _mm256_cvtepi8_epi32(b)
+        } else {
+            _mm256_cvtepu8_epi32(b)
+        };
+        _mm256_or_si256(
+            _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)),
+            _mm256_slli_epi32(v, 16),
+        )
+    }
+
+    /// `(lo as u16) | hi << 16` broadcast: two i16 multipliers per lane.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn pair16(lo: i32, hi: i32) -> __m256i {
+        _mm256_set1_epi32((lo & 0xFFFF) | (hi << 16))
+    }
+
+    /// 16 Q4_K rows (one row group's `tiles`, one per block) against `T`
+    /// Q8_K rows, as [`crate::backend::cpu::kernels::q4k_tiles::x86::gemv_tiles`]:
+    /// `pairs[t]`, ggml's gemm order (an FMA per pair of sub-blocks), else
+    /// its gemv order (an FMA per block). Returns `[token][row]`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, FMA and F16C; `tiles.len() == ys[t].len()`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn q4k_tiles<const T: usize>(
+        tiles: &[Tile],
+        ys: [&[BlockQ8K]; T],
+        pairs: [bool; T],
+    ) -> [[f32; 16]; T] {
+        let mut acc = [[_mm256_setzero_ps(); T]; 2];
+        let mut accm = [[_mm256_setzero_ps(); T]; 2];
+        for (b, t) in tiles.iter().enumerate() {
+            // SAFETY: every row has one block per tile.
+            let yb: [&BlockQ8K; T] = std::array::from_fn(|r| unsafe { ys[r].get_unchecked(b) });
+            for h in 0..2 {
+                q4k_block_half(t, yb, pairs, h, &mut acc[h], &mut accm[h]);
+            }
+        }
+        let mut out = [[0.0f32; 16]; T];
+        for (h, (acc, accm)) in acc.iter().zip(&accm).enumerate() {
+            for r in 0..T {
+                let v = _mm256_sub_ps(acc[r], accm[r]);
+                // SAFETY: 32 writable bytes.
+                unsafe { _mm256_storeu_ps(out[r][8 * h..].as_mut_ptr(), v) };
+            }
+        }
+        out
+    }
+
+    /// One block of [`q4k_tiles`] for rows `8h..8h + 8`, into their
+    /// accumulators (both halves of each line are read while it is loaded).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn q4k_block_half<const T: usize>(
+        t: &Tile,
+        yb: [&BlockQ8K; T],
+        pairs: [bool; T],
+        h: usize,
+        acc: &mut [__m256; T],
+        accm: &mut [__m256; T],
+    ) {
+        let mask = _mm256_set1_epi8(0x0F);
+        let mut isums = [[_mm256_setzero_si256(); T]; 4];
+        let mut imins = [[_mm256_setzero_si256(); T]; 4];
+        for p in 0..4 {
+            let mut ia = [_mm256_setzero_si256(); T];
+            let mut ib = [_mm256_setzero_si256(); T];
+            for g in 0..8 {
+                // SAFETY: `qs[8p + g]` is a 64-byte aligned line.
+                let w = unsafe {
+                    _mm256_load_si256(t.qs[8 * p + g].as_ptr().add(32 * h) as *const __m256i)
+                };
+                let lo = _mm256_and_si256(w, mask);
+                let hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), mask);
+                for r in 0..T {
+                    let xa = bcast4(&yb[r].qs, 64 * p + 4 * g);
+                    let xb = bcast4(&yb[r].qs, 64 * p + 32 + 4 * g);
+                    ia[r] = _mm256_add_epi16(ia[r], _mm256_maddubs_epi16(lo, xa));
+                    ib[r] = _mm256_add_epi16(ib[r], _mm256_maddubs_epi16(hi, xb));
+                }
+            }
+            let (a, bb) = (2 * p, 2 * p + 1);
+            let sa = dup16(t.scales[a][8 * h..].as_ptr(), false);
+            let sb = dup16(t.scales[bb][8 * h..].as_ptr(), false);
+            // SAFETY: 8 readable bytes each.
+            let (ma, mb) = unsafe {
+                (
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                        t.mins[a][8 * h..].as_ptr() as *const __m128i
+                    )),
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                        t.mins[bb][8 * h..].as_ptr() as *const __m128i
+                    )),
+                )
+            };
+            let mins = _mm256_or_si256(ma, _mm256_slli_epi32(mb, 16));
+            for r in 0..T {
+                let b32 = |j: usize| yb[r].bsums[2 * j] as i32 + yb[r].bsums[2 * j + 1] as i32;
+                isums[p][r] =
+                    _mm256_add_epi32(_mm256_madd_epi16(ia[r], sa), _mm256_madd_epi16(ib[r], sb));
+                imins[p][r] = _mm256_madd_epi16(mins, pair16(b32(a), b32(bb)));
+            }
+        }
+        // SAFETY: 8 readable f32 each.
+        let (d, dmin) = unsafe {
+            (
+                _mm256_loadu_ps(t.d[8 * h..].as_ptr()),
+                _mm256_loadu_ps(t.dmin[8 * h..].as_ptr()),
+            )
+        };
+        for r in 0..T {
+            let yd = _mm256_set1_ps(yb[r].d);
+            let (dd, dm) = (_mm256_mul_ps(d, yd), _mm256_mul_ps(dmin, yd));
+            if pairs[r] {
+                for p in 0..4 {
+                    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isums[p][r]), dd, acc[r]);
+                    accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imins[p][r]), dm, accm[r]);
+                }
+            } else {
+                let mut isum = _mm256_setzero_si256();
+                let mut imin = _mm256_setzero_si256();
+                for p in 0..4 {
+                    isum = _mm256_add_epi32(isum, isums[p][r]);
+                    imin = _mm256_add_epi32(imin, imins[p][r]);
+                }
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dd, acc[r]);
+                accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin), dm, accm[r]);
+            }
+        }
+    }
+
+    /// 16 Q6_K rows against `T` Q8_K rows: with `TILED` the order of ggml's
+    /// tiled kernel ([`crate::backend::cpu::kernels::q4k_tiles::x86::q6k_tiled_tile`]),
+    /// else `ggml_vec_dot_q6_K_q8_K`'s
+    /// ([`crate::backend::cpu::kernels::q4k_tiles::x86::q6k_gemv_tiles`]: 8
+    /// lanes per row, lane `l` gathering group `l % 4` of the sub-blocks `s`
+    /// with `s % 2 == l / 4`, less `32·(bsums·scales)` of sub-blocks `2l`
+    /// and `2l + 1`). Returns `[token][row]`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, FMA and F16C; `tiles.len() == ys[t].len()`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn q6k_tiles<const T: usize, const TILED: bool>(
+        tiles: &[Tile6],
+        ys: [&[BlockQ8K]; T],
+    ) -> [[f32; 16]; T] {
+        let mut acc = [[[_mm256_setzero_ps(); 8]; T]; 2];
+        let mut tacc = [[_mm256_setzero_ps(); T]; 2];
+        for (b, t) in tiles.iter().enumerate() {
+            // SAFETY: every row has one block per tile.
+            let yb: [&BlockQ8K; T] = std::array::from_fn(|r| unsafe { ys[r].get_unchecked(b) });
+            for h in 0..2 {
+                q6k_block_half::<T, TILED>(t, yb, h, &mut acc[h], &mut tacc[h]);
+            }
+        }
+        let mut out = [[0.0f32; 16]; T];
+        for h in 0..2 {
+            for r in 0..T {
+                let v = if TILED {
+                    tacc[h][r]
+                } else {
+                    let a = &acc[h][r];
+                    let r0 = _mm256_add_ps(a[4], a[0]);
+                    let r1 = _mm256_add_ps(a[5], a[1]);
+                    let r2 = _mm256_add_ps(a[6], a[2]);
+                    let r3 = _mm256_add_ps(a[7], a[3]);
+                    _mm256_add_ps(_mm256_add_ps(r0, r2), _mm256_add_ps(r1, r3))
+                };
+                // SAFETY: 32 writable bytes.
+                unsafe { _mm256_storeu_ps(out[r][8 * h..].as_mut_ptr(), v) };
+            }
+        }
+        out
+    }
+
+    /// One block of [`q6k_tiles`] for rows `8h..8h + 8`, into their
+    /// accumulators (`acc`: the vec_dot order's 8 lanes, `tacc`: the tiled order's).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn q6k_block_half<const T: usize, const TILED: bool>(
+        t: &Tile6,
+        yb: [&BlockQ8K; T],
+        h: usize,
+        acc: &mut [[__m256; 8]; T],
+        tacc: &mut [__m256; T],
+    ) {
+        let sc: [__m256i; 16] =
+            std::array::from_fn(|s| dup16(t.scales[s][8 * h..].as_ptr() as *const u8, true));
+        // SAFETY: 8 readable f32.
+        let d = unsafe { _mm256_loadu_ps(t.d[8 * h..].as_ptr()) };
+        let dd: [__m256; T] = std::array::from_fn(|r| _mm256_mul_ps(d, _mm256_set1_ps(yb[r].d)));
+        // Lines in memory order: sub-block `s`, group `g` feeds lane
+        // `4 (s % 2) + g` (the tiled order only needs the exact total: lane 0,
+        // so that 4 tokens fit in the registers).
+        let mut lanes = [[_mm256_setzero_si256(); 8]; T];
+        for (s, &scale) in sc.iter().enumerate() {
+            for g in 0..4 {
+                // SAFETY: `qs[4s + g]` is a 64-byte aligned line.
+                let w = unsafe {
+                    _mm256_load_si256(t.qs[4 * s + g].as_ptr().add(32 * h) as *const __m256i)
+                };
+                let l = if TILED { 0 } else { 4 * (s % 2) + g };
+                for r in 0..T {
+                    let x = bcast4(&yb[r].qs, 16 * s + 4 * g);
+                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), scale);
+                    lanes[r][l] = _mm256_add_epi32(lanes[r][l], p);
+                }
+            }
+        }
+        let mut s1 = [_mm256_setzero_si256(); T];
+        for l in 0..8 {
+            // Low i16 of each lane: scale 2l; high: scale 2l + 1.
+            let scales = _mm256_blend_epi16(sc[2 * l], sc[2 * l + 1], 0xAA);
+            for r in 0..T {
+                let bs = pair16(yb[r].bsums[2 * l] as i32, yb[r].bsums[2 * l + 1] as i32);
+                let off = _mm256_slli_epi32(_mm256_madd_epi16(scales, bs), 5);
+                if TILED {
+                    s1[r] = _mm256_sub_epi32(s1[r], off);
+                } else {
+                    let v = _mm256_sub_epi32(lanes[r][l], off);
+                    acc[r][l] = _mm256_fmadd_ps(dd[r], _mm256_cvtepi32_ps(v), acc[r][l]);
+                }
+            }
+        }
+        if TILED {
+            for r in 0..T {
+                let s1 = _mm256_add_epi32(lanes[r][0], s1[r]);
+                let f = _mm256_mul_ps(_mm256_cvtepi32_ps(s1), d);
+                tacc[r] = _mm256_fmadd_ps(f, _mm256_set1_ps(yb[r].d), tacc[r]);
+            }
+        }
+    }
+}
