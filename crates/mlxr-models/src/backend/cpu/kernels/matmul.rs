@@ -356,7 +356,7 @@ unsafe fn q32_group<const T: usize>(
     os: [&[[i32; 8]]; T],
 ) -> [[f32; TILE]; T] {
     macro_rules! run {
-        ($code:literal) => {
+        ($code:ident) => {
             // SAFETY: forwarded to the caller.
             unsafe {
                 if avx512 {
@@ -367,12 +367,13 @@ unsafe fn q32_group<const T: usize>(
             }
         };
     }
+    use q32_tiles::x86::{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
     match kind {
-        WeightKind::Q4_1 => run!(0),
-        WeightKind::Q5_0 => run!(1),
-        WeightKind::Q4_0 => run!(3),
-        WeightKind::Q5_1 => run!(4),
-        _ => run!(2),
+        WeightKind::Q4_1 => run!(Q4_1),
+        WeightKind::Q5_0 => run!(Q5_0),
+        WeightKind::Q4_0 => run!(Q4_0),
+        WeightKind::Q5_1 => run!(Q5_1),
+        _ => run!(Q8_0),
     }
 }
 

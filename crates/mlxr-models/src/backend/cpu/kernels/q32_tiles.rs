@@ -277,13 +277,15 @@ pub mod x86 {
     use super::{BlockQ8, Line, TileShape};
     use crate::backend::cpu::kernels::WeightKind;
 
-    const Q4_1: u8 = 0;
-    const Q5_0: u8 = 1;
-    const Q8_0: u8 = 2;
-    const Q4_0: u8 = 3;
-    const Q5_1: u8 = 4;
+    // The kernels' `KIND` codes (the AVX2 kernels, q32_tiles_avx2.rs, take
+    // the same).
+    pub(in crate::backend::cpu::kernels) const Q4_1: u8 = 0;
+    pub(in crate::backend::cpu::kernels) const Q5_0: u8 = 1;
+    pub(in crate::backend::cpu::kernels) const Q8_0: u8 = 2;
+    pub(in crate::backend::cpu::kernels) const Q4_0: u8 = 3;
+    pub(in crate::backend::cpu::kernels) const Q5_1: u8 = 4;
 
-    fn kind_of(code: u8) -> WeightKind {
+    pub(in crate::backend::cpu::kernels) fn kind_of(code: u8) -> WeightKind {
         match code {
             Q4_1 => WeightKind::Q4_1,
             Q5_0 => WeightKind::Q5_0,
@@ -294,7 +296,7 @@ pub mod x86 {
     }
 
     /// Whether the activations carry a sum (Q8_1) for an `m · s` term.
-    const fn with_sum(code: u8) -> bool {
+    pub(in crate::backend::cpu::kernels) const fn with_sum(code: u8) -> bool {
         code == Q4_1 || code == Q5_1
     }
 

@@ -17,30 +17,9 @@ pub mod x86 {
     use std::arch::x86_64::*;
 
     use crate::backend::cpu::kernels::dot::x86::fifth_bits;
+    use crate::backend::cpu::kernels::q32_tiles::x86::{kind_of, with_sum, Q4_0, Q5_0, Q5_1, Q8_0};
     use crate::backend::cpu::kernels::q32_tiles::{Line, TileShape};
     use crate::backend::cpu::kernels::q8::BlockQ8;
-    use crate::backend::cpu::kernels::WeightKind;
-
-    const Q4_1: u8 = 0;
-    const Q5_0: u8 = 1;
-    const Q8_0: u8 = 2;
-    const Q4_0: u8 = 3;
-    const Q5_1: u8 = 4;
-
-    fn kind_of(code: u8) -> WeightKind {
-        match code {
-            Q4_1 => WeightKind::Q4_1,
-            Q5_0 => WeightKind::Q5_0,
-            Q4_0 => WeightKind::Q4_0,
-            Q5_1 => WeightKind::Q5_1,
-            _ => WeightKind::Q8_0,
-        }
-    }
-
-    /// Whether the activations carry a sum (Q8_1) for an `m · s` term.
-    const fn with_sum(code: u8) -> bool {
-        code == Q4_1 || code == Q5_1
-    }
 
     /// Whether a lane's sum starts from the tiles' `-offset · Σx`.
     const fn offset(code: u8) -> bool {
