@@ -8,6 +8,9 @@
 #
 #   bench/llamacpp-side-by-side.sh                      2 threads, 5 rounds, pp512 + tg128
 #   bench/llamacpp-side-by-side.sh -t 1 -r 3 -p 128 -n 32 -o /tmp/t1.md path/to/other.gguf
+#   bench/llamacpp-side-by-side.sh --isa avx2 -d 0,512  one x86 instruction set on both sides:
+#                                      llama.cpp built for it (GGML_NATIVE=OFF), mlxr under
+#                                      MLXR_CPU_ISA; pp and tg also after 512 tokens of context
 #   MLXR_BASE_BIN=/path/to/old/mlxr bench/llamacpp-side-by-side.sh
 #                                      also an earlier mlxr build in the same rounds
 #                                      (a "before" column and after/before ratios)
@@ -21,15 +24,17 @@ cd "$root"
 # shellcheck source=bench/host.sh
 source bench/host.sh
 
-out="" threads=2 reps=5 n_prompt=512 n_gen=128 models=()
+out="" threads=2 reps=5 n_prompt=512 n_gen=128 depths=0 isa="" models=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -t|--threads) threads="$2"; shift 2 ;;
     -r|--reps) reps="$2"; shift 2 ;;
     -p) n_prompt="$2"; shift 2 ;;
     -n) n_gen="$2"; shift 2 ;;
+    -d) depths="$2"; shift 2 ;;
+    --isa) isa="$2"; shift 2 ;;
     -o|--out) out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) models+=("$1"); shift ;;
   esac
 done
@@ -51,7 +56,12 @@ else
   MLXR="$root/target/release/mlxr"
   built="commit \`$(git rev-parse --short HEAD)\`$(git diff --quiet HEAD -- crates || echo ' (with uncommitted changes under crates/)')"
 fi
-eval "$(bench/llamacpp-build.sh)"
+if [ -n "$isa" ]; then
+  eval "$(bench/llamacpp-build.sh --isa "$isa")"
+  export MLXR_CPU_ISA="$isa"
+else
+  eval "$(bench/llamacpp-build.sh)"
+fi
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -61,16 +71,16 @@ for m in "${models[@]}"; do
   for round in $(seq 1 "$reps"); do
     echo "[side-by-side] $name round $round/$reps (load $(cut -d' ' -f1 /proc/loadavg))" >&2
     llama() {
-      "$LLAMA_BENCH" -m "$m" -p "$n_prompt" -n "$n_gen" -t "$threads" -r 1 -o json \
+      "$LLAMA_BENCH" -m "$m" -p "$n_prompt" -n "$n_gen" -d "$depths" -t "$threads" -r 1 -o json \
         > "$work/llama.cpp@$name@$round.json" 2> "$work/llama.log"
     }
     ours() {
-      "$MLXR" bench -m "$m" -p "$n_prompt" -n "$n_gen" -t "$threads" -r 1 -o json \
+      "$MLXR" bench -m "$m" -p "$n_prompt" -n "$n_gen" -d "$depths" -t "$threads" -r 1 -o json \
         > "$work/mlxr@$name@$round.json"
     }
     base() {
       [ -z "${MLXR_BASE_BIN:-}" ] || "$MLXR_BASE_BIN" bench -m "$m" -p "$n_prompt" -n "$n_gen" \
-        -t "$threads" -r 1 -o json > "$work/before@$name@$round.json"
+        -d "$depths" -t "$threads" -r 1 -o json > "$work/before@$name@$round.json"
     }
     if [ $((round % 2)) -eq 1 ]; then llama; base; ours; else ours; base; llama; fi
   done
@@ -83,10 +93,11 @@ mkdir -p bench/results
   echo "# mlxr bench vs llama-bench, $(date +%Y-%m-%d)"
   echo
   echo "$built;" \
-    "llama.cpp \`$LLAMA_CPP_COMMIT\` (llama-cpp-python sdist, CPU, GGML_NATIVE);" \
+    "llama.cpp \`$LLAMA_CPP_COMMIT\` (llama-cpp-python sdist, $LLAMA_BUILD_NOTE);" \
+    "${isa:+mlxr under \`MLXR_CPU_ISA=$isa\`;}" \
     "$(cpu_cores);" \
     "load average (1, 5, 15 min) $load_before before, $load_after after;" \
-    "command: \`bench/llamacpp-side-by-side.sh -t $threads -r $reps -p $n_prompt -n $n_gen\`."
+    "command: \`bench/llamacpp-side-by-side.sh ${isa:+--isa $isa }-t $threads -r $reps -p $n_prompt -n $n_gen -d $depths\`."
   [ -z "${MLXR_BASE_BIN:-}" ] || echo "Before: \`$MLXR_BASE_BIN\`${BASE_NOTE:+ ($BASE_NOTE)}, run in the same rounds."
   echo
   cpu_flags_line
@@ -107,6 +118,8 @@ for path in sorted(glob.glob(os.path.join(work, "*.json"))):
         models.append(model)
     for t in json.load(open(path)):
         test = f"pp{t['n_prompt']}" if t["n_prompt"] else f"tg{t['n_gen']}"
+        if t.get("n_depth"):
+            test += f" @ d{t['n_depth']}"
         runs.setdefault((model, tool, test), []).extend(t["samples_ts"])
         threads = t["n_threads"]
 def fmt(xs):
@@ -120,7 +133,10 @@ else:
     print("| model | threads | test | mlxr t/s | llama.cpp t/s | ratio |")
     print("| --- | ---: | --- | ---: | ---: | ---: |")
 for model in models:
-    tests = sorted({k[2] for k in runs if k[0] == model}, key=lambda s: (s[:2] != "pp", s))
+    def order(s):
+        depth = int(s.split(" @ d")[1]) if " @ d" in s else 0
+        return (depth, s[:2] != "pp", s)
+    tests = sorted({k[2] for k in runs if k[0] == model}, key=order)
     for test in tests:
         ours, ref = runs.get((model, "mlxr", test)), runs.get((model, "llama.cpp", test))
         if not ours or not ref:

@@ -9,6 +9,8 @@
 #
 #   bench/serving.sh                        SmolLM2, 16 streams, 2 threads, 2 rounds
 #   bench/serving.sh -c 4 -t 1 -r 1 -m path/to/model.gguf -o /tmp/serving.md
+#   bench/serving.sh --isa avx2             llama-server built for AVX2 (GGML_NATIVE=OFF),
+#                                           mlxr under MLXR_CPU_ISA=avx2
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -16,7 +18,7 @@ cd "$root"
 # shellcheck source=bench/host.sh
 source bench/host.sh
 
-out="" streams=16 threads=2 rounds=2 max_tokens=128 per_client=2 ctx_per_slot=512
+out="" streams=16 threads=2 rounds=2 max_tokens=128 per_client=2 ctx_per_slot=512 isa=""
 model="${MLXR_MODELS_DIR:-$HOME/.cache/mlxr/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -26,8 +28,9 @@ while [ $# -gt 0 ]; do
     -n|--max-tokens) max_tokens="$2"; shift 2 ;;
     --requests-per-client) per_client="$2"; shift 2 ;;
     -m|--model) model="$2"; shift 2 ;;
+    --isa) isa="$2"; shift 2 ;;
     -o|--out) out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -43,7 +46,12 @@ else
   MLXR="$root/target/release/mlxr"
   built="commit \`$(git rev-parse --short HEAD)\`$(git diff --quiet HEAD -- crates || echo ' (with uncommitted changes under crates/)')"
 fi
-eval "$(bench/llamacpp-build.sh --server)"
+if [ -n "$isa" ]; then
+  eval "$(bench/llamacpp-build.sh --isa "$isa")"
+  export MLXR_CPU_ISA="$isa"
+else
+  eval "$(bench/llamacpp-build.sh --server)"
+fi
 venv="${MLXR_CACHE:-$HOME/.cache/mlxr}/bench-venv"
 if ! "$venv/bin/python" -c 'import httpx' 2>/dev/null; then
   python3 -m venv "$venv"
@@ -108,9 +116,9 @@ mkdir -p bench/results
   echo "# Serving benchmark: mlxr serve vs llama-server, $(date +%Y-%m-%d)"
   echo
   echo "$built;" \
-    "llama.cpp \`$LLAMA_CPP_COMMIT\`; $(cpu_cores);" \
+    "llama.cpp \`$LLAMA_CPP_COMMIT\` ($LLAMA_BUILD_NOTE)${isa:+, mlxr under \`MLXR_CPU_ISA=$isa\`}; $(cpu_cores);" \
     "load average (1, 5, 15 min) $load_before before, $load_after after;" \
-    "command: \`bench/serving.sh -c $streams -t $threads -r $rounds -n $max_tokens\`."
+    "command: \`bench/serving.sh ${isa:+--isa $isa }-c $streams -t $threads -r $rounds -n $max_tokens\`."
   echo
   cpu_flags_line
   echo

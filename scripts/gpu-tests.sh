@@ -16,7 +16,9 @@
 #   bench  mlxr bench --device cuda (and llama-bench on the same files when
 #          llama.cpp was built: stage llama)
 #   batched  aggregate speed of 1, 8, 64 and 256 sequences served together:
-#          mlxr bench --parallel beside llama-batched-bench (GPU_BATCHED models)
+#          mlxr bench --parallel beside llama-batched-bench (GPU_BATCHED models;
+#          GPU_F16_GEMM_ROWS="32 64": also mlxr with each MLXR_CUDA_F16_GEMM_ROWS,
+#          run while llama.cpp still compiles)
 #   profile  the decode matmul kernels timed alone, then each op's time per
 #          decode step (tests/gpu --profile) on the GPU_BENCH models
 # GPU_STAGES="llama test serve bench" by default; GPU_MODELS picks the random
@@ -159,7 +161,7 @@ if has ncu && [[ -x $WORK/bin/gpu ]] && command -v ncu >/dev/null; then
         python3 "$ROOT/scripts/ncu-summary.py" "$OUT/ncu-kernels.csv" | tee "$OUT/ncu-kernels.txt"
 fi
 
-if has bench; then
+wait_llama() {
     if [[ -n ${LLAMA_PID:-} ]]; then
         stage "waiting for llama.cpp's build (until ${LLAMA_DEADLINE:=420}s)"
         while kill -0 "$LLAMA_PID" 2>/dev/null && (($(date +%s) - T0 < LLAMA_DEADLINE)); do sleep 5; done
@@ -170,7 +172,12 @@ if has bench; then
             result FAIL "llama.cpp CUDA build (llama-build.log)"
             tail -20 "$OUT/llama-build.log"
         fi
+        LLAMA_PID=""
     fi
+}
+
+if has bench; then
+    wait_llama
     LLAMA_BENCH=$LLAMA/build/bin/llama-bench
     nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw,utilization.gpu --format=csv
     for m in ${GPU_BENCH:-llama8b-q4_k_m qwen1.5b-q4_k_m llama8b-f16}; do
@@ -197,6 +204,13 @@ fi
 if has batched; then
     for m in ${GPU_BATCHED:-llama8b-q4_k_m}; do
         [[ -n ${MODEL[$m]:-} ]] || continue
+        for rows in ${GPU_F16_GEMM_ROWS:-}; do
+            stage "batched $m: mlxr with MLXR_CUDA_F16_GEMM_ROWS=$rows"
+            MLXR_CUDA_F16_GEMM_ROWS=$rows timeout 300 "$MLXR" bench --device cuda -m "${MODEL[$m]}" \
+                -p 128 -n 128 -r 1 --parallel "${GPU_NPL:=1,8,64,256}" 2>&1 |
+                tee "$OUT/mlxr-batched-$m-rows$rows.log"
+        done
+        wait_llama
         stage "batched $m: ${GPU_NPL:=1,8,64,256} sequences of pp128 + tg128"
         if [[ -x $LLAMA/build/bin/llama-batched-bench ]]; then
             # One unified KV buffer holding every sequence, as mlxr's pool does.

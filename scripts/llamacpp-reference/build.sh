@@ -7,6 +7,8 @@
 #
 # Everything lands in ${MLXR_CACHE:-~/.cache/mlxr}/llama.cpp/; nothing in the
 # repo is touched. Idempotent: each step is skipped when its output exists.
+#   scripts/llamacpp-reference/build.sh --source   only fetch and extract the sdist
+#
 # Env: JOBS (default 2) parallel compile jobs, PYTHON (default python3).
 set -euo pipefail
 
@@ -45,6 +47,13 @@ if [ ! -f "$LLAMA/include/llama.h" ]; then
   log "extracting $tarball"
   rm -rf "$SRC"
   tar -xzf "$tarball" -C "$CACHE"
+fi
+
+if [ "${1:-}" = "--source" ]; then
+  echo "LCP_VERSION=$LCP_VERSION"
+  echo "LLAMA_CPP_COMMIT=$LLAMA_CPP_COMMIT"
+  echo "LLAMA_SRC=$LLAMA"
+  exit 0
 fi
 
 # 2. cmake -------------------------------------------------------------------

@@ -56,6 +56,7 @@ In a chat, Ctrl-C stops the current reply; /bye or Ctrl-D leaves.")]
   mlxr bench -m model.gguf -p 512 -n 128 -t 2 -r 5                 llama-bench's defaults on 2 threads
   mlxr bench -m model.gguf --device cpu                            on the CPU even where a GPU build finds a GPU
   mlxr bench -m model.gguf -p 128,512 -n 0 -t 1,2                  prompts only, two thread counts
+  mlxr bench -m model.gguf -p 512 -n 128 -d 0,512 -t 2             also after 512 tokens of context (llama-bench -d)
   mlxr bench -m model.gguf -p 16 -n 4 -r 1 -o json                 one JSON array, llama-bench's keys
   mlxr bench -m model.gguf -p 128 -n 128 --parallel 1,8,64         8 and 64 sequences at once, like llama-batched-bench
 
@@ -64,8 +65,9 @@ scheduler, paged KV cache, greedy sampling), with the prefix cache off and rando
 ppN: one request with an N-token prompt and max_tokens 1, timed by the engine from the step that
 schedules it to its first token (the prompt's forward passes and one sampling step; a prompt
 longer than --batch-size is read in chunks, like llama-bench's ubatch). tgN: a one-token prompt,
-then N single-token decode steps, timed from the first generated token to the last. Each test
-runs once as a warm-up, then -r times; t/s is the mean ± sample standard deviation over runs.
+then N single-token decode steps, timed from the first generated token to the last. At depth D
+(-d D): ppN first reads D random tokens untimed, then times N more after them (the D from the
+prefix cache, which is on only then); tgN's prompt is D tokens. Each test runs once as a warm-up, then -r times; t/s is the mean ± sample standard deviation over runs.
 Model loading is not timed. -o json prints llama-bench's keys (avg_ts, stddev_ts, samples_ts, ...).")]
     Bench(BenchArgs),
     /// Serve models over OpenAI- and Ollama-compatible HTTP APIs.
@@ -462,6 +464,17 @@ pub struct BenchArgs {
         value_name = "N"
     )]
     pub n_gen: Vec<usize>,
+    /// Tokens already in the context before each test (comma-separated, like
+    /// llama-bench's -d): ppN reads N more tokens after a cached prefix of
+    /// this many, tgN decodes from this position.
+    #[arg(
+        short = 'd',
+        long = "n-depth",
+        value_delimiter = ',',
+        default_value = "0",
+        value_name = "N"
+    )]
+    pub n_depth: Vec<usize>,
     /// CPU threads, comma-separated for several runs (default: the physical cores).
     #[arg(short = 't', long, value_delimiter = ',', value_name = "N")]
     pub threads: Vec<usize>,

@@ -52,6 +52,38 @@ fn json_has_one_object_per_test_with_positive_figures() {
 }
 
 #[test]
+fn depths_run_every_test_after_a_cached_context() {
+    let Some(out) = bench(&["-t", "2", "-d", "0,32", "-o", "json"]) else {
+        return;
+    };
+    let tests: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let names: Vec<&str> = tests.iter().map(|t| t["test"].as_str().unwrap()).collect();
+    assert_eq!(names, ["pp16", "tg4", "pp16 @ d32", "tg4 @ d32"]);
+    for (t, depth) in tests.iter().zip([0, 0, 32, 32]) {
+        assert_eq!(t["n_depth"], depth, "{t}");
+        assert!(t["avg_ts"].as_f64().unwrap() > 0.0, "{t}");
+    }
+}
+
+#[test]
+fn a_depth_off_the_kv_blocks_is_refused_with_a_reason() {
+    let Some(model) = mlxr_testkit::model_path(mlxr_testkit::SMOLLM2) else {
+        return;
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_mlxr"))
+        .env("RAYON_NUM_THREADS", "2")
+        .arg("bench")
+        .arg("-m")
+        .arg(&model)
+        .args(["-p", "16", "-n", "0", "-d", "8", "-r", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("whole number of KV blocks"), "{err}");
+}
+
+#[test]
 fn parallel_sequences_report_llama_batched_bench_figures() {
     let Some(out) = bench(&["-t", "2", "--parallel", "1,3", "-o", "json"]) else {
         return;

@@ -10,8 +10,14 @@
 //!   last, i.e. exactly N decode steps, each a forward pass of one token plus
 //!   greedy sampling.
 //!
-//! Each test runs once as a warm-up, then `-r` times. The prefix cache is off
-//! and every run draws new random ids, so no run reuses another's KV.
+//! - at depth D (`-d D`): `ppN` first runs D random tokens untimed, then
+//!   times the same D tokens plus N new ones, of which the prefix cache
+//!   holds the D (so N are computed, reading D tokens of context); `tgN`'s
+//!   prompt is D tokens, so its decode steps run at positions D to D + N.
+//!
+//! Each test runs once as a warm-up, then `-r` times. Every run draws new
+//! random ids, so no run reuses another's KV (the prefix cache is on only
+//! for a depth above 0, and only the run's own prefix is in it).
 
 use std::path::Path;
 use std::process::Command;
@@ -42,6 +48,8 @@ pub struct TestResult {
     pub type_kv: String,
     pub n_prompt: usize,
     pub n_gen: usize,
+    #[serde(default)]
+    pub n_depth: usize,
     pub test: String,
     pub avg_ns: u64,
     pub stddev_ns: u64,
@@ -87,6 +95,7 @@ fn start_engine(
     device: DeviceChoice,
     needed: usize,
     max_num_seqs: usize,
+    prefix_caching: bool,
 ) -> Result<(EngineHandle, u64)> {
     let ctx = args.ctx_size.unwrap_or(needed.next_multiple_of(16));
     let lm = Arc::new(LoadedModel::load_on(&args.model, Some(ctx), device)?);
@@ -103,7 +112,7 @@ fn start_engine(
         // llama-bench's ubatch: a prompt up to this long is one forward pass.
         max_num_batched_tokens: args.batch_size,
         long_prefill_token_threshold: args.batch_size,
-        prefix_caching: false,
+        prefix_caching,
         ..EngineConfig::default()
     };
     let vocab = lm.model.config().vocab_size.min(lm.tokenizer.vocab_size()) as u64;
@@ -127,10 +136,14 @@ fn bench_parallel(args: &BenchArgs) -> Result<()> {
         !prompts.is_empty() && !gens.is_empty(),
         "--parallel needs a prompt length (-p) above 0 and a generation length (-n) of at least 2"
     );
+    ensure!(
+        args.n_depth.iter().all(|&d| d == 0),
+        "--parallel does not take a depth (-d)"
+    );
     super::set_threads(args.threads.first().copied())?;
     let needed = prompts.iter().max().unwrap_or(&0) + gens.iter().max().unwrap_or(&0) + 1;
     let most = args.parallel.iter().copied().max().unwrap_or(1);
-    let (engine, vocab) = start_engine(args, args.device.resolve()?, needed, most)?;
+    let (engine, vocab) = start_engine(args, args.device.resolve()?, needed, most, false)?;
     let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
     let mut results = Vec::new();
     for &pl in &args.parallel {
@@ -171,50 +184,77 @@ fn run_tests(args: &BenchArgs, threads: Option<usize>) -> Result<Vec<TestResult>
     let n_threads = threads.unwrap_or_else(default_threads);
     let max_prompt = args.n_prompt.iter().copied().max().unwrap_or(0);
     let max_gen = args.n_gen.iter().copied().max().unwrap_or(0);
+    let max_depth = args.n_depth.iter().copied().max().unwrap_or(0);
     // Room for the longest test (the tg prompt is one token, plus one extra
     // generated token), rounded up to whole KV blocks.
-    let needed = max_prompt.max(max_gen + 2) + 1;
+    let needed = max_depth + max_prompt.max(max_gen + 2) + 1;
     let device = args.device.resolve()?;
-    let (engine, vocab) = start_engine(args, device, needed, 1)?;
+    let (engine, vocab) = start_engine(args, device, needed, 1, max_depth > 0)?;
     let desc = describe(&args.model)?;
     let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
     let mut results = Vec::new();
     let tests = (args.n_prompt.iter().filter(|&&n| n > 0).map(|&n| (n, 0)))
         .chain(args.n_gen.iter().filter(|&&n| n > 0).map(|&n| (0, n)));
-    for (n_prompt, n_gen) in tests {
-        let mut samples_ns = Vec::new();
-        for rep in 0..=args.repetitions {
-            let ns = if n_prompt > 0 {
-                time_prompt(&engine, n_prompt, vocab, &mut rng)?
-            } else {
-                time_generation(&engine, n_gen, vocab, &mut rng)?
-            };
-            if rep > 0 {
-                samples_ns.push(ns);
+    let tests: Vec<(usize, usize)> = tests.collect();
+    // llama-bench's order: every test at one depth, then the next depth.
+    for &depth in &args.n_depth {
+        for &(n_prompt, n_gen) in &tests {
+            let mut samples_ns = Vec::new();
+            for rep in 0..=args.repetitions {
+                let ns = if n_prompt > 0 {
+                    time_prompt(&engine, depth, n_prompt, vocab, &mut rng)?
+                } else {
+                    time_generation(&engine, depth, n_gen, vocab, &mut rng)?
+                };
+                if rep > 0 {
+                    samples_ns.push(ns);
+                }
             }
+            let test = Test {
+                n_prompt,
+                n_gen,
+                n_depth: depth,
+            };
+            results.push(summarize(&desc, args, device, n_threads, test, samples_ns));
         }
-        results.push(summarize(
-            &desc, args, device, n_threads, n_prompt, n_gen, samples_ns,
-        ));
     }
     Ok(results)
 }
 
-/// ns to process `n` random prompt tokens (and sample one token).
-fn time_prompt(engine: &EngineHandle, n: usize, vocab: u64, rng: &mut XorShift) -> Result<u64> {
-    let ids = (0..n).map(|_| rng.below(vocab) as u32).collect();
+/// ns to process `n` random prompt tokens after `depth` cached ones (and
+/// sample one token).
+fn time_prompt(
+    engine: &EngineHandle,
+    depth: usize,
+    n: usize,
+    vocab: u64,
+    rng: &mut XorShift,
+) -> Result<u64> {
+    let mut ids: Vec<u32> = (0..depth).map(|_| rng.below(vocab) as u32).collect();
+    if depth > 0 {
+        engine.generate(&request(ids.clone(), 1), |_| true)?;
+    }
+    ids.extend((0..n).map(|_| rng.below(vocab) as u32));
     let g = engine.generate(&request(ids, 1), |_| true)?;
     ensure!(
         g.timings.prompt_n == n,
-        "the engine computed {} of {n} prompt tokens",
+        "the engine computed {} of {n} prompt tokens after a depth of {depth} \
+         (the depth must be a whole number of KV blocks, 16 tokens)",
         g.timings.prompt_n
     );
     Ok((g.timings.prompt_ms * 1e6) as u64)
 }
 
-/// ns for `n` single-token decode steps after a one-token prompt.
-fn time_generation(engine: &EngineHandle, n: usize, vocab: u64, rng: &mut XorShift) -> Result<u64> {
-    let ids = vec![rng.below(vocab) as u32];
+/// ns for `n` single-token decode steps after a prompt of `depth` tokens
+/// (one token at depth 0).
+fn time_generation(
+    engine: &EngineHandle,
+    depth: usize,
+    n: usize,
+    vocab: u64,
+    rng: &mut XorShift,
+) -> Result<u64> {
+    let ids = (0..depth.max(1)).map(|_| rng.below(vocab) as u32).collect();
     let g = engine.generate(&request(ids, n + 1), |_| true)?;
     ensure!(
         g.finish_reason == FinishReason::Length && g.timings.predicted_n == n + 1,
@@ -307,16 +347,38 @@ fn from_human(text: &str) -> u64 {
     (digits.parse::<f64>().unwrap_or(0.0) * scale).round() as u64
 }
 
+/// One test's lengths, as llama-bench names them.
+#[derive(Clone, Copy)]
+struct Test {
+    n_prompt: usize,
+    n_gen: usize,
+    n_depth: usize,
+}
+
+impl Test {
+    /// `pp512`, `tg128`, `pp512 @ d512`.
+    fn name(&self) -> String {
+        let base = if self.n_prompt > 0 {
+            format!("pp{}", self.n_prompt)
+        } else {
+            format!("tg{}", self.n_gen)
+        };
+        match self.n_depth {
+            0 => base,
+            d => format!("{base} @ d{d}"),
+        }
+    }
+}
+
 fn summarize(
     desc: &ModelDesc,
     args: &BenchArgs,
     device: DeviceChoice,
     n_threads: usize,
-    n_prompt: usize,
-    n_gen: usize,
+    test: Test,
     samples_ns: Vec<u64>,
 ) -> TestResult {
-    let tokens = (n_prompt + n_gen) as f64;
+    let tokens = (test.n_prompt + test.n_gen) as f64;
     let samples_ts: Vec<f64> = samples_ns
         .iter()
         .map(|&ns| tokens * 1e9 / (ns.max(1) as f64))
@@ -339,13 +401,10 @@ fn summarize(
         n_threads,
         n_batch: args.batch_size,
         type_kv: format!("{:?}", args.kv_dtype).to_lowercase(),
-        n_prompt,
-        n_gen,
-        test: if n_prompt > 0 {
-            format!("pp{n_prompt}")
-        } else {
-            format!("tg{n_gen}")
-        },
+        n_prompt: test.n_prompt,
+        n_gen: test.n_gen,
+        n_depth: test.n_depth,
+        test: test.name(),
         avg_ns: avg_ns as u64,
         stddev_ns: sd_ns as u64,
         avg_ts,
@@ -387,6 +446,7 @@ fn run_child(args: &BenchArgs, threads: usize) -> Result<Vec<TestResult>> {
         .arg("-m")
         .arg(&args.model)
         .args(["-p", &list(&args.n_prompt), "-n", &list(&args.n_gen)])
+        .args(["-d", &list(&args.n_depth)])
         .args(["-t", &threads.to_string()])
         .args(["-r", &args.repetitions.to_string()])
         .args(["-b", &args.batch_size.to_string()])
@@ -484,6 +544,22 @@ mod tests {
         let (m, sd) = mean_sd(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]);
         assert_eq!(m, 5.0);
         assert!((sd - 2.138_089_935).abs() < 1e-6);
+    }
+
+    #[test]
+    fn test_names_are_llama_bench_names() {
+        let t = |n_prompt, n_gen, n_depth| {
+            Test {
+                n_prompt,
+                n_gen,
+                n_depth,
+            }
+            .name()
+        };
+        assert_eq!(t(512, 0, 0), "pp512");
+        assert_eq!(t(0, 128, 0), "tg128");
+        assert_eq!(t(512, 0, 512), "pp512 @ d512");
+        assert_eq!(t(0, 128, 4096), "tg128 @ d4096");
     }
 
     #[test]

@@ -54,13 +54,19 @@ impl CudaBackend {
     /// A cache of `kv` in `dtype` (F16, BF16 or F32) on `device`.
     /// The decode matmuls' shape is [`MatVec::default`], or the debug knob
     /// `MLXR_CUDA_MATVEC` (`block`, `warp`) that lets one binary benchmark
-    /// each.
+    /// each; likewise `MLXR_CUDA_F16_GEMM_ROWS` moves [`F16_GEMM_ROWS`].
     pub fn new(kv: KvGeometry, dtype: DType, device: &Device) -> Result<Self> {
         let mat_vec = match std::env::var("MLXR_CUDA_MATVEC") {
             Err(_) => MatVec::default(),
             Ok(name) => name.parse().map_err(ModelError::InvalidConfig)?,
         };
-        Self::with_mat_vec(kv, dtype, device, mat_vec)
+        let mut backend = Self::with_mat_vec(kv, dtype, device, mat_vec)?;
+        if let Ok(rows) = std::env::var("MLXR_CUDA_F16_GEMM_ROWS") {
+            backend.kernels_mut().f16_gemm_rows = rows.parse().map_err(|_| {
+                ModelError::InvalidConfig(format!("MLXR_CUDA_F16_GEMM_ROWS={rows}: not a number"))
+            })?;
+        }
+        Ok(backend)
     }
 
     /// [`Self::new`] with the decode matmuls spread over the GPU as `mat_vec`.
@@ -74,6 +80,7 @@ impl CudaBackend {
             attention: PagedAttention::new(kv, dtype, device)?,
             q8: None,
             mat_vec,
+            f16_gemm_rows: F16_GEMM_ROWS,
             graphs: graph::Graphs::new(device, StepGraphs::default())?,
             moves: 0,
         };
@@ -87,6 +94,11 @@ impl CudaBackend {
     }
 }
 
+/// Steps of more rows than this multiply GGML-quantized weights as F16
+/// (dequantized per call) through cuBLAS; steps of up to 8 rows run our
+/// decode kernels and those in between candle's q8_1 kernels.
+pub const F16_GEMM_ROWS: usize = 8;
+
 /// The paged attention and the quantized matmuls.
 pub struct CudaKernels {
     attention: PagedAttention,
@@ -95,6 +107,7 @@ pub struct CudaKernels {
     /// norm or GLU that made it quantized it in the same launch.
     q8: Option<(TensorId, Tensor)>,
     mat_vec: MatVec,
+    f16_gemm_rows: usize,
     graphs: graph::Graphs,
     /// The step buffers' moves (the backend's and the attention's).
     moves: u64,
@@ -241,7 +254,7 @@ impl CandleDevice for CudaKernels {
             })
             .collect();
         let Some(ours) = ours.filter(|_| takes(x)) else {
-            if x.dim(0)? > quant_matmul::MAX_TOKENS {
+            if x.dim(0)? > self.f16_gemm_rows {
                 return ws.iter().map(|w| w.forward_dequantized_f16(x)).collect();
             }
             return ws.iter().map(|w| w.forward(x)).collect();

@@ -22,18 +22,16 @@ pub mod x86 {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     fn bcast4(qs: &[i8; 256], at: usize) -> __m256i {
-        // SAFETY: `at + 4 <= 256` for every caller.
-        let v = unsafe { std::ptr::read_unaligned(qs.as_ptr().add(at) as *const i32) };
-        _mm256_set1_epi32(v)
+        let v: [i8; 4] = std::array::from_fn(|i| qs[at + i]);
+        _mm256_set1_epi32(i32::from_le_bytes(v.map(|b| b as u8)))
     }
 
     /// 8 i32 lanes from 8 bytes (`signed`: sign-extended), each duplicated
     /// into both i16 halves of its lane (the `madd_epi16` multiplier).
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    fn dup16(bytes: *const u8, signed: bool) -> __m256i {
-        // SAFETY: callers pass 8 readable bytes.
-        let b = unsafe { _mm_loadl_epi64(bytes as *const __m128i) };
+    fn dup16(bytes: [u8; 8], signed: bool) -> __m256i {
+        let b = _mm_cvtsi64_si128(i64::from_le_bytes(bytes));
         let v = if signed {
             _mm256_cvtepi8_epi32(b)
         } else {
@@ -43,6 +41,12 @@ pub mod x86 {
             _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)),
             _mm256_slli_epi32(v, 16),
         )
+    }
+
+    /// The first 8 bytes of a tile's scales.
+    #[inline(always)]
+    fn eight<T: Copy>(xs: &[T]) -> [T; 8] {
+        std::array::from_fn(|i| xs[i])
     }
 
     /// `(lo as u16) | hi << 16` broadcast: two i16 multipliers per lane.
@@ -71,7 +75,8 @@ pub mod x86 {
             // SAFETY: every row has one block per tile.
             let yb: [&BlockQ8K; T] = std::array::from_fn(|r| unsafe { ys[r].get_unchecked(b) });
             for h in 0..2 {
-                q4k_block_half(t, yb, pairs, h, &mut acc[h], &mut accm[h]);
+                // SAFETY: h < 2.
+                unsafe { q4k_block_half(t, yb, pairs, h, &mut acc[h], &mut accm[h]) };
             }
         }
         let mut out = [[0.0f32; 16]; T];
@@ -87,9 +92,12 @@ pub mod x86 {
 
     /// One block of [`q4k_tiles`] for rows `8h..8h + 8`, into their
     /// accumulators (both halves of each line are read while it is loaded).
+    ///
+    /// # Safety
+    /// AVX2, FMA and F16C; `h < 2`.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    fn q4k_block_half<const T: usize>(
+    unsafe fn q4k_block_half<const T: usize>(
         t: &Tile,
         yb: [&BlockQ8K; T],
         pairs: [bool; T],
@@ -118,8 +126,8 @@ pub mod x86 {
                 }
             }
             let (a, bb) = (2 * p, 2 * p + 1);
-            let sa = dup16(t.scales[a][8 * h..].as_ptr(), false);
-            let sb = dup16(t.scales[bb][8 * h..].as_ptr(), false);
+            let sa = dup16(eight(&t.scales[a][8 * h..]), false);
+            let sb = dup16(eight(&t.scales[bb][8 * h..]), false);
             // SAFETY: 8 readable bytes each.
             let (ma, mb) = unsafe {
                 (
@@ -188,7 +196,8 @@ pub mod x86 {
             // SAFETY: every row has one block per tile.
             let yb: [&BlockQ8K; T] = std::array::from_fn(|r| unsafe { ys[r].get_unchecked(b) });
             for h in 0..2 {
-                q6k_block_half::<T, TILED>(t, yb, h, &mut acc[h], &mut tacc[h]);
+                // SAFETY: h < 2.
+                unsafe { q6k_block_half::<T, TILED>(t, yb, h, &mut acc[h], &mut tacc[h]) };
             }
         }
         let mut out = [[0.0f32; 16]; T];
@@ -213,9 +222,12 @@ pub mod x86 {
 
     /// One block of [`q6k_tiles`] for rows `8h..8h + 8`, into their
     /// accumulators (`acc`: the vec_dot order's 8 lanes, `tacc`: the tiled order's).
+    ///
+    /// # Safety
+    /// AVX2, FMA and F16C; `h < 2`.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    fn q6k_block_half<const T: usize, const TILED: bool>(
+    unsafe fn q6k_block_half<const T: usize, const TILED: bool>(
         t: &Tile6,
         yb: [&BlockQ8K; T],
         h: usize,
@@ -223,7 +235,7 @@ pub mod x86 {
         tacc: &mut [__m256; T],
     ) {
         let sc: [__m256i; 16] =
-            std::array::from_fn(|s| dup16(t.scales[s][8 * h..].as_ptr() as *const u8, true));
+            std::array::from_fn(|s| dup16(eight(&t.scales[s][8 * h..]).map(|b| b as u8), true));
         // SAFETY: 8 readable f32.
         let d = unsafe { _mm256_loadu_ps(t.d[8 * h..].as_ptr()) };
         let dd: [__m256; T] = std::array::from_fn(|r| _mm256_mul_ps(d, _mm256_set1_ps(yb[r].d)));
