@@ -96,8 +96,10 @@ impl CudaBackend {
 
 /// Steps of more rows than this multiply GGML-quantized weights as F16
 /// (dequantized per call) through cuBLAS; steps of up to 8 rows run our
-/// decode kernels and those in between candle's q8_1 kernels.
-pub const F16_GEMM_ROWS: usize = 8;
+/// decode kernels and those in between candle's q8_1 kernels, which decode
+/// 16–64 sequences twice as fast as the F16 route
+/// (bench/results/gpu-2026-12-04-batched-rows.md).
+pub const F16_GEMM_ROWS: usize = 64;
 
 /// The paged attention and the quantized matmuls.
 pub struct CudaKernels {
