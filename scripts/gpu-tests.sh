@@ -17,8 +17,9 @@
 #          llama.cpp was built: stage llama)
 #   batched  aggregate speed of 1, 8, 64 and 256 sequences served together:
 #          mlxr bench --parallel beside llama-batched-bench (GPU_BATCHED models;
-#          GPU_F16_GEMM_ROWS="32 64": also mlxr with each MLXR_CUDA_F16_GEMM_ROWS,
-#          run while llama.cpp still compiles)
+#          GPU_BATCHED_ENV="MLXR_CUDA_F16_GEMM_ROWS=8 MLXR_CUDA_QUANT_ROWS=4":
+#          also mlxr under each of those settings, run while llama.cpp still
+#          compiles)
 #   profile  the decode matmul kernels timed alone, then each op's time per
 #          decode step (tests/gpu --profile) on the GPU_BENCH models
 # GPU_STAGES="llama test serve bench" by default; GPU_MODELS picks the random
@@ -204,11 +205,11 @@ fi
 if has batched; then
     for m in ${GPU_BATCHED:-llama8b-q4_k_m}; do
         [[ -n ${MODEL[$m]:-} ]] || continue
-        for rows in ${GPU_F16_GEMM_ROWS:-}; do
-            stage "batched $m: mlxr with MLXR_CUDA_F16_GEMM_ROWS=$rows"
-            MLXR_CUDA_F16_GEMM_ROWS=$rows timeout 300 "$MLXR" bench --device cuda -m "${MODEL[$m]}" \
+        for setting in ${GPU_BATCHED_ENV:-}; do
+            stage "batched $m: mlxr with $setting"
+            env "$setting" timeout 300 "$MLXR" bench --device cuda -m "${MODEL[$m]}" \
                 -p 128 -n 128 -r 1 --parallel "${GPU_NPL:=1,8,64,256}" 2>&1 |
-                tee "$OUT/mlxr-batched-$m-rows$rows.log"
+                tee "$OUT/mlxr-batched-$m-$setting.log"
         done
         wait_llama
         stage "batched $m: ${GPU_NPL:=1,8,64,256} sequences of pp128 + tg128"

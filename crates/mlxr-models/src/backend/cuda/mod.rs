@@ -54,17 +54,31 @@ impl CudaBackend {
     /// A cache of `kv` in `dtype` (F16, BF16 or F32) on `device`.
     /// The decode matmuls' shape is [`MatVec::default`], or the debug knob
     /// `MLXR_CUDA_MATVEC` (`block`, `warp`) that lets one binary benchmark
-    /// each; likewise `MLXR_CUDA_F16_GEMM_ROWS` moves [`F16_GEMM_ROWS`].
+    /// each; likewise `MLXR_CUDA_F16_GEMM_ROWS` moves [`F16_GEMM_ROWS`] and
+    /// `MLXR_CUDA_QUANT_ROWS` (0 to 8) the most rows our Q8_K decode
+    /// kernels take.
     pub fn new(kv: KvGeometry, dtype: DType, device: &Device) -> Result<Self> {
         let mat_vec = match std::env::var("MLXR_CUDA_MATVEC") {
             Err(_) => MatVec::default(),
             Ok(name) => name.parse().map_err(ModelError::InvalidConfig)?,
         };
         let mut backend = Self::with_mat_vec(kv, dtype, device, mat_vec)?;
-        if let Ok(rows) = std::env::var("MLXR_CUDA_F16_GEMM_ROWS") {
-            backend.kernels_mut().f16_gemm_rows = rows.parse().map_err(|_| {
-                ModelError::InvalidConfig(format!("MLXR_CUDA_F16_GEMM_ROWS={rows}: not a number"))
-            })?;
+        let rows_knob = |name: &str, most: usize| -> Result<Option<usize>> {
+            let Ok(rows) = std::env::var(name) else {
+                return Ok(None);
+            };
+            match rows.parse() {
+                Ok(n) if n <= most => Ok(Some(n)),
+                _ => Err(ModelError::InvalidConfig(format!(
+                    "{name}={rows}: not a number of rows up to {most}"
+                ))),
+            }
+        };
+        if let Some(rows) = rows_knob("MLXR_CUDA_F16_GEMM_ROWS", usize::MAX)? {
+            backend.kernels_mut().f16_gemm_rows = rows;
+        }
+        if let Some(rows) = rows_knob("MLXR_CUDA_QUANT_ROWS", quant_matmul::MAX_TOKENS)? {
+            backend.kernels_mut().quant_rows = rows;
         }
         Ok(backend)
     }
@@ -81,6 +95,7 @@ impl CudaBackend {
             q8: None,
             mat_vec,
             f16_gemm_rows: F16_GEMM_ROWS,
+            quant_rows: quant_matmul::MAX_TOKENS,
             graphs: graph::Graphs::new(device, StepGraphs::default())?,
             moves: 0,
         };
@@ -110,16 +125,21 @@ pub struct CudaKernels {
     q8: Option<(TensorId, Tensor)>,
     mat_vec: MatVec,
     f16_gemm_rows: usize,
+    /// Steps of up to this many rows run our Q8_K decode kernels.
+    quant_rows: usize,
     graphs: graph::Graphs,
     /// The step buffers' moves (the backend's and the attention's).
     moves: u64,
 }
 
-/// Whether `x` is f32 `[tokens, k]` in a step our Q8_K kernels take.
-fn takes(x: &Tensor) -> bool {
+/// Whether `x` is f32 `[tokens, k]` of at most `rows` tokens, a step our
+/// Q8_K kernels take.
+fn takes(x: &Tensor, rows: usize) -> bool {
     x.dtype() == DType::F32
         && x.dims2().is_ok_and(|(tokens, k)| {
-            (1..=quant_matmul::MAX_TOKENS).contains(&tokens) && k > 0 && k % quant_matmul::QK_K == 0
+            (1..=rows.min(quant_matmul::MAX_TOKENS)).contains(&tokens)
+                && k > 0
+                && k % quant_matmul::QK_K == 0
         })
 }
 
@@ -170,7 +190,10 @@ impl CandleDevice for CudaKernels {
     }
 
     fn rms_norm(&mut self, x: &Tensor, norm: &RmsNorm) -> Result<Tensor> {
-        if !takes(x) || norm.weight().dtype() != DType::F32 || x.dims2()?.1 != norm.dim() {
+        if !takes(x, self.quant_rows)
+            || norm.weight().dtype() != DType::F32
+            || x.dims2()?.1 != norm.dim()
+        {
             return candle_rms_norm(x, norm);
         }
         let (y, yq) = quant_matmul::rms_norm_q8(x, norm.weight(), norm.eps())?;
@@ -179,7 +202,7 @@ impl CandleDevice for CudaKernels {
     }
 
     fn add_rms_norm(&mut self, x: &Tensor, y: &Tensor, norm: &RmsNorm) -> Result<(Tensor, Tensor)> {
-        if !takes(x)
+        if !takes(x, self.quant_rows)
             || y.dims() != x.dims()
             || y.dtype() != DType::F32
             || norm.weight().dtype() != DType::F32
@@ -255,7 +278,7 @@ impl CandleDevice for CudaKernels {
                 }
             })
             .collect();
-        let Some(ours) = ours.filter(|_| takes(x)) else {
+        let Some(ours) = ours.filter(|_| takes(x, self.quant_rows)) else {
             if x.dim(0)? > self.f16_gemm_rows {
                 return ws.iter().map(|w| w.forward_dequantized_f16(x)).collect();
             }

@@ -1,22 +1,24 @@
-//! The AVX2 (+FMA, F16C) kernels of the 16-row Q4_K and Q6_K tiles
-//! ([`super::q4k_tiles`]): no AVX-512, no VNNI. Each 64-byte line of a tile
+//! The AVX2 (+FMA, F16C) kernels of the 16-row Q4_K, Q5_K and Q6_K tiles
+//! ([`super::q4k_tiles`], [`super::q5k_tiles`]): no AVX-512, no VNNI. Each 64-byte line of a tile
 //! is read as two 32-byte halves (rows 0..8, then rows 8..16), one i32 or
 //! f32 lane per row; per row the float operations are exactly those of the
-//! AVX-512 kernels (and so of [`super::kquants::dot_q4_k_scalar`] and
-//! [`super::kquants::dot_q6_k_scalar`]).
+//! AVX-512 kernels (and so of [`super::kquants::dot_q4_k_scalar`],
+//! [`super::q5k_tiles::dot_q5_k_scalar`] and [`super::kquants::dot_q6_k_scalar`]).
 //!
 //! The integer sums are formed with `_mm256_maddubs_epi16` (pairs of
 //! `u8 × i8` products in i16) and `_mm256_madd_epi16` against each row's
 //! scale duplicated into both i16 halves of its i32 lane, which adds
 //! `scale · Σ` in one step. All of it is exact: a Q4_K pair is at most
 //! 2·15·128 = 3840, so the 8 groups of a sub-block still fit in i16 before
-//! scaling; a Q6_K pair at most 2·63·128 = 16128, scaled per group.
+//! scaling; a Q5_K pair at most 2·31·128 = 7936 and a Q6_K pair
+//! 2·63·128 = 16128, both scaled per group.
 
 #[cfg(target_arch = "x86_64")]
 pub mod x86 {
     use std::arch::x86_64::*;
 
     use crate::backend::cpu::kernels::q4k_tiles::{Tile, Tile6};
+    use crate::backend::cpu::kernels::q5k_tiles::Tile5;
     use crate::backend::cpu::kernels::q8k::BlockQ8K;
 
     #[inline]
@@ -277,6 +279,127 @@ pub mod x86 {
                 let s1 = _mm256_add_epi32(lanes[r][0], s1[r]);
                 let f = _mm256_mul_ps(_mm256_cvtepi32_ps(s1), d);
                 tacc[r] = _mm256_fmadd_ps(f, _mm256_set1_ps(yb[r].d), tacc[r]);
+            }
+        }
+    }
+    /// 16 Q5_K rows against `T` Q8_K rows: with `TILED` the order of ggml's
+    /// tiled kernel, else `ggml_vec_dot_q5_K_q8_K`'s (8 lanes per row, lane
+    /// `g` gathering group `g` of every sub-block, the mins summed apart), as
+    /// [`crate::backend::cpu::kernels::q5k_tiles::x86::gemv_tile`]. Returns
+    /// `[token][row]`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, FMA and F16C; `tiles.len() == ys[t].len()`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn q5k_tiles<const T: usize, const TILED: bool>(
+        tiles: &[Tile5],
+        ys: [&[BlockQ8K]; T],
+    ) -> [[f32; 16]; T] {
+        let mut acc = [[[_mm256_setzero_ps(); 8]; T]; 2];
+        let mut summs = [[_mm256_setzero_ps(); T]; 2];
+        let mut tacc = [[_mm256_setzero_ps(); T]; 2];
+        for (b, t) in tiles.iter().enumerate() {
+            // SAFETY: every row has one block per tile.
+            let yb: [&BlockQ8K; T] = std::array::from_fn(|r| unsafe { ys[r].get_unchecked(b) });
+            for h in 0..2 {
+                let sums = (&mut acc[h], &mut summs[h], &mut tacc[h]);
+                // SAFETY: h < 2.
+                unsafe { q5k_block_half::<T, TILED>(t, yb, h, sums) };
+            }
+        }
+        let mut out = [[0.0f32; 16]; T];
+        for h in 0..2 {
+            for r in 0..T {
+                let v = if TILED {
+                    tacc[h][r]
+                } else {
+                    let a = &acc[h][r];
+                    let r0 = _mm256_add_ps(a[4], a[0]);
+                    let r1 = _mm256_add_ps(a[5], a[1]);
+                    let r2 = _mm256_add_ps(a[6], a[2]);
+                    let r3 = _mm256_add_ps(a[7], a[3]);
+                    let v = _mm256_add_ps(_mm256_add_ps(r0, r2), _mm256_add_ps(r1, r3));
+                    _mm256_add_ps(v, summs[h][r])
+                };
+                // SAFETY: 32 writable bytes.
+                unsafe { _mm256_storeu_ps(out[r][8 * h..].as_mut_ptr(), v) };
+            }
+        }
+        out
+    }
+
+    /// The float sums of [`q5k_tiles`] for 8 rows: the vec_dot order's 8
+    /// lanes and mins, the tiled order's total.
+    type Q5kSums<'a, const T: usize> = (
+        &'a mut [[__m256; 8]; T],
+        &'a mut [__m256; T],
+        &'a mut [__m256; T],
+    );
+
+    /// One block of [`q5k_tiles`] for rows `8h..8h + 8`.
+    ///
+    /// # Safety
+    /// AVX2, FMA and F16C; `h < 2`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn q5k_block_half<const T: usize, const TILED: bool>(
+        t: &Tile5,
+        yb: [&BlockQ8K; T],
+        h: usize,
+        (acc, summs, tacc): Q5kSums<'_, T>,
+    ) {
+        let sc: [__m256i; 8] = std::array::from_fn(|s| dup16(eight(&t.scales[s][8 * h..]), false));
+        // The tiled order only needs the exact total: lane 0.
+        let mut lanes = [[_mm256_setzero_si256(); 8]; T];
+        for (s, &scale) in sc.iter().enumerate() {
+            for g in 0..8 {
+                // SAFETY: `qs[8s + g]` is a 64-byte aligned line.
+                let w = unsafe {
+                    _mm256_load_si256(t.qs[8 * s + g].as_ptr().add(32 * h) as *const __m256i)
+                };
+                let l = if TILED { 0 } else { g };
+                for r in 0..T {
+                    let x = bcast4(&yb[r].qs, 32 * s + 4 * g);
+                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), scale);
+                    lanes[r][l] = _mm256_add_epi32(lanes[r][l], p);
+                }
+            }
+        }
+        let mut mins = [_mm256_setzero_si256(); T];
+        for p in 0..4 {
+            let (a, bb) = (2 * p, 2 * p + 1);
+            let ma = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(i64::from_le_bytes(eight(
+                &t.mins[a][8 * h..],
+            ))));
+            let mb = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(i64::from_le_bytes(eight(
+                &t.mins[bb][8 * h..],
+            ))));
+            let m = _mm256_or_si256(ma, _mm256_slli_epi32(mb, 16));
+            for r in 0..T {
+                let b32 = |j: usize| yb[r].bsums[2 * j] as i32 + yb[r].bsums[2 * j + 1] as i32;
+                mins[r] = _mm256_add_epi32(mins[r], _mm256_madd_epi16(m, pair16(b32(a), b32(bb))));
+            }
+        }
+        // SAFETY: 8 readable f32 each.
+        let (d, dmin) = unsafe {
+            (
+                _mm256_loadu_ps(t.d[8 * h..].as_ptr()),
+                _mm256_loadu_ps(t.dmin[8 * h..].as_ptr()),
+            )
+        };
+        for r in 0..T {
+            let mins = _mm256_cvtepi32_ps(mins[r]);
+            if TILED {
+                let s1 = _mm256_cvtepi32_ps(lanes[r][0]);
+                let v = _mm256_fnmadd_ps(dmin, mins, _mm256_mul_ps(s1, d));
+                tacc[r] = _mm256_fmadd_ps(v, _mm256_set1_ps(yb[r].d), tacc[r]);
+                continue;
+            }
+            let dd = _mm256_mul_ps(_mm256_set1_ps(yb[r].d), d);
+            let dm = _mm256_mul_ps(_mm256_set1_ps(-yb[r].d), dmin);
+            summs[r] = _mm256_fmadd_ps(dm, mins, summs[r]);
+            for (a, &lane) in acc[r].iter_mut().zip(&lanes[r]) {
+                *a = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(lane), *a);
             }
         }
     }

@@ -555,14 +555,33 @@ fn kquant_matmul(
     }
     #[cfg(target_arch = "x86_64")]
     if let Some(Tiles::Q5K(tiles)) = tiles {
+        use kquant_tiles_avx2::x86::q5k_tiles as q5k_avx2;
         let group = |g: usize| &tiles.tiles[g * kb..(g + 1) * kb];
-        // SAFETY: the tiles exist only where the CPU has the features; each group has one
-        // tile per activation block.
-        let one =
-            |g: usize, tok: usize| unsafe { q5k_tiles::x86::gemv_tile(group(g), xrow(tok), tiled) };
-        let two = |g: usize, tok: usize| [one(g, tok), one(g, tok + 1)];
-        let n_threads = current_threads();
-        run_tiles(n_threads, (m, n), out, |_| false, None, two, one);
+        // SAFETY (all kernels): the tiles exist only where the CPU has the features; each
+        // group has one tile per activation block.
+        let one = |g: usize, tok: usize| unsafe {
+            match (avx512, tiled) {
+                (true, _) => q5k_tiles::x86::gemv_tile(group(g), xrow(tok), tiled),
+                (false, true) => q5k_avx2::<1, true>(group(g), [xrow(tok)])[0],
+                (false, false) => q5k_avx2::<1, false>(group(g), [xrow(tok)])[0],
+            }
+        };
+        // SAFETY: as above (AVX2 only: AVX-512 goes one token at a time).
+        let two = |g: usize, tok: usize| unsafe {
+            let ys = [xrow(tok), xrow(tok + 1)];
+            if tiled {
+                q5k_avx2::<2, true>(group(g), ys)
+            } else {
+                q5k_avx2::<2, false>(group(g), ys)
+            }
+        };
+        // SAFETY: as above (the tiled order: four tokens share each line).
+        let four = |g: usize, tok: usize| unsafe {
+            q5k_avx2::<4, true>(group(g), std::array::from_fn(|j| xrow(tok + j)))
+        };
+        let four: Four = (!avx512 && tiled).then_some(&four);
+        let n_threads = if avx512 { current_threads() } else { n_threads };
+        run_tiles(n_threads, (m, n), out, |_| !avx512, four, two, one);
         return;
     }
     let _ = tiles;

@@ -143,7 +143,7 @@ pub enum TileKernels {
     /// AVX-512 F/BW/VNNI: one 64-byte line per instruction.
     Avx512Vnni,
     /// AVX2 + FMA + F16C: each line as two halves of 8 rows
-    /// (`q32_tiles_avx2.rs`, `kquant_tiles_avx2.rs`); no Q5_K kernel.
+    /// (`q32_tiles_avx2.rs`, `kquant_tiles_avx2.rs`).
     Avx2,
 }
 
@@ -159,11 +159,6 @@ impl TileKernels {
         }
         None
     }
-
-    /// Whether these kernels cover `kind`.
-    pub fn covers(self, kind: WeightKind) -> bool {
-        self == Self::Avx512Vnni || kind != WeightKind::Q5K
-    }
 }
 
 /// Weights regrouped for the tile kernels (built once at load).
@@ -178,7 +173,7 @@ impl Tiles {
     /// The tiles of `w` (`[n, k]` raw GGUF blocks), when this CPU has
     /// kernels for them ([`TileKernels`]) and `n` is a multiple of their 16 rows.
     pub fn new(kind: WeightKind, w: &[u8], n: usize, k: usize) -> Option<Self> {
-        if n % q4k_tiles::TILE_ROWS != 0 || !TileKernels::detect()?.covers(kind) {
+        if n % q4k_tiles::TILE_ROWS != 0 || TileKernels::detect().is_none() {
             return None;
         }
         Some(match kind {

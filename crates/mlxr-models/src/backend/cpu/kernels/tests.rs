@@ -366,8 +366,11 @@ fn q8_rounds_ties_to_even_and_stores_f32_sum_product() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn avx2_tile_kernels_equal_the_portable_dots() {
-    use super::kquant_tiles_avx2::x86::{q4k_tiles as q4k_avx2, q6k_tiles as q6k_avx2};
+    use super::kquant_tiles_avx2::x86::{
+        q4k_tiles as q4k_avx2, q5k_tiles as q5k_avx2, q6k_tiles as q6k_avx2,
+    };
     use super::kquants::{dot_q4_k_scalar, dot_q6_k_scalar};
+    use super::q5k_tiles::dot_q5_k_scalar;
     use super::q8k::{quantize_row as quantize_k, BlockQ8K, Q8KFlavor};
     if !(is_x86_feature_detected!("avx2")
         && is_x86_feature_detected!("fma")
@@ -581,6 +584,57 @@ fn avx2_tile_kernels_equal_the_portable_dots() {
                 let r = 16 * g + c;
                 let want = dot_q6_k_scalar(&w[r * row_bytes..(r + 1) * row_bytes], y, true);
                 assert_eq!(v.to_bits(), want.to_bits(), "Q6_K row {r}, {j} of 4");
+            }
+        }
+    }
+
+    let w = quantized(GgmlDType::Q5K, 47);
+    let tiles = q5k_tiles::Q5KTiles::new(&w, n, k);
+    let row_bytes = kb * q5k_tiles::Q5_K_BYTES;
+    for g in 0..n / 16 {
+        let group = &tiles.tiles[g * kb..(g + 1) * kb];
+        let ys4 = [ys[0], ys[1], ys[1], ys[0]];
+        for tiled in [false, true] {
+            // SAFETY: the features were checked; one tile per block.
+            let (two, one, four) = unsafe {
+                if tiled {
+                    (
+                        q5k_avx2::<2, true>(group, ys),
+                        q5k_avx2::<1, true>(group, [ys[1]]),
+                        q5k_avx2::<4, true>(group, ys4),
+                    )
+                } else {
+                    (
+                        q5k_avx2::<2, false>(group, ys),
+                        q5k_avx2::<1, false>(group, [ys[1]]),
+                        q5k_avx2::<4, false>(group, ys4),
+                    )
+                }
+            };
+            for c in 0..16 {
+                let r = 16 * g + c;
+                let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
+                for t in 0..2 {
+                    let want = dot_q5_k_scalar(wrow, ys[t], tiled);
+                    assert_eq!(
+                        two[t][c].to_bits(),
+                        want.to_bits(),
+                        "Q5_K row {r} token {t} tiled {tiled}"
+                    );
+                }
+                assert_eq!(
+                    one[0][c].to_bits(),
+                    two[1][c].to_bits(),
+                    "Q5_K row {r} alone"
+                );
+                for (j, y) in ys4.iter().enumerate() {
+                    let want = dot_q5_k_scalar(wrow, y, tiled);
+                    assert_eq!(
+                        four[j][c].to_bits(),
+                        want.to_bits(),
+                        "Q5_K row {r}, {j} of 4, tiled {tiled}"
+                    );
+                }
             }
         }
     }
