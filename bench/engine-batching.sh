@@ -19,14 +19,14 @@ mkdir -p bench/results
     echo
     echo "Commit \`$(git rev-parse --short HEAD)\`$(git diff --quiet HEAD -- crates || echo ' (with uncommitted changes under crates/)');" \
         "$(cpu_cores);" \
-        "load average (1, 5, 15 min) $(cut -d' ' -f1-3 /proc/loadavg) before;" \
+        "load average (1, 5, 15 min) $(load_avg) before;" \
         "command: \`bench/engine-batching.sh $*\`."
     echo
     cpu_flags_line
     echo
     ./target/release/examples/engine_bench "$@"
     echo
-    echo "Load average (1, 5, 15 min) after: $(cut -d' ' -f1-3 /proc/loadavg)."
+    echo "Load average (1, 5, 15 min) after: $(load_avg)."
 } > "$out.tmp"
 mv "$out.tmp" "$out"
 cat "$out"

@@ -11,6 +11,10 @@
 #   bench/llamacpp-side-by-side.sh --isa avx2 -d 0,512  one x86 instruction set on both sides:
 #                                      llama.cpp built for it (GGML_NATIVE=OFF), mlxr under
 #                                      MLXR_CPU_ISA; pp and tg also after 512 tokens of context
+#   bench/llamacpp-side-by-side.sh -d 0,512 ~/.cache/mlxr/models/*.gguf
+#                                      on ARM (Apple Silicon, Graviton): no --isa, so NEON
+#                                      on both sides (llama.cpp's native build); nobody has
+#                                      run it on ARM hardware yet
 #   MLXR_BASE_BIN=/path/to/old/mlxr bench/llamacpp-side-by-side.sh
 #                                      also an earlier mlxr build in the same rounds
 #                                      (a "before" column and after/before ratios)
@@ -34,7 +38,7 @@ while [ $# -gt 0 ]; do
     -d) depths="$2"; shift 2 ;;
     --isa) isa="$2"; shift 2 ;;
     -o|--out) out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) models+=("$1"); shift ;;
   esac
 done
@@ -65,11 +69,11 @@ fi
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
+load_before="$(load_avg)"
 for m in "${models[@]}"; do
   name="$(basename "$m" .gguf)"
   for round in $(seq 1 "$reps"); do
-    echo "[side-by-side] $name round $round/$reps (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+    echo "[side-by-side] $name round $round/$reps (load $(load_avg | cut -d' ' -f1))" >&2
     llama() {
       "$LLAMA_BENCH" -m "$m" -p "$n_prompt" -n "$n_gen" -d "$depths" -t "$threads" -r 1 -o json \
         > "$work/llama.cpp@$name@$round.json" 2> "$work/llama.log"
@@ -85,7 +89,7 @@ for m in "${models[@]}"; do
     if [ $((round % 2)) -eq 1 ]; then llama; base; ours; else ours; base; llama; fi
   done
 done
-load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
+load_after="$(load_avg)"
 
 out="${out:-bench/results/side-by-side-$(date +%Y-%m-%d).md}"
 mkdir -p bench/results

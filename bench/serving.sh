@@ -103,12 +103,12 @@ run_llama() {  # round
   stop_server
 }
 
-load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
+load_before="$(load_avg)"
 for round in $(seq 1 "$rounds"); do
-  echo "[serving] round $round/$rounds (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+  echo "[serving] round $round/$rounds (load $(load_avg | cut -d' ' -f1))" >&2
   if [ $((round % 2)) -eq 1 ]; then run_mlxr "$round"; run_llama "$round"; else run_llama "$round"; run_mlxr "$round"; fi
 done
-load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
+load_after="$(load_avg)"
 
 out="${out:-bench/results/serving-$(date +%Y-%m-%d).md}"
 mkdir -p bench/results

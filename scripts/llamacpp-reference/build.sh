@@ -30,11 +30,13 @@ BIN="$CACHE/bin-$LCP_VERSION"
 mkdir -p "$CACHE" "$BIN"
 
 log() { echo "[build.sh] $*" >&2; }
+# sha256sum, or macOS's shasum.
+sha256() { { sha256sum "$1" 2>/dev/null || shasum -a 256 "$1"; } | cut -d' ' -f1; }
 
 # 1. sdist -------------------------------------------------------------------
 if [ ! -f "$LLAMA/include/llama.h" ]; then
   tarball="$CACHE/dl/llama_cpp_python-$LCP_VERSION.tar.gz"
-  if [ ! -f "$tarball" ] || [ "$(sha256sum "$tarball" | cut -d' ' -f1)" != "$LCP_SHA256" ]; then
+  if [ ! -f "$tarball" ] || [ "$(sha256 "$tarball")" != "$LCP_SHA256" ]; then
     log "downloading llama-cpp-python==$LCP_VERSION sdist"
     rm -rf "$CACHE/dl"; mkdir -p "$CACHE/dl"
     # --no-binary only for this package: its build deps (scikit-build-core)
@@ -42,7 +44,7 @@ if [ ! -f "$LLAMA/include/llama.h" ]; then
     "$PY" -m pip download --quiet --no-deps --no-binary=llama-cpp-python \
       -d "$CACHE/dl" "llama-cpp-python==$LCP_VERSION" >&2
   fi
-  got="$(sha256sum "$tarball" | cut -d' ' -f1)"
+  got="$(sha256 "$tarball")"
   [ "$got" = "$LCP_SHA256" ] || { log "checksum mismatch for $tarball: $got"; exit 1; }
   log "extracting $tarball"
   rm -rf "$SRC"

@@ -218,7 +218,10 @@ impl CandleDevice for CudaKernels {
     }
 
     fn glu(&mut self, gate: &Tensor, up: &Tensor, glu: Glu) -> Result<Tensor> {
-        if glu != Glu::Silu || !takes(gate) || up.dims() != gate.dims() || up.dtype() != DType::F32
+        if glu != Glu::Silu
+            || !takes(gate, self.quant_rows)
+            || up.dims() != gate.dims()
+            || up.dtype() != DType::F32
         {
             return candle_glu(gate, up, glu);
         }
