@@ -26,10 +26,13 @@
 //! - GGUF files (random weights in the real models' shapes, from
 //!   scripts/random-gguf.py): first dequantized to f32 on both sides (the
 //!   same checks), then as each device serves them: candle's CUDA kernels
-//!   (activations in q8_1, or a dequantized matmul for more than 8 rows)
+//!   (activations in q8_1, or an F16-dequantized matmul for more than 64 rows)
 //!   and, for Q4_K and Q6_K in steps of up to 8 rows, ours, against the
-//!   CPU's q8_K/q8_0 arithmetic: held to `QUANTIZED_TOLERANCE`, with
-//!   greedy agreement reported.
+//!   CPU's q8_K/q8_0 arithmetic (llama.cpp's): a row passes within
+//!   `QUANTIZED_TOLERANCE` of the CPU's, or when it is no further from the
+//!   exact logits (the f32-dequantized model on the CPU, fed alongside) than
+//!   `EXACT_FACTOR` times the CPU's own distance from them; greedy
+//!   agreement reported.
 
 mod common;
 #[path = "gpu/graphs.rs"]
@@ -55,6 +58,10 @@ const SAME_DEVICE: f32 = 1e-4;
 /// Both sides quantize activations to 8 bits, each its own way (types
 /// without a kernel of ours).
 const QUANTIZED_TOLERANCE: f32 = 0.15;
+/// On random weights the CPU's quantized logits themselves may stray from
+/// the exact ones by more than `QUANTIZED_TOLERANCE` (the Qwen-1.5B-shaped
+/// file: 0.16); then the device is held to this multiple of that distance.
+const EXACT_FACTOR: f32 = 2.0;
 const BLOCK: usize = 16;
 const SEQS: usize = 4;
 const BLOCKS_PER_SEQ: usize = 6;
@@ -106,6 +113,11 @@ struct Stats {
     greedy_equal: usize,
     greedy_equal_all: usize,
     failures: Vec<String>,
+    /// Against the exact logits: the device's and the CPU's largest
+    /// distance, and the largest ratio of the two in one row.
+    exact_dev: f32,
+    exact_cpu: f32,
+    exact_ratio: f32,
 }
 
 impl Stats {
@@ -126,6 +138,24 @@ struct Pair<'a> {
     /// Whether greedy tokens and batching must agree (f32 weights) or are
     /// only reported (quantized weights).
     exact: bool,
+    /// The same model dequantized to f32 on the CPU (quantized pairs).
+    reference: Option<&'a DecoderModel>,
+}
+
+/// The CPU's side of a pair: the model as served, and the exact reference
+/// fed the same steps.
+struct CpuSide {
+    served: Session<CpuBackend>,
+    exact: Option<Session<CpuBackend>>,
+}
+
+impl CpuSide {
+    fn truncate(&mut self, seq: usize, len: usize) {
+        self.served.truncate(seq, len);
+        if let Some(e) = &mut self.exact {
+            e.truncate(seq, len);
+        }
+    }
 }
 
 /// A session on the device's backend: the CUDA backend on a GPU, the
@@ -169,11 +199,22 @@ impl Pair<'_> {
         }
     }
 
-    fn sessions(&self) -> (Session<CpuBackend>, Box<dyn Feed>) {
-        let blocks = SEQS * BLOCKS_PER_SEQ;
+    fn cpu_side(&self, blocks: usize, tables: Vec<Vec<u32>>) -> CpuSide {
         let cpu = CpuBackend::new(geometry(self.cpu, blocks), self.kv_dtype()).unwrap();
+        let exact = self.reference.map(|r| {
+            let b = CpuBackend::new(geometry(r, blocks), DType::F32).unwrap();
+            Session::with_tables(b, tables.clone(), BLOCK)
+        });
+        CpuSide {
+            served: Session::with_tables(cpu, tables, BLOCK),
+            exact,
+        }
+    }
+
+    fn sessions(&self) -> (CpuSide, Box<dyn Feed>) {
+        let blocks = SEQS * BLOCKS_PER_SEQ;
         (
-            Session::with_tables(cpu, tables(), BLOCK),
+            self.cpu_side(blocks, tables()),
             self.device_session(geometry(self.dev, blocks), tables()),
         )
     }
@@ -186,13 +227,17 @@ impl Pair<'_> {
     /// One step on both sides; returns the device's logits rows.
     fn step(
         &self,
-        cpu: &mut Session<CpuBackend>,
+        cpu: &mut CpuSide,
         dev: &mut Box<dyn Feed>,
         chunks: &[(usize, &[u32])],
         stats: &mut Stats,
     ) -> Vec<Vec<f32>> {
         let vocab = self.cpu.config().vocab_size;
-        let want = cpu.feed(self.cpu, chunks).unwrap().to_vec();
+        let want = cpu.served.feed(self.cpu, chunks).unwrap().to_vec();
+        let exact = match (&mut cpu.exact, self.reference) {
+            (Some(session), Some(model)) => Some(session.feed(model, chunks).unwrap().to_vec()),
+            _ => None,
+        };
         let got = dev.feed(self.dev, chunks);
         stats.check("logits shape", got.len() == chunks.len() * vocab);
         let mut rows = Vec::new();
@@ -206,7 +251,16 @@ impl Pair<'_> {
             let worst = rel_diff(g, w);
             stats.worst = stats.worst.max(worst);
             stats.rows += 1;
-            if worst > self.tolerance {
+            let mut as_exact_as_cpu = false;
+            if let Some(x) = &exact {
+                let x = &x[r * vocab..(r + 1) * vocab];
+                let (e_dev, e_cpu) = (rel_diff(g, x), rel_diff(w, x));
+                stats.exact_dev = stats.exact_dev.max(e_dev);
+                stats.exact_cpu = stats.exact_cpu.max(e_cpu);
+                stats.exact_ratio = stats.exact_ratio.max(e_dev / e_cpu.max(f32::MIN_POSITIVE));
+                as_exact_as_cpu = e_dev <= EXACT_FACTOR * e_cpu;
+            }
+            if worst > self.tolerance && !as_exact_as_cpu {
                 stats
                     .failures
                     .push(format!("row {r} differs by {worst:.2e}"));
@@ -238,8 +292,7 @@ impl Pair<'_> {
         const BLOCKS: usize = 24;
         let vocab = self.cpu.config().vocab_size;
         let table = vec![(0..BLOCKS as u32).collect::<Vec<u32>>()];
-        let cpu = CpuBackend::new(geometry(self.cpu, BLOCKS), self.kv_dtype()).unwrap();
-        let mut cpu = Session::with_tables(cpu, table.clone(), BLOCK);
+        let mut cpu = self.cpu_side(BLOCKS, table.clone());
         let mut dev = self.device_session(geometry(self.dev, BLOCKS), table);
         let tokens = prompt(300, 3, vocab);
         let mut last = Vec::new();
@@ -320,6 +373,12 @@ impl Pair<'_> {
             hit_diff,
             batch_diff
         );
+        if self.reference.is_some() {
+            println!(
+                "{}: vs the exact (f32) logits: device {:.2e}, CPU {:.2e}, worst row ratio {:.2} (allowed {EXACT_FACTOR})",
+                self.label, stats.exact_dev, stats.exact_cpu, stats.exact_ratio
+            );
+        }
         if self.exact {
             stats.check(
                 &format!("prefix hit differs by {hit_diff:.2e}"),
@@ -349,12 +408,15 @@ struct Outcome {
     failures: Vec<String>,
 }
 
+/// `reference`: the exact model a quantized pair's rows may be held to
+/// instead (see the module's note).
 fn pair(
     label: String,
     cpu: &DecoderModel,
     dev: &DecoderModel,
     device: &Device,
     exact: bool,
+    reference: Option<&DecoderModel>,
 ) -> Outcome {
     let pair = Pair {
         label: label.clone(),
@@ -367,6 +429,7 @@ fn pair(
             QUANTIZED_TOLERANCE
         },
         exact,
+        reference,
     };
     Outcome {
         label,
@@ -391,7 +454,7 @@ fn tiny(dir: &Path, device: &Device) -> Vec<Outcome> {
     ] {
         let cpu = DecoderModel::load_dir(&dir.join(name), &Device::Cpu).unwrap();
         let dev = DecoderModel::load_dir(&dir.join(name), device).unwrap();
-        out.push(pair(format!("tiny {name}"), &cpu, &dev, device, true));
+        out.push(pair(format!("tiny {name}"), &cpu, &dev, device, true, None));
         if device.is_cuda() && matches!(name, "llama" | "qwen2" | "gemma3" | "phi3") {
             let label = format!("tiny {name} (graphs)");
             let failures = graphs::check(&label, &dev, device);
@@ -408,6 +471,7 @@ fn tiny(dir: &Path, device: &Device) -> Vec<Outcome> {
             &dev,
             device,
             true,
+            None,
         ));
     }
     out
@@ -418,15 +482,21 @@ fn gguf(path: &Path, device: &Device) -> Vec<Outcome> {
     let file = GgufFile::open(path).unwrap();
     let order = Some(RowOrder::Independent);
     let mut out = Vec::new();
-    {
-        let (cpu, dev) = dequantized(|| {
-            (
-                DecoderModel::load_with_kernels(&file, &Device::Cpu, order).unwrap(),
-                DecoderModel::load_with_kernels(&file, device, None).unwrap(),
-            )
-        });
-        out.push(pair(format!("{name} (f32)"), &cpu, &dev, device, true));
-    }
+    let (exact, dev) = dequantized(|| {
+        (
+            DecoderModel::load_with_kernels(&file, &Device::Cpu, order).unwrap(),
+            DecoderModel::load_with_kernels(&file, device, None).unwrap(),
+        )
+    });
+    out.push(pair(
+        format!("{name} (f32)"),
+        &exact,
+        &dev,
+        device,
+        true,
+        None,
+    ));
+    drop(dev);
     let ours = file
         .tensors()
         .iter()
@@ -444,6 +514,7 @@ fn gguf(path: &Path, device: &Device) -> Vec<Outcome> {
         &dev,
         device,
         false,
+        Some(&exact),
     ));
     if device.is_cuda() {
         let label = format!("{name} (quantized, graphs)");
