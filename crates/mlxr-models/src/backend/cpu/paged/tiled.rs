@@ -10,8 +10,12 @@ use crate::backend::softcap;
 
 /// Keys per chunk.
 const KC: usize = 64;
-/// Query rows are padded to a multiple of this (the GEMM's row block).
+/// The GEMM's row block; a tile's last rows (all of a decode's few) go in
+/// blocks of [`ROW_PAD`], to which query rows are padded. Each row's
+/// arithmetic is the same in either block, so a row's result never depends
+/// on the tile it is in.
 pub(super) const ROW_BLOCK: usize = 16;
+pub(super) const ROW_PAD: usize = 4;
 
 /// One tile: `rows = len * group` query rows (`t * group + g`), query `t` at
 /// position `first_pos + t`, seeing keys `row_lo..=pos` of its row.
@@ -123,7 +127,7 @@ unsafe fn attend_tile_avx512<T: CacheElement>(
 fn attend_tile_portable<T: CacheElement>(tile: &Tile<T>, s: &mut TileScratch, out: &mut Vec<f32>) {
     let d = tile.head_dim;
     let rows = tile.len * tile.group;
-    let rp = rows.next_multiple_of(ROW_BLOCK);
+    let rp = rows.next_multiple_of(ROW_PAD);
     let first_key = |pos: usize| tile.window.map_or(0, |w| (pos + 1).saturating_sub(w));
     let last_pos = tile.first_pos + tile.len - 1;
     let lo = first_key(tile.first_pos);
@@ -203,28 +207,48 @@ fn attend_tile_portable<T: CacheElement>(tile: &Tile<T>, s: &mut TileScratch, ou
 #[inline(always)]
 fn scores(qt: &[f32], rp: usize, keys: &[f32], n: usize, d: usize, scores: &mut [f32]) {
     assert!(qt.len() >= d * rp && keys.len() >= KC * d && scores.len() >= KC * rp);
-    assert!(rp % ROW_BLOCK == 0 && n <= KC);
+    assert!(rp % ROW_PAD == 0 && n <= KC);
+    let wide = rp - rp % ROW_BLOCK;
     for j0 in (0..n).step_by(4) {
-        for r0 in (0..rp).step_by(ROW_BLOCK) {
-            let mut acc = [[0f32; ROW_BLOCK]; 4];
-            for c in 0..d {
-                // SAFETY: `c < d`, `r0 + ROW_BLOCK <= rp`, `j0 + 3 < KC`
-                // (KC is a multiple of 4): in bounds by the asserts.
-                unsafe {
-                    let qv = &*(qt.as_ptr().add(c * rp + r0) as *const [f32; ROW_BLOCK]);
-                    for (i, acc) in acc.iter_mut().enumerate() {
-                        let k = *keys.get_unchecked((j0 + i) * d + c);
-                        for l in 0..ROW_BLOCK {
-                            acc[l] = k.mul_add(qv[l], acc[l]);
-                        }
-                    }
+        for r0 in (0..wide).step_by(ROW_BLOCK) {
+            score_block::<ROW_BLOCK>(qt, rp, keys, j0, r0, d, scores);
+        }
+        for r0 in (wide..rp).step_by(ROW_PAD) {
+            score_block::<ROW_PAD>(qt, rp, keys, j0, r0, d, scores);
+        }
+    }
+}
+
+/// Rows `r0..r0 + RB` of keys `j0..j0 + 4` of [`scores`]: per row one FMA
+/// chain over the head dimension, whatever `RB`.
+#[inline(always)]
+fn score_block<const RB: usize>(
+    qt: &[f32],
+    rp: usize,
+    keys: &[f32],
+    j0: usize,
+    r0: usize,
+    d: usize,
+    scores: &mut [f32],
+) {
+    assert!(r0 + RB <= rp && j0 + 4 <= KC && qt.len() >= d * rp && keys.len() >= KC * d);
+    let mut acc = [[0f32; RB]; 4];
+    for c in 0..d {
+        // SAFETY: `c < d`, `r0 + RB <= rp`, `j0 + 3 < KC`: in bounds by the
+        // asserts.
+        unsafe {
+            let qv = &*(qt.as_ptr().add(c * rp + r0) as *const [f32; RB]);
+            for (i, acc) in acc.iter_mut().enumerate() {
+                let k = *keys.get_unchecked((j0 + i) * d + c);
+                for l in 0..RB {
+                    acc[l] = k.mul_add(qv[l], acc[l]);
                 }
             }
-            for (i, acc) in acc.iter().enumerate() {
-                let at = (j0 + i) * rp + r0;
-                scores[at..at + ROW_BLOCK].copy_from_slice(acc);
-            }
         }
+    }
+    for (i, acc) in acc.iter().enumerate() {
+        let at = (j0 + i) * rp + r0;
+        scores[at..at + RB].copy_from_slice(acc);
     }
 }
 
@@ -301,6 +325,78 @@ fn accumulate(weights: &[f32], rp: usize, values: &[f32], n: usize, d: usize, ou
             for (i, acc) in acc.iter().enumerate() {
                 out[(r0 + i) * d + c0..][..DB].copy_from_slice(acc);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A query row gives the same bits whether it is one of a decode's few
+    /// rows (4-row blocks) or inside a prefill tile (16-row blocks first).
+    #[test]
+    fn a_row_is_the_same_in_every_tile() {
+        let (d, group, bs, n_kv_heads, tokens): (usize, usize, usize, usize, usize) =
+            (64, 3, 16, 2, 70);
+        let mut x = 0x2545_f491_u32;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (x as f32 / u32::MAX as f32) * 2.0 - 1.0
+        };
+        let blocks = tokens.div_ceil(bs);
+        let cache_len = blocks * n_kv_heads * bs * d;
+        let keys: Vec<f32> = (0..cache_len).map(|_| next()).collect();
+        let values: Vec<f32> = (0..cache_len).map(|_| next()).collect();
+        // Blocks in reverse order, as a real block table may be.
+        let table: Vec<u32> = (0..blocks as u32).rev().collect();
+        let q_stride = n_kv_heads * group * d;
+        let q: Vec<f32> = (0..tokens * q_stride).map(|_| next()).collect();
+        let tile = |first: usize, len: usize| Tile {
+            q: &q,
+            q_offset: first * q_stride + d * group,
+            q_stride,
+            group,
+            len,
+            first_pos: first,
+            head_dim: d,
+            scale: 0.125,
+            softcap: None,
+            window: None,
+            keys: BlockRows {
+                cache: &keys,
+                table: &table,
+                n_kv_heads,
+                kv_head: 1,
+                block_size: bs,
+            },
+            values: BlockRows {
+                cache: &values,
+                table: &table,
+                n_kv_heads,
+                kv_head: 1,
+                block_size: bs,
+            },
+        };
+        let mut scratch = TileScratch::default();
+        // 8 tokens: 24 rows, one 16-row block and two 4-row ones.
+        let (first, len) = (tokens - 8, 8);
+        let mut prefill = Vec::new();
+        attend_tile(&tile(first, len), &mut scratch, &mut prefill);
+        for t in 0..len {
+            let mut decode = Vec::new();
+            attend_tile(&tile(first + t, 1), &mut scratch, &mut decode);
+            let rows = &prefill[t * group * d..(t + 1) * group * d];
+            let same = rows
+                .iter()
+                .zip(&decode)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(
+                same,
+                "token {t}: decode rows differ from the prefill tile's"
+            );
         }
     }
 }
