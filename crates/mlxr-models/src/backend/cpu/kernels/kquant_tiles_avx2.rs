@@ -51,6 +51,19 @@ pub mod x86 {
         std::array::from_fn(|i| xs[i])
     }
 
+    /// The 8 lanes of the vec_dot order summed as ggml's `hsum_float_8`
+    /// leaves them before its horizontal step: `((a4 + a0) + (a6 + a2)) +
+    /// ((a5 + a1) + (a7 + a3))`, per row.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn lanes8(a: &[__m256; 8]) -> __m256 {
+        let r0 = _mm256_add_ps(a[4], a[0]);
+        let r1 = _mm256_add_ps(a[5], a[1]);
+        let r2 = _mm256_add_ps(a[6], a[2]);
+        let r3 = _mm256_add_ps(a[7], a[3]);
+        _mm256_add_ps(_mm256_add_ps(r0, r2), _mm256_add_ps(r1, r3))
+    }
+
     /// `(lo as u16) | hi << 16` broadcast: two i16 multipliers per lane.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -208,12 +221,7 @@ pub mod x86 {
                 let v = if TILED {
                     tacc[h][r]
                 } else {
-                    let a = &acc[h][r];
-                    let r0 = _mm256_add_ps(a[4], a[0]);
-                    let r1 = _mm256_add_ps(a[5], a[1]);
-                    let r2 = _mm256_add_ps(a[6], a[2]);
-                    let r3 = _mm256_add_ps(a[7], a[3]);
-                    _mm256_add_ps(_mm256_add_ps(r0, r2), _mm256_add_ps(r1, r3))
+                    lanes8(&acc[h][r])
                 };
                 // SAFETY: 32 writable bytes.
                 unsafe { _mm256_storeu_ps(out[r][8 * h..].as_mut_ptr(), v) };
@@ -313,13 +321,7 @@ pub mod x86 {
                 let v = if TILED {
                     tacc[h][r]
                 } else {
-                    let a = &acc[h][r];
-                    let r0 = _mm256_add_ps(a[4], a[0]);
-                    let r1 = _mm256_add_ps(a[5], a[1]);
-                    let r2 = _mm256_add_ps(a[6], a[2]);
-                    let r3 = _mm256_add_ps(a[7], a[3]);
-                    let v = _mm256_add_ps(_mm256_add_ps(r0, r2), _mm256_add_ps(r1, r3));
-                    _mm256_add_ps(v, summs[h][r])
+                    _mm256_add_ps(lanes8(&acc[h][r]), summs[h][r])
                 };
                 // SAFETY: 32 writable bytes.
                 unsafe { _mm256_storeu_ps(out[r][8 * h..].as_mut_ptr(), v) };
