@@ -9,6 +9,10 @@ has no command-line override, so it raises "BPE pre-tokenizer was not recognized
 imports the vendored `conversion` package, wraps TextModel.get_vocab_base_pre so that an unknown
 hash yields PRE_TOKENIZER (our tokenizer uses Qwen2's split regex, i.e. llama.cpp's "qwen2"), and
 then runs the vendored convert_hf_to_gguf.py as __main__. The vendored files are not edited.
+
+Second override: Gemma2Model.set_vocab reads only tokenizer.model (SentencePiece), which our BPE tokenizer
+has no counterpart of; without that file it falls back to tokenizer.json the way the converter's own
+Gemma3Model.set_vocab does (_set_vocab_gpt2).
 """
 import runpy
 import sys
@@ -33,5 +37,19 @@ def get_vocab_base_pre(self, tokenizer):
 
 
 base.TextModel.get_vocab_base_pre = get_vocab_base_pre
+
+from conversion import gemma  # noqa: E402
+
+_gemma2_set_vocab = gemma.Gemma2Model.set_vocab
+
+
+def gemma2_set_vocab(self):
+    if (self.dir_model / "tokenizer.model").is_file():
+        return _gemma2_set_vocab(self)
+    print("convert-gguf.py: Gemma 2 without tokenizer.model, vocabulary from tokenizer.json", file=sys.stderr)
+    self._set_vocab_gpt2()
+
+
+gemma.Gemma2Model.set_vocab = gemma2_set_vocab
 sys.argv = [str(llama_cpp / "convert_hf_to_gguf.py")] + sys.argv[4:]
 runpy.run_path(sys.argv[0], run_name="__main__")

@@ -113,6 +113,17 @@ MODELS = {
                               query_pre_attn_scalar=48, rms_norm_eps=1e-6, hidden_activation="gelu_pytorch_tanh",
                               attn_logit_softcapping=2.0, final_logit_softcapping=8.0,
                               tie_word_embeddings=True)),
+    # Gemma 2 as a GGUF can hold it: llama.cpp's converter stores neither the RoPE base nor
+    # query_pre_attn_scalar, and llama.cpp then uses 10000 and the head dimension (27B aside). This folder
+    # uses exactly those, so its GGUF conversion (gguf/gemma2-gguf.f32.gguf) must match transformers.
+    "gemma2-gguf": dict(cls="Gemma2ForCausalLM", cfg="Gemma2Config", dtype="float32", seed=1008,
+                        extra=dict(num_hidden_layers=3, sliding_window=8,
+                                   layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                                   rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                                   query_pre_attn_scalar=32, rms_norm_eps=1e-6,
+                                   hidden_activation="gelu_pytorch_tanh",
+                                   attn_logit_softcapping=2.0, final_logit_softcapping=8.0,
+                                   tie_word_embeddings=True)),
     "phi3": dict(cls="Phi3ForCausalLM", cfg="Phi3Config", dtype="float32", seed=1006,
                  extra=dict(num_hidden_layers=2, rope_parameters={"rope_type": "default", "rope_theta": 3000.0,
                                                                   "partial_rotary_factor": 1.0},
@@ -127,7 +138,7 @@ MLX_MODELS = {
     "gemma3-mlx-q4-g32": dict(src="gemma3", bits=4, group=32),
 }
 
-GGUF_MODELS = ["llama", "mistral", "qwen2", "qwen3", "phi3"]
+GGUF_MODELS = ["llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2-gguf"]
 
 
 def f9(x):
@@ -408,7 +419,7 @@ def cmd_hf():
                         layer.self_attn.attn_logit_softcapping = None
                     lnc = m_nc(input_ids=torch.tensor([c["ids"]])).logits[0, -1].to(torch.float64).numpy()
                     rec["max_abs_diff_if_attn_softcap_ignored"] = f9(np.abs(lnc - l32).max())
-                if name in ("mistral", "gemma2", "gemma3") and c["name"] == "long":
+                if name in ("mistral", "gemma2", "gemma2-gguf", "gemma3") and c["name"] == "long":
                     # show the sliding window matters: rerun with the window disabled
                     m_nw = AutoModelForCausalLM.from_pretrained(str(mdir), dtype=torch.float32,
                                                                 attn_implementation="eager").eval()

@@ -28,7 +28,7 @@ fi
 rm -rf "$out"
 mkdir -p "$out/gguf"
 "$hf_py" "$here/make-tiny-models.py" hf
-for m in llama mistral qwen2 qwen3 phi3; do
+for m in llama mistral qwen2 qwen3 phi3 gemma2-gguf; do
   PYTHONPATH="$extra" "$hf_py" "$here/convert-gguf.py" "$llama_cpp" qwen2 -- \
     "$out/$m" --outtype f32 --outfile "$out/gguf/$m.f32.gguf" 2>&1 | grep -v '^INFO' || true
   test -s "$out/gguf/$m.f32.gguf"

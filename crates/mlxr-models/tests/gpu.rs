@@ -458,6 +458,7 @@ fn tiny(dir: &Path, device: &Device) -> Vec<Outcome> {
         "qwen3",
         "gemma3",
         "gemma2",
+        "gemma2-gguf",
         "phi3",
         "llama-mlx-q4-g64",
         "llama-mlx-q8-g32",
@@ -473,7 +474,7 @@ fn tiny(dir: &Path, device: &Device) -> Vec<Outcome> {
             out.push(Outcome { label, failures });
         }
     }
-    for name in ["llama", "qwen2", "qwen3", "phi3"] {
+    for name in ["llama", "qwen2", "qwen3", "phi3", "gemma2-gguf"] {
         let file = GgufFile::open(dir.join("gguf").join(format!("{name}.f32.gguf"))).unwrap();
         let cpu = DecoderModel::load(&file, &Device::Cpu).unwrap();
         let dev = DecoderModel::load_with_kernels(&file, device, None).unwrap();

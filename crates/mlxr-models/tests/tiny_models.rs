@@ -157,7 +157,14 @@ fn check_dir(name: &str) {
 #[test]
 fn hugging_face_folders_match_transformers() {
     for name in [
-        "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3",
+        "llama",
+        "mistral",
+        "qwen2",
+        "qwen3",
+        "gemma2",
+        "gemma2-gguf",
+        "gemma3",
+        "phi3",
     ] {
         check_dir(name);
     }
@@ -346,10 +353,13 @@ const BF16_TOLERANCE: f32 = 2e-1;
 /// The same models converted by llama.cpp's converter (f32), against the
 /// transformers reference of the folder they came from. Mistral is left
 /// out: the converter drops its sliding window, so llama.cpp would not
-/// match transformers on these prompts either.
+/// match transformers on these prompts either. `gemma2-gguf` is a Gemma 2
+/// whose RoPE base and attention scale are the ones llama.cpp assumes (its
+/// converter stores neither), so its GGUF must match transformers: soft caps,
+/// sliding-window layers, post-norms and the converter's norm weights + 1.
 #[test]
 fn gguf_conversions_match_transformers() {
-    for name in ["llama", "qwen2", "qwen3", "phi3"] {
+    for name in ["llama", "qwen2", "qwen3", "phi3", "gemma2-gguf"] {
         let path = fixtures().join("gguf").join(format!("{name}.f32.gguf"));
         let file = GgufFile::open(&path).unwrap();
         let model = DecoderModel::load(&file, &Device::Cpu)
