@@ -12,7 +12,8 @@
 #   test   tests/gpu on the tiny models and random real-shaped GGUFs
 #   serve  mlxr serve --device cuda answering HTTP (plain, streamed, aborted)
 #   ncu    hardware counters of one decode step's kernels (GPU_NCU model) and
-#          of the decode matmul kernels alone
+#          of the decode matmul kernels alone (GPU_NCU_KERNELS, ncu's -k:
+#          regex:mmvq by default, regex:mmvq8 for the 5-8-token ones)
 #   bench  mlxr bench --device cuda (and llama-bench on the same files when
 #          llama.cpp was built: stage llama)
 #   batched  aggregate speed of 1, 8, 64 and 256 sequences served together:
@@ -155,7 +156,8 @@ if has ncu && [[ -x $WORK/bin/gpu ]] && command -v ncu >/dev/null; then
         fi
     fi
     stage "ncu: the decode matmul kernels of gpu --bench-kernels"
-    MLXR_BENCH_LAUNCHES=2 timeout 200 ncu --clock-control none --csv --page details -k regex:mmvq \
+    MLXR_BENCH_LAUNCHES=2 timeout 300 ncu --clock-control none --csv --page details \
+        -k "${GPU_NCU_KERNELS:-regex:mmvq}" \
         --section SpeedOfLight --section Occupancy --section LaunchStats \
         --metrics "dram__bytes_read.sum,gpu__time_duration.sum,$STALLS" \
         "$WORK/bin/gpu" --bench-kernels >"$OUT/ncu-kernels.csv" 2>"$OUT/ncu-kernels.err" &&
@@ -232,7 +234,7 @@ fi
 # per-op times).
 if has profile && [[ -x $WORK/bin/gpu ]]; then
     stage "decode matmul kernels (gpu --bench-kernels)"
-    timeout 120 "$WORK/bin/gpu" --bench-kernels 2>&1 | tee "$OUT/bench-kernels.log"
+    timeout 300 "$WORK/bin/gpu" --bench-kernels 2>&1 | tee "$OUT/bench-kernels.log"
     for m in ${GPU_PROFILE:-${GPU_BENCH:-llama8b-q4_k_m qwen1.5b-q4_k_m llama8b-f16}}; do
         [[ -n ${MODEL[$m]:-} ]] || continue
         stage "profile $m (gpu --profile)"

@@ -23,7 +23,8 @@ use super::Outcome;
 /// The same integers on both sides; only the float sums' order differs.
 const KERNEL_TOLERANCE: f32 = 1e-5;
 
-/// Rows not a multiple of the kernel's 4 per block; k of 5 super-blocks.
+/// Rows not a multiple of the kernels' 4 per block or 2 and 4 per warp; k
+/// of 5 super-blocks.
 const N: usize = 259;
 const K: usize = 5 * QK_K;
 /// Every kernel (1, 2, 4 and 8 tokens per row), full and partial; the
@@ -43,7 +44,12 @@ enum Input {
     AddRmsNorm,
 }
 
-const SHAPES: [MatVec; 2] = [MatVec::BlockPerRow, MatVec::WarpPerRow];
+const SHAPES: [MatVec; 4] = [
+    MatVec::BlockPerRow,
+    MatVec::WarpPerRow,
+    MatVec::WarpPerRows(2),
+    MatVec::WarpPerRows(4),
+];
 
 pub fn kernels(device: &Device) -> Vec<Outcome> {
     let mut out = Vec::new();
@@ -140,8 +146,9 @@ fn check_half(device: &Device) -> Vec<String> {
     failures
 }
 
-/// `gpu --bench-kernels`: the decode matmuls of an 8B model's layer (one
-/// token), each kernel shape, timed over repeated launches.
+/// `gpu --bench-kernels`: the decode matmuls of an 8B model's layer (1, 2,
+/// 4 and 8 tokens: one to eight sequences decoding), each kernel shape, timed
+/// over repeated launches. GB/s counts the weights' bytes once per launch.
 pub fn bench(device: &Device) {
     let (hidden, ffn) = (4096, 14336);
     // (name, k, [(type, rows)]): one launch each.
@@ -167,58 +174,65 @@ pub fn bench(device: &Device) {
         ("F16 down", ffn, vec![(GgmlDType::F16, hidden)]),
     ];
     for (name, k, ws) in weights {
-        let x: Vec<f32> = (0..k)
-            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
-            .collect();
-        let x = Some(Tensor::from_slice(&x, (1, k), device).unwrap());
         let layers: Vec<Linear> = ws
             .iter()
             .enumerate()
             .map(|(i, &(dtype, rows))| layer_of(dtype, rows, k, i as u64, device))
             .collect();
-        let bytes: usize = layers
-            .iter()
-            .map(|l| match (l.ggml_tensor(), l.half_weight()) {
-                (Some(t), _) => t.storage_size_in_bytes(),
-                (None, Some(h)) => h.elem_count() * 2,
-                (None, None) => 0,
-            })
-            .sum();
-        // The F16 kernels have one shape.
-        let shapes: &[MatVec] = if name.starts_with("F16") {
-            &[MatVec::WarpPerRow]
-        } else {
-            &SHAPES
-        };
-        for &shape in shapes {
-            let mut b = backend(shape, device);
-            let mut outs: Vec<Option<Tensor>> = vec![None; layers.len()];
-            let mut run = |b: &mut CudaBackend| {
-                let mut refs: Vec<&mut Option<Tensor>> = outs.iter_mut().collect();
-                b.matmuls(&x, &layers, &mut refs).unwrap();
-            };
-            // Fewer under a profiler (MLXR_BENCH_LAUNCHES).
-            let n: usize = std::env::var("MLXR_BENCH_LAUNCHES")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(200);
-            for _ in 0..n.min(10) {
-                run(&mut b);
-            }
-            b.synchronize().unwrap();
-            let start = std::time::Instant::now();
-            for _ in 0..n {
-                run(&mut b);
-            }
-            b.synchronize().unwrap();
-            let s = start.elapsed().as_secs_f64() / n as f64;
-            println!(
-                "{name:8} {shape:?}: {:7.1} us, {:6.0} GB/s ({:.1} MB)",
-                s * 1e6,
-                bytes as f64 / s / 1e9,
-                bytes as f64 / 1e6
-            );
+        for tokens in [1, 2, 4, 8] {
+            bench_launches(name, k, &layers, tokens, device);
         }
+    }
+}
+
+/// Times one launch of `layers` on `tokens` rows of activations, per shape.
+fn bench_launches(name: &str, k: usize, layers: &[Linear], tokens: usize, device: &Device) {
+    let x: Vec<f32> = (0..tokens * k)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+        .collect();
+    let x = Some(Tensor::from_slice(&x, (tokens, k), device).unwrap());
+    let bytes: usize = layers
+        .iter()
+        .map(|l| match (l.ggml_tensor(), l.half_weight()) {
+            (Some(t), _) => t.storage_size_in_bytes(),
+            (None, Some(h)) => h.elem_count() * 2,
+            (None, None) => 0,
+        })
+        .sum();
+    // The F16 kernels have one shape.
+    let shapes: &[MatVec] = if name.starts_with("F16") {
+        &[MatVec::WarpPerRow]
+    } else {
+        &SHAPES
+    };
+    for &shape in shapes {
+        let mut b = backend(shape, device);
+        let mut outs: Vec<Option<Tensor>> = vec![None; layers.len()];
+        let mut run = |b: &mut CudaBackend| {
+            let mut refs: Vec<&mut Option<Tensor>> = outs.iter_mut().collect();
+            b.matmuls(&x, layers, &mut refs).unwrap();
+        };
+        // Fewer under a profiler (MLXR_BENCH_LAUNCHES).
+        let n: usize = std::env::var("MLXR_BENCH_LAUNCHES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(200);
+        for _ in 0..n.min(10) {
+            run(&mut b);
+        }
+        b.synchronize().unwrap();
+        let start = std::time::Instant::now();
+        for _ in 0..n {
+            run(&mut b);
+        }
+        b.synchronize().unwrap();
+        let s = start.elapsed().as_secs_f64() / n as f64;
+        println!(
+            "{name:8} {tokens} tok {shape:?}: {:7.1} us, {:6.0} GB/s ({:.1} MB)",
+            s * 1e6,
+            bytes as f64 / s / 1e9,
+            bytes as f64 / 1e6
+        );
     }
 }
 

@@ -40,6 +40,10 @@ pub enum MatVec {
     /// against 317 t/s: bench/results/gpu-2026-12-03-s33.md).
     #[default]
     WarpPerRow,
+    /// From 2 tokens on, a warp per 2 or 4 rows (`WarpPerRows(2)`,
+    /// `WarpPerRows(4)`), each token's activations loaded once for them all;
+    /// one token as `WarpPerRow`.
+    WarpPerRows(u8),
 }
 
 impl std::str::FromStr for MatVec {
@@ -49,17 +53,25 @@ impl std::str::FromStr for MatVec {
         match s {
             "block" => Ok(MatVec::BlockPerRow),
             "warp" => Ok(MatVec::WarpPerRow),
-            other => Err(format!("MLXR_CUDA_MATVEC={other}: give block or warp")),
+            "rows2" => Ok(MatVec::WarpPerRows(2)),
+            "rows4" => Ok(MatVec::WarpPerRows(4)),
+            other => Err(format!(
+                "MLXR_CUDA_MATVEC={other}: give block, warp, rows2 or rows4"
+            )),
         }
     }
 }
 
 impl MatVec {
-    /// The kernel's name suffix and the rows per block.
-    fn layout(self) -> (&'static str, usize) {
+    /// For `tokens` per launch: the kernel's name suffix, the row groups
+    /// per block and the rows per group.
+    fn layout(self, tokens: usize) -> (&'static str, usize, usize) {
         match self {
-            MatVec::BlockPerRow => ("", 1),
-            MatVec::WarpPerRow => ("_w", 4),
+            MatVec::BlockPerRow => ("", 1, 1),
+            MatVec::WarpPerRow => ("_w", 4, 1),
+            MatVec::WarpPerRows(_) if tokens == 1 => ("_w", 4, 1),
+            MatVec::WarpPerRows(2) => ("_w2", 4, 2),
+            MatVec::WarpPerRows(_) => ("_w4", 4, 4),
         }
     }
 }
@@ -134,7 +146,8 @@ fn launch(
     let mut weights = Vec::with_capacity(3);
     let mut guards = Vec::with_capacity(3);
     let mut ys = Vec::with_capacity(3);
-    let mut rows = 0;
+    let (suffix, groups_per_block, rows_per_group) = shape.layout(tokens);
+    let mut groups = 0;
     let bias_storage: Vec<_> = ws
         .iter()
         .map(|(_, b)| b.map(|b| b.storage_and_layout().0))
@@ -165,9 +178,9 @@ fn launch(
         weights.push((ptr as u64, i32_of(n)?, kind));
         // SAFETY: the kernel writes every output.
         ys.push(unsafe { dev.alloc::<f32>(tokens * n) }?);
-        rows += n;
+        groups += n.div_ceil(rows_per_group);
     }
-    if rows == 0 {
+    if groups == 0 {
         return Ok(Vec::new());
     }
     let per = match tokens {
@@ -176,18 +189,18 @@ fn launch(
         3 | 4 => 4,
         _ => 8,
     };
-    let (suffix, rows_per_block) = shape.layout();
     let func = dev.get_or_load_custom_func(&format!("mmvq{per}{suffix}"), MODULE, PTX)?;
     let (k32, tokens32) = (i32_of(k)?, i32_of(tokens)?);
-    let blocks = rows.div_ceil(rows_per_block);
+    let blocks = groups.div_ceil(groups_per_block);
     let cfg = LaunchConfig {
         grid_dim: (
-            u32::try_from(blocks)
-                .map_err(|_| candle_core::Error::Msg(format!("{rows} rows in one launch")))?,
+            u32::try_from(blocks).map_err(|_| {
+                candle_core::Error::Msg(format!("{groups} row groups in one launch"))
+            })?,
             1,
             1,
         ),
-        // 4 warps either way: 4 to a row, or a row each.
+        // 4 warps either way: 4 to a row, or a row (group) each.
         block_dim: (32 * WARPS as u32, 1, 1),
         shared_mem_bytes: 0,
     };

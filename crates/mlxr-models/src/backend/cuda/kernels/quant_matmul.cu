@@ -210,25 +210,29 @@ __device__ __forceinline__ float warp_sum(float v) {
 // The row's sums of its W warps, in a fixed order (the same for every batch
 // size), plus the row's bias (when `bias` is not null), to y[t, row] for the
 // nb tokens. Warp w of the block is warp w % W of its row, the block's row
-// w / W.
-template <int B, int W, int R>
-__device__ __forceinline__ void store_row(const float (&acc)[B], float *__restrict__ y,
-                                          const float *__restrict__ bias, int n, int nb,
-                                          int row) {
+// w / W. With W = 1 a warp may hold RW rows (row .. row + nrows).
+template <int B, int W, int R, int RW>
+__device__ __forceinline__ void store_rows(const float (&acc)[RW][B], float *__restrict__ y,
+                                           const float *__restrict__ bias, int n, int nb,
+                                           int row, int nrows) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const float b_row = bias ? bias[row] : 0.f;
     if (W == 1) {
 #pragma unroll
-        for (int b = 0; b < B; ++b) {
-            const float total = warp_sum(acc[b]);
-            if (lane == b && b < nb) y[(long)b * n + row] = total + b_row;
+        for (int r = 0; r < RW; ++r) {
+            const float b_row = bias && r < nrows ? bias[row + r] : 0.f;
+#pragma unroll
+            for (int b = 0; b < B; ++b) {
+                const float total = warp_sum(acc[r][b]);
+                if (lane == b && b < nb && r < nrows) y[(long)b * n + row + r] = total + b_row;
+            }
         }
         return;
     }
+    const float b_row = bias ? bias[row] : 0.f;
     __shared__ float part[W * R][B];
 #pragma unroll
     for (int b = 0; b < B; ++b) {
-        const float total = warp_sum(acc[b]);
+        const float total = warp_sum(acc[0][b]);
         if (lane == 0) part[warp][b] = total;
     }
     __syncthreads();
@@ -253,51 +257,63 @@ __device__ __forceinline__ int load_u32_2aligned(const uint8_t *p) {
 // 8 lanes to a super-block, 4 super-blocks per warp at a time; lane (g, h)
 // takes qs bytes 32g + 16h .. +16: 16 elements of sub-block 2g and 16 of
 // 2g + 1, and reads the block's first 16 bytes (d, dmin, scales) whole.
-template <int B, int W, int R>
+// A warp of RW rows loads each token's activations once for all of them
+// (with several tokens, activation loads outnumber weight loads RW to 1
+// otherwise); every row's sum is formed as with RW = 1.
+template <int B, int W, int R, int RW>
 __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
                                           const int8_t *__restrict__ xq,
                                           const float *__restrict__ xd,
                                           const int *__restrict__ xs,
                                           float *__restrict__ y,
                                           const float *__restrict__ bias, int n, int k,
-                                          int nb, int row) {
+                                          int nb, int row, int nrows) {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) % W;
     const int nsb = k / QK_K;
     const int l8 = lane & 7, g = l8 >> 1, h = l8 & 1;
-    float acc[B];
+    float acc[RW][B];
 #pragma unroll
-    for (int b = 0; b < B; ++b) acc[b] = 0.f;
-    const uint8_t *wrow = w + (long)row * nsb * Q4_K_BYTES;
+    for (int r = 0; r < RW; ++r)
+#pragma unroll
+        for (int b = 0; b < B; ++b) acc[r][b] = 0.f;
+    const uint8_t *wrows[RW];
+#pragma unroll
+    for (int r = 0; r < RW; ++r)
+        wrows[r] = w + (long)(row + min(r, nrows - 1)) * nsb * Q4_K_BYTES;
     // Unrolled so that a lane has several super-blocks' loads in flight
     // (decode is bound by how many bytes are in flight, not by arithmetic).
 #pragma unroll 2
     for (int sb = 4 * warp + (lane >> 3); sb < nsb; sb += 4 * W) {
-        const uint8_t *blk = wrow + (long)sb * Q4_K_BYTES;
-        const uint4 head = *(const uint4 *)blk;
-        const int4 v = *(const int4 *)(blk + 16 + 32 * g + 16 * h);
-        const float2 dm = __half22float2(*(const half2 *)&head.x);
-        // Byte i of the 12 scale bytes, from registers (an array indexed by
-        // the lane's g would live in local memory).
-        auto s = [&](int i) -> int {
-            const uint32_t word = i < 4 ? head.y : (i < 8 ? head.z : head.w);
-            return (word >> (8 * (i & 3))) & 0xFF;
-        };
-        int sc[2], mn[2];
+        float2 dm[RW];
+        int sc[RW][2], mn[RW][2], lo[RW][4], hi[RW][4];
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int j = 2 * g + e;
-            if (j < 4) {
-                sc[e] = s(j) & 63;
-                mn[e] = s(j + 4) & 63;
-            } else {
-                sc[e] = (s(j + 4) & 0xF) | ((s(j - 4) >> 6) << 4);
-                mn[e] = (s(j + 4) >> 4) | ((s(j) >> 6) << 4);
+        for (int r = 0; r < RW; ++r) {
+            const uint8_t *blk = wrows[r] + (long)sb * Q4_K_BYTES;
+            const uint4 head = *(const uint4 *)blk;
+            const int4 v = *(const int4 *)(blk + 16 + 32 * g + 16 * h);
+            dm[r] = __half22float2(*(const half2 *)&head.x);
+            // Byte i of the 12 scale bytes, from registers (an array indexed
+            // by the lane's g would live in local memory).
+            auto s = [&](int i) -> int {
+                const uint32_t word = i < 4 ? head.y : (i < 8 ? head.z : head.w);
+                return (word >> (8 * (i & 3))) & 0xFF;
+            };
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int j = 2 * g + e;
+                if (j < 4) {
+                    sc[r][e] = s(j) & 63;
+                    mn[r][e] = s(j + 4) & 63;
+                } else {
+                    sc[r][e] = (s(j + 4) & 0xF) | ((s(j - 4) >> 6) << 4);
+                    mn[r][e] = (s(j + 4) >> 4) | ((s(j) >> 6) << 4);
+                }
             }
+            lo[r][0] = v.x & 0x0F0F0F0F; lo[r][1] = v.y & 0x0F0F0F0F;
+            lo[r][2] = v.z & 0x0F0F0F0F; lo[r][3] = v.w & 0x0F0F0F0F;
+            hi[r][0] = (v.x >> 4) & 0x0F0F0F0F; hi[r][1] = (v.y >> 4) & 0x0F0F0F0F;
+            hi[r][2] = (v.z >> 4) & 0x0F0F0F0F; hi[r][3] = (v.w >> 4) & 0x0F0F0F0F;
         }
-        const int lo[4] = {v.x & 0x0F0F0F0F, v.y & 0x0F0F0F0F, v.z & 0x0F0F0F0F,
-                           v.w & 0x0F0F0F0F};
-        const int hi[4] = {(v.x >> 4) & 0x0F0F0F0F, (v.y >> 4) & 0x0F0F0F0F,
-                           (v.z >> 4) & 0x0F0F0F0F, (v.w >> 4) & 0x0F0F0F0F};
 #pragma unroll
         for (int b = 0; b < B; ++b) {
             if (b >= nb) break;
@@ -305,109 +321,140 @@ __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
             const int8_t *xb = xq + t * k + sb * QK_K + 64 * g + 16 * h;
             const int4 a = *(const int4 *)xb;
             const int4 c = *(const int4 *)(xb + 32);
-            const int dot_lo =
-                __dp4a(lo[3], a.w, __dp4a(lo[2], a.z, __dp4a(lo[1], a.y, __dp4a(lo[0], a.x, 0))));
-            const int dot_hi =
-                __dp4a(hi[3], c.w, __dp4a(hi[2], c.z, __dp4a(hi[1], c.y, __dp4a(hi[0], c.x, 0))));
-            const int sum = sc[0] * dot_lo + sc[1] * dot_hi;
             const int *bs = xs + t * (k / 16) + sb * 16 + 4 * g + h;
-            const int mins = mn[0] * bs[0] + mn[1] * bs[2];
+            const int bs0 = bs[0], bs2 = bs[2];
             const float dx = xd[t * nsb + sb];
-            acc[b] += dx * (dm.x * (float)sum - dm.y * (float)mins);
+#pragma unroll
+            for (int r = 0; r < RW; ++r) {
+                const int dot_lo = __dp4a(lo[r][3], a.w, __dp4a(lo[r][2], a.z,
+                                   __dp4a(lo[r][1], a.y, __dp4a(lo[r][0], a.x, 0))));
+                const int dot_hi = __dp4a(hi[r][3], c.w, __dp4a(hi[r][2], c.z,
+                                   __dp4a(hi[r][1], c.y, __dp4a(hi[r][0], c.x, 0))));
+                const int sum = sc[r][0] * dot_lo + sc[r][1] * dot_hi;
+                const int mins = mn[r][0] * bs0 + mn[r][1] * bs2;
+                acc[r][b] += dx * (dm[r].x * (float)sum - dm[r].y * (float)mins);
+            }
         }
     }
-    store_row<B, W, R>(acc, y, bias, n, nb, row);
+    store_rows<B, W, R, RW>(acc, y, bias, n, nb, row, nrows);
 }
 
 // Q6_K (ql: 128 bytes of low nibbles, qh: 64 bytes of 2 high bits, scales:
 // 16 int8, d: f16). In half h (128 elements), byte l < 32 of ql/qh gives
 // elements l, l + 32, l + 64, l + 96, with scale 8h + l/16 + 0, 2, 4, 6.
-// Lane (h, r) takes l = 4r .. 4r + 4: 16 elements.
-template <int B, int W, int R>
+// Lane (h, r) takes l = 4r .. 4r + 4: 16 elements. RW rows as in Q4_K.
+template <int B, int W, int R, int RW>
 __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
                                           const int8_t *__restrict__ xq,
                                           const float *__restrict__ xd,
                                           float *__restrict__ y,
                                           const float *__restrict__ bias, int n, int k,
-                                          int nb, int row) {
+                                          int nb, int row, int nrows) {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) % W;
     const int nsb = k / QK_K;
     const int l16 = lane & 15, h = l16 >> 3, r = l16 & 7;
-    float acc[B];
+    float acc[RW][B];
 #pragma unroll
-    for (int b = 0; b < B; ++b) acc[b] = 0.f;
-    const uint8_t *wrow = w + (long)row * nsb * Q6_K_BYTES;
+    for (int i = 0; i < RW; ++i)
+#pragma unroll
+        for (int b = 0; b < B; ++b) acc[i][b] = 0.f;
+    const uint8_t *wrows[RW];
+#pragma unroll
+    for (int i = 0; i < RW; ++i)
+        wrows[i] = w + (long)(row + min(i, nrows - 1)) * nsb * Q6_K_BYTES;
     // Unrolled so that a lane has several super-blocks' loads in flight
     // (decode is bound by how many bytes are in flight, not by arithmetic).
 #pragma unroll 4
     for (int sb = 2 * warp + (lane >> 4); sb < nsb; sb += 2 * W) {
-        const uint8_t *blk = wrow + (long)sb * Q6_K_BYTES;
-        const int lo_a = load_u32_2aligned(blk + 64 * h + 4 * r);
-        const int lo_b = load_u32_2aligned(blk + 64 * h + 32 + 4 * r);
-        const int hi = load_u32_2aligned(blk + 128 + 32 * h + 4 * r);
-        const int8_t *scales = (const int8_t *)(blk + 192 + 8 * h + (r >> 2));
-        const int sc[4] = {scales[0], scales[2], scales[4], scales[6]};
-        const float dw = __half2float(*(const half *)(blk + 208));
-        int qv[4];
-        qv[0] = (lo_a & 0x0F0F0F0F) | ((hi << 4) & 0x30303030);
-        qv[1] = (lo_b & 0x0F0F0F0F) | ((hi << 2) & 0x30303030);
-        qv[2] = ((lo_a >> 4) & 0x0F0F0F0F) | (hi & 0x30303030);
-        qv[3] = ((lo_b >> 4) & 0x0F0F0F0F) | ((hi >> 2) & 0x30303030);
+        int sc[RW][4], qv[RW][4];
+        float dw[RW];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) qv[i] = __vsubss4(qv[i], 0x20202020);
+        for (int i = 0; i < RW; ++i) {
+            const uint8_t *blk = wrows[i] + (long)sb * Q6_K_BYTES;
+            const int lo_a = load_u32_2aligned(blk + 64 * h + 4 * r);
+            const int lo_b = load_u32_2aligned(blk + 64 * h + 32 + 4 * r);
+            const int hi = load_u32_2aligned(blk + 128 + 32 * h + 4 * r);
+            const int8_t *scales = (const int8_t *)(blk + 192 + 8 * h + (r >> 2));
+            sc[i][0] = scales[0]; sc[i][1] = scales[2];
+            sc[i][2] = scales[4]; sc[i][3] = scales[6];
+            dw[i] = __half2float(*(const half *)(blk + 208));
+            qv[i][0] = (lo_a & 0x0F0F0F0F) | ((hi << 4) & 0x30303030);
+            qv[i][1] = (lo_b & 0x0F0F0F0F) | ((hi << 2) & 0x30303030);
+            qv[i][2] = ((lo_a >> 4) & 0x0F0F0F0F) | (hi & 0x30303030);
+            qv[i][3] = ((lo_b >> 4) & 0x0F0F0F0F) | ((hi >> 2) & 0x30303030);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) qv[i][j] = __vsubss4(qv[i][j], 0x20202020);
+        }
 #pragma unroll
         for (int b = 0; b < B; ++b) {
             if (b >= nb) break;
             const long t = b;
             const int8_t *xb = xq + t * k + sb * QK_K + 128 * h + 4 * r;
-            int sum = 0;
+            int xv[4];
 #pragma unroll
-            for (int i = 0; i < 4; ++i) sum += sc[i] * __dp4a(qv[i], *(const int *)(xb + 32 * i), 0);
-            acc[b] += (dw * xd[t * nsb + sb]) * (float)sum;
+            for (int j = 0; j < 4; ++j) xv[j] = *(const int *)(xb + 32 * j);
+            const float dx = xd[t * nsb + sb];
+#pragma unroll
+            for (int i = 0; i < RW; ++i) {
+                int sum = 0;
+#pragma unroll
+                for (int j = 0; j < 4; ++j) sum += sc[i][j] * __dp4a(qv[i][j], xv[j], 0);
+                acc[i][b] += (dw[i] * dx) * (float)sum;
+            }
         }
     }
-    store_row<B, W, R>(acc, y, bias, n, nb, row);
+    store_rows<B, W, R, RW>(acc, y, bias, n, nb, row, nrows);
 }
 
 // Up to three weights against the same activations in one launch (Q, K
 // and V; gate and up): weight j is a Q4_K (type 0) or Q6_K (type 1) matrix
 // of n_j rows, written to y_j ([tokens, n_j]) with bias b_j added (when not
 // null); all `tokens` (at most B) at once. A row is W warps (partial sums
-// added in a fixed order), a block R rows (grid: Σ n_j / R). mmvqB: a block
-// of 4 warps per row; mmvqB_w: a warp per row, 4 rows to a block.
-#define MMVQ(NAME, B, W, R)                                                    \
+// added in a fixed order), a block R row groups of RW rows (grid: Σ
+// ⌈n_j / RW⌉ / R). mmvqB: a block of 4 warps per row; mmvqB_w: a warp per
+// row, 4 rows to a block; mmvqB_wRW: a warp per RW rows, 4 warps to a block.
+#define MMVQ(NAME, B, W, R, RW)                                                \
     extern "C" __global__ void __launch_bounds__(32 * W * R) NAME(             \
         const int8_t *__restrict__ xq, const float *__restrict__ xd,           \
         const int *__restrict__ xs, int k, int tokens, const uint8_t *w0,      \
         float *y0, const float *b0, int n0, int type0, const uint8_t *w1,      \
         float *y1, const float *b1, int n1, int type1, const uint8_t *w2,      \
         float *y2, const float *b2, int n2, int type2) {                       \
-        int row = blockIdx.x * R + (threadIdx.x >> 5) / W;                     \
-        if (row >= n0 + n1 + n2) {                                             \
+        const int g0 = (n0 + RW - 1) / RW, g1 = (n1 + RW - 1) / RW;            \
+        const int groups = g0 + g1 + (n2 + RW - 1) / RW;                       \
+        int group = blockIdx.x * R + (threadIdx.x >> 5) / W;                   \
+        if (group >= groups) {                                                 \
             if (W == 1) return;                                                \
-            row = n0 + n1 + n2 - 1; /* R = 1 when W > 1: never here */         \
+            group = groups - 1; /* R = 1 when W > 1: never here */             \
         }                                                                      \
         const uint8_t *w = w0;                                                 \
         float *y = y0;                                                         \
         const float *bias = b0;                                                \
         int n = n0, type = type0;                                              \
-        if (row >= n0 + n1) {                                                  \
-            row -= n0 + n1; w = w2; y = y2; bias = b2; n = n2; type = type2;   \
-        } else if (row >= n0) {                                                \
-            row -= n0; w = w1; y = y1; bias = b1; n = n1; type = type1;        \
+        if (group >= g0 + g1) {                                                \
+            group -= g0 + g1; w = w2; y = y2; bias = b2; n = n2; type = type2; \
+        } else if (group >= g0) {                                              \
+            group -= g0; w = w1; y = y1; bias = b1; n = n1; type = type1;      \
         }                                                                      \
+        const int row = group * RW, nrows = min(RW, n - row);                  \
         const int nb = min(B, tokens);                                         \
         if (type == 0)                                                         \
-            q4_K_rows<B, W, R>(w, xq, xd, xs, y, bias, n, k, nb, row);         \
+            q4_K_rows<B, W, R, RW>(w, xq, xd, xs, y, bias, n, k, nb, row, nrows); \
         else                                                                   \
-            q6_K_rows<B, W, R>(w, xq, xd, y, bias, n, k, nb, row);             \
+            q6_K_rows<B, W, R, RW>(w, xq, xd, y, bias, n, k, nb, row, nrows);  \
     }
 
-MMVQ(mmvq1, 1, WARPS_PER_ROW, 1)
-MMVQ(mmvq2, 2, WARPS_PER_ROW, 1)
-MMVQ(mmvq4, 4, WARPS_PER_ROW, 1)
-MMVQ(mmvq8, 8, WARPS_PER_ROW, 1)
-MMVQ(mmvq1_w, 1, 1, 4)
-MMVQ(mmvq2_w, 2, 1, 4)
-MMVQ(mmvq4_w, 4, 1, 4)
-MMVQ(mmvq8_w, 8, 1, 4)
+MMVQ(mmvq1, 1, WARPS_PER_ROW, 1, 1)
+MMVQ(mmvq2, 2, WARPS_PER_ROW, 1, 1)
+MMVQ(mmvq4, 4, WARPS_PER_ROW, 1, 1)
+MMVQ(mmvq8, 8, WARPS_PER_ROW, 1, 1)
+MMVQ(mmvq1_w, 1, 1, 4, 1)
+MMVQ(mmvq2_w, 2, 1, 4, 1)
+MMVQ(mmvq4_w, 4, 1, 4, 1)
+MMVQ(mmvq8_w, 8, 1, 4, 1)
+MMVQ(mmvq2_w2, 2, 1, 4, 2)
+MMVQ(mmvq4_w2, 4, 1, 4, 2)
+MMVQ(mmvq8_w2, 8, 1, 4, 2)
+MMVQ(mmvq2_w4, 2, 1, 4, 4)
+MMVQ(mmvq4_w4, 4, 1, 4, 4)
+MMVQ(mmvq8_w4, 8, 1, 4, 4)
