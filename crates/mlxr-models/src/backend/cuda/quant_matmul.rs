@@ -30,7 +30,7 @@ const WARPS: usize = 4;
 const ROW_WARPS: usize = 8;
 
 /// How the decode matmul kernels spread a weight's rows over the GPU.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MatVec {
     /// A block of 4 warps per row (llama.cpp's MMVQ shape for one token).
     BlockPerRow,
@@ -38,12 +38,20 @@ pub enum MatVec {
     /// on the H200 (bench/results/gpu-2026-12-03-s31-call2.md). Loads that
     /// ask L2 for 256 bytes at a time made it slower (8B Q4_K_M tg128 290
     /// against 317 t/s: bench/results/gpu-2026-12-03-s33.md).
-    #[default]
     WarpPerRow,
     /// From 2 tokens on, a warp per 2 or 4 rows (`WarpPerRows(2)`,
     /// `WarpPerRows(4)`), each token's activations loaded once for them all;
-    /// one token as `WarpPerRow`.
+    /// one token as `WarpPerRow`. With 4 or 8 tokens the activation loads
+    /// otherwise outnumber the weight loads and bound the kernel: 8B Q4_K_M
+    /// aggregate decode of 4 sequences 514 → 702 t/s, of 8 645 → 846 with 2
+    /// rows (4 rows: 609, 789) (bench/results/gpu-2026-12-04-s36.md).
     WarpPerRows(u8),
+}
+
+impl Default for MatVec {
+    fn default() -> Self {
+        MatVec::WarpPerRows(2)
+    }
 }
 
 impl std::str::FromStr for MatVec {
