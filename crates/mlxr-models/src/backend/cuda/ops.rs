@@ -28,14 +28,26 @@ const MAX_SPLITS: usize = 32;
 /// The most splits `attention_merge` combines (`MERGE_SPLITS` there).
 const _: () = assert!(MAX_SPLITS <= 64);
 const SPLIT_TOKENS: usize = 8;
+/// Steps of more tokens (prefill) take `paged_prefill`, which stages each
+/// run of a sequence's consecutive tokens' keys in shared memory once: runs
+/// of at most `RUN` tokens, each block `PREFILL_PAIRS / group` of them (the
+/// kernel's constants), for head dimensions up to `PREFILL_HEAD_DIM`
+/// divisible by 4.
+const RUN: usize = 32;
+const PREFILL_PAIRS: usize = 24;
+const PREFILL_HEAD_DIM: usize = 128;
 
 /// One step's metadata in one device buffer of u32 (kept from step to step:
 /// [`StepBuffer`]): slots, positions and sequence indices per token, then
-/// each sequence's block-table start, then the block tables.
+/// each sequence's block-table start, then (prefill steps) the first token
+/// of each run of consecutive tokens and the token count, then the block
+/// tables.
 pub struct StepMeta {
     buf: Tensor,
     tokens: usize,
     seqs: usize,
+    /// Runs for `paged_prefill` (0: the step takes the decode kernel).
+    runs: usize,
 }
 
 impl StepMeta {
@@ -53,8 +65,29 @@ impl StepMeta {
             host.extend(std::iter::repeat_n(i as u32, seq.len));
         }
         host.extend(step.seqs().iter().map(|s| s.table_start as u32));
+        let runs = if tokens > SPLIT_TOKENS {
+            let at = host.len();
+            let positions = step.positions();
+            let mut first = 0;
+            for t in 0..tokens {
+                let seq = host[2 * tokens + t];
+                if t == 0
+                    || seq != host[2 * tokens + t - 1]
+                    || positions[t] != positions[t - 1] + 1
+                    || t - first == RUN
+                {
+                    host.push(t as u32);
+                    first = t;
+                }
+            }
+            host.push(tokens as u32);
+            host.len() - at - 1
+        } else {
+            0
+        };
+        let run_entries = if runs > 0 { runs + 1 } else { 0 };
         host.extend_from_slice(step.block_ids());
-        if host.len() != 3 * tokens + step.seqs().len() + step.block_ids().len() {
+        if host.len() != 3 * tokens + step.seqs().len() + run_entries + step.block_ids().len() {
             return Err(ModelError::InvalidBatch(
                 "step metadata of unequal lengths".into(),
             ));
@@ -63,6 +96,7 @@ impl StepMeta {
             buf: buf.put(host, device)?,
             tokens,
             seqs: step.seqs().len(),
+            runs,
         })
     }
 
@@ -239,7 +273,10 @@ impl CustomOp3 for Attention<'_> {
         let positions = meta.slice(base + t..base + 2 * t);
         let token_seq = meta.slice(base + 2 * t..base + 3 * t);
         let table_start = meta.slice(base + 3 * t..base + 3 * t + n);
-        let block_tables = meta.slice(base + 3 * t + n..);
+        let runs = self.meta.runs;
+        let run_entries = if runs > 0 { runs + 1 } else { 0 };
+        let run_firsts = meta.slice(base + 3 * t + n..base + 3 * t + n + run_entries);
+        let block_tables = meta.slice(base + 3 * t + n + run_entries..);
         let q = q.as_cuda_slice::<f32>()?.slice(q_l.start_offset()..);
         // SAFETY: every element is written by the kernel before it returns.
         let mut out = unsafe { dev.alloc::<f32>(tokens * width) }?;
@@ -273,6 +310,66 @@ impl CustomOp3 for Attention<'_> {
             shared_mem_bytes: 0,
         };
         let (min_chunk, max_splits) = (i32_of(MIN_CHUNK)?, i32_of(MAX_SPLITS)?);
+        let group = s.n_heads / s.n_kv_heads;
+        if runs > 0
+            && s.head_dim <= PREFILL_HEAD_DIM
+            && s.head_dim % 4 == 0
+            && (1..=PREFILL_PAIRS).contains(&group)
+        {
+            let name = format!("paged_prefill_{}_{per_lane}", suffix(keys.dtype())?);
+            let func = dev.get_or_load_custom_func(&name, MODULE, PTX)?;
+            let tq = PREFILL_PAIRS / group;
+            let subruns = RUN.div_ceil(tq);
+            let cfg = LaunchConfig {
+                grid_dim: ((runs * subruns) as u32, s.n_kv_heads as u32, 1),
+                block_dim: (128, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let (tq, subruns) = (i32_of(tq)?, i32_of(subruns)?);
+            macro_rules! prefill {
+                ($t:ty) => {{
+                    let keys = keys.as_cuda_slice::<$t>()?.slice(keys_l.start_offset()..);
+                    let values = values
+                        .as_cuda_slice::<$t>()?
+                        .slice(values_l.start_offset()..);
+                    let mut b = func.builder();
+                    b.arg(&q)
+                        .arg(&keys)
+                        .arg(&values)
+                        .arg(&mut out)
+                        .arg(&positions)
+                        .arg(&token_seq)
+                        .arg(&table_start)
+                        .arg(&block_tables)
+                        .arg(&run_firsts)
+                        .arg(&tq)
+                        .arg(&subruns)
+                        .arg(&n_heads)
+                        .arg(&n_kv_heads)
+                        .arg(&head_dim)
+                        .arg(&block_size)
+                        .arg(&s.scale)
+                        .arg(&window)
+                        .arg(&softcap);
+                    // SAFETY: reads stay within the step's block tables
+                    // (checked against the cache by the runner), the
+                    // queries and the runs (each within the step's tokens);
+                    // the runs cover every token once, so writes cover `out`
+                    // exactly.
+                    unsafe { b.launch(cfg) }.w()?;
+                }};
+            }
+            match keys.dtype() {
+                DType::F32 => prefill!(f32),
+                DType::F16 => prefill!(half::f16),
+                DType::BF16 => prefill!(half::bf16),
+                other => candle_core::bail!("a KV cache of {other:?}"),
+            }
+            return Ok((
+                CudaStorage::wrap_cuda_slice(out, dev),
+                Shape::from((tokens, width)),
+            ));
+        }
         macro_rules! launch {
             ($t:ty) => {{
                 let keys = keys.as_cuda_slice::<$t>()?.slice(keys_l.start_offset()..);

@@ -244,6 +244,197 @@ extern "C" __global__ void attention_merge(const float *__restrict__ part_ml,
     }
 }
 
+// Prefill: one block per (run of up to PREFILL_TQ consecutive tokens of
+// one sequence, KV head). The block walks the run's keys in chunks of
+// PREFILL_KC, staged in shared memory once for all the run's (token, query
+// head) pairs; a warp then scores a chunk for one pair with a key per lane
+// (no shuffles in the dot product), takes an online softmax and adds the
+// values, a lane per output dimension. The decode kernel above read every
+// key once per token: a 512-token prefill of an 8B model spent 0.8 ms a
+// layer there (bench/results/gpu-2026-12-04-s36.md). Chunks start at
+// multiples of PREFILL_KC, so a token's sums do not depend on its run.
+//
+// runs [runs + 1]: the first token of each run of at most 32 tokens (the
+// last entry = tokens); a block takes `tq` of them (sub-run blockIdx.x %
+// subruns), tq · group ≤ PREFILL_PAIRS.
+// N (2 or 4) consecutive values at p (4-byte aligned for 16-bit types,
+// 8- or 16-byte for f32) as f32, in as few shared-memory loads as possible.
+template <int N>
+__device__ __forceinline__ void load_n(const float *p, float (&v)[N]) {
+    if constexpr (N == 4) {
+        const float4 x = *(const float4 *)p;
+        v[0] = x.x; v[1] = x.y; v[2] = x.z; v[3] = x.w;
+    } else {
+        const float2 x = *(const float2 *)p;
+        v[0] = x.x; v[1] = x.y;
+    }
+}
+template <int N>
+__device__ __forceinline__ void load_n(const __half *p, float (&v)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; i += 2) {
+        const float2 x = __half22float2(*(const __half2 *)(p + i));
+        v[i] = x.x; v[i + 1] = x.y;
+    }
+}
+template <int N>
+__device__ __forceinline__ void load_n(const __nv_bfloat16 *p, float (&v)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; i += 2) {
+        const float2 x = __bfloat1622float2(*(const __nv_bfloat162 *)(p + i));
+        v[i] = x.x; v[i + 1] = x.y;
+    }
+}
+
+#define PREFILL_KC 32
+#define PREFILL_PAIRS 24
+#define PREFILL_HD 128
+#define PREFILL_NW 4
+
+template <typename T, int DPL>
+__device__ void prefill(const float *__restrict__ q, const T *__restrict__ k_cache,
+                        const T *__restrict__ v_cache, float *__restrict__ out,
+                        const uint32_t *__restrict__ positions, const uint32_t *__restrict__ token_seq,
+                        const uint32_t *__restrict__ table_start,
+                        const uint32_t *__restrict__ block_tables, const uint32_t *__restrict__ runs,
+                        int tq, int subruns, int n_heads, int n_kv_heads, int head_dim,
+                        int block_size, float scale, int window, float softcap) {
+    // Odd row strides in 4-byte words: a lane per key reads its own row
+    // without bank conflicts.
+    constexpr int PAD = 4 / sizeof(T);
+    constexpr int ROW = PREFILL_HD + PAD;
+    __shared__ __align__(16) float sq[PREFILL_PAIRS][PREFILL_HD];
+    __shared__ __align__(16) T sk[PREFILL_KC][ROW];
+    __shared__ __align__(16) T sv[PREFILL_KC][PREFILL_HD];
+    const int run = blockIdx.x / subruns, sub = blockIdx.x % subruns;
+    const int kvh = blockIdx.y;
+    const int first = runs[run] + sub * tq;
+    const int last = min((int)runs[run + 1], first + tq);  // exclusive
+    if (first >= last) return;
+    const int n = last - first;
+    const int group = n_heads / n_kv_heads;
+    const int pairs = n * group;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int kv_width = n_kv_heads * head_dim;
+    const uint32_t *table = block_tables + table_start[token_seq[first]];
+    const int pos_first = positions[first], pos_last = positions[last - 1];
+    const int lo_first = window > 0 && pos_first + 1 > window ? pos_first + 1 - window : 0;
+
+    for (int i = threadIdx.x; i < pairs * head_dim; i += blockDim.x) {
+        const int p = i / head_dim, d = i % head_dim;
+        const int t = first + p / group, h = kvh * group + p % group;
+        sq[p][d] = q[(size_t)t * n_heads * head_dim + h * head_dim + d] * scale;
+    }
+    // Each warp's pairs: p = warp, warp + NW, ... (at most PREFILL_PAIRS / NW).
+    constexpr int PW = PREFILL_PAIRS / PREFILL_NW;
+    float m[PW], l[PW], acc[PW][DPL];
+    int qpos[PW], qlo[PW];
+#pragma unroll
+    for (int j = 0; j < PW; ++j) {
+        m[j] = -INFINITY;
+        l[j] = 0.f;
+#pragma unroll
+        for (int i = 0; i < DPL; ++i) acc[j][i] = 0.f;
+        const int p = warp + PREFILL_NW * j;
+        qpos[j] = p < pairs ? (int)positions[first + p / group] : -1;
+        qlo[j] = window > 0 && qpos[j] + 1 > window ? qpos[j] + 1 - window : 0;
+    }
+    for (int c0 = lo_first / PREFILL_KC * PREFILL_KC; c0 <= pos_last; c0 += PREFILL_KC) {
+        __syncthreads();  // the previous chunk's readers are done
+        for (int i = threadIdx.x; i < PREFILL_KC * head_dim; i += blockDim.x) {
+            const int j = i / head_dim, d = i % head_dim;
+            const int key = c0 + j;
+            T kx, vx;
+            if (key <= pos_last) {
+                const size_t slot = (size_t)table[key / block_size] * block_size + key % block_size;
+                kx = k_cache[slot * kv_width + kvh * head_dim + d];
+                vx = v_cache[slot * kv_width + kvh * head_dim + d];
+            } else {
+                from_f32(kx, 0.f);
+                from_f32(vx, 0.f);
+            }
+            sk[j][d] = kx;
+            sv[j][d] = vx;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < PW; ++j) {
+            const int p = warp + PREFILL_NW * j;
+            if (p >= pairs) break;
+            const int key = c0 + lane;
+            const bool valid = key <= qpos[j] && key >= qlo[j];
+            float s = 0.f;
+            for (int d = 0; d < head_dim; d += 4) {
+                const float4 qv = *(const float4 *)&sq[p][d];
+                float kv[4];
+                if constexpr (sizeof(T) == 4) {
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) kv[i] = to_f32(sk[lane][d + i]);
+                } else {
+                    load_n<4>(&sk[lane][d], kv);
+                }
+                s = fmaf(qv.x, kv[0], s);
+                s = fmaf(qv.y, kv[1], s);
+                s = fmaf(qv.z, kv[2], s);
+                s = fmaf(qv.w, kv[3], s);
+            }
+            if (softcap > 0.f) s = softcap * tanhf(s / softcap);
+            if (!valid) s = -INFINITY;
+            float mc = s;
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) mc = fmaxf(mc, __shfl_xor_sync(0xffffffff, mc, o));
+            if (mc == -INFINITY) continue;  // no key of this chunk for this pair
+            const float m_new = fmaxf(m[j], mc);
+            const float correction = __expf(m[j] - m_new);
+            const float pj = valid ? __expf(s - m_new) : 0.f;
+            l[j] = l[j] * correction + warp_sum(pj);
+            m[j] = m_new;
+#pragma unroll
+            for (int i = 0; i < DPL; ++i) acc[j][i] *= correction;
+            // Lane l holds dimensions DPL·l .. DPL·l + DPL.
+            if (DPL * lane < head_dim) {
+#pragma unroll 8
+                for (int k = 0; k < PREFILL_KC; ++k) {
+                    const float pk = __shfl_sync(0xffffffff, pj, k);
+                    float vv[DPL];
+                    load_n<DPL>(&sv[k][DPL * lane], vv);
+#pragma unroll
+                    for (int i = 0; i < DPL; ++i) acc[j][i] = fmaf(pk, vv[i], acc[j][i]);
+                }
+            } else {
+#pragma unroll 8
+                for (int k = 0; k < PREFILL_KC; ++k) __shfl_sync(0xffffffff, pj, k);
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < PW; ++j) {
+        const int p = warp + PREFILL_NW * j;
+        if (p >= pairs) break;
+        const int t = first + p / group, h = kvh * group + p % group;
+#pragma unroll
+        for (int i = 0; i < DPL; ++i) {
+            const int d = DPL * lane + i;
+            if (d < head_dim)
+                out[(size_t)t * n_heads * head_dim + h * head_dim + d] = l[j] > 0.f ? acc[j][i] / l[j] : 0.f;
+        }
+    }
+}
+
+#define PREFILL(T, SUFFIX, DPL)                                                                 \
+    extern "C" __global__ void __launch_bounds__(PREFILL_NW * 32)                              \
+        paged_prefill_##SUFFIX##_##DPL(const float *q, const T *k_cache, const T *v_cache,      \
+                                       float *out, const uint32_t *positions,                  \
+                                       const uint32_t *token_seq, const uint32_t *table_start, \
+                                       const uint32_t *block_tables, const uint32_t *runs,     \
+                                       int tq, int subruns, int n_heads, int n_kv_heads,       \
+                                       int head_dim, int block_size, float scale, int window,  \
+                                       float softcap) {                                        \
+        prefill<T, DPL>(q, k_cache, v_cache, out, positions, token_seq, table_start,           \
+                        block_tables, runs, tq, subruns, n_heads, n_kv_heads, head_dim,        \
+                        block_size, scale, window, softcap);                                   \
+    }
+
 // NW warps a block: 8 where the merge's shared memory allows (head
 // dimensions up to 128), so that each warp walks fewer keys one after the
 // other (4 warps: 28 µs per layer at a context of 1,024, waiting on memory:
@@ -268,7 +459,9 @@ extern "C" __global__ void attention_merge(const float *__restrict__ part_ml,
     }                                                                                         \
     ATTEND(T, SUFFIX, 2, 8)                                                                   \
     ATTEND(T, SUFFIX, 4, 8)                                                                   \
-    ATTEND(T, SUFFIX, 8, 4)
+    ATTEND(T, SUFFIX, 8, 4)                                                                   \
+    PREFILL(T, SUFFIX, 2)                                                                     \
+    PREFILL(T, SUFFIX, 4)
 
 INSTANTIATE(float, f32)
 INSTANTIATE(__half, f16)
