@@ -32,7 +32,7 @@ const SPLIT_TOKENS: usize = 8;
 /// run of a sequence's consecutive tokens' keys in shared memory once: runs
 /// of at most `RUN` tokens, each block `PREFILL_PAIRS / group` of them (the
 /// kernel's constants), for head dimensions up to `PREFILL_HEAD_DIM`
-/// divisible by 4.
+/// divisible by 8 (keys move in 16-byte pieces).
 const RUN: usize = 32;
 const PREFILL_PAIRS: usize = 24;
 const PREFILL_HEAD_DIM: usize = 128;
@@ -313,7 +313,7 @@ impl CustomOp3 for Attention<'_> {
         let group = s.n_heads / s.n_kv_heads;
         if runs > 0
             && s.head_dim <= PREFILL_HEAD_DIM
-            && s.head_dim % 4 == 0
+            && s.head_dim % 8 == 0
             && (1..=PREFILL_PAIRS).contains(&group)
         {
             let name = format!("paged_prefill_{}_{per_lane}", suffix(keys.dtype())?);

@@ -339,24 +339,48 @@ __device__ void prefill(const float *__restrict__ q, const T *__restrict__ k_cac
         qpos[j] = p < pairs ? (int)positions[first + p / group] : -1;
         qlo[j] = window > 0 && qpos[j] + 1 > window ? qpos[j] + 1 - window : 0;
     }
-    for (int c0 = lo_first / PREFILL_KC * PREFILL_KC; c0 <= pos_last; c0 += PREFILL_KC) {
-        __syncthreads();  // the previous chunk's readers are done
-        for (int i = threadIdx.x; i < PREFILL_KC * head_dim; i += blockDim.x) {
-            const int j = i / head_dim, d = i % head_dim;
+    // A chunk's keys and values travel in 16-byte pieces, a thread's pieces
+    // of the next chunk loaded into registers while the block works on this
+    // one (one load's latency per chunk, not one per value).
+    constexpr int E = 16 / sizeof(T);
+    constexpr int L = PREFILL_KC * PREFILL_HD / E / (32 * PREFILL_NW);
+    const int segs = head_dim / E;
+    uint4 kreg[L], vreg[L];
+    auto fetch = [&](int c0) {
+#pragma unroll
+        for (int u = 0; u < L; ++u) {
+            const int i = threadIdx.x + u * 32 * PREFILL_NW;
+            const int j = i / segs, seg = i % segs;
             const int key = c0 + j;
-            T kx, vx;
-            if (key <= pos_last) {
+            kreg[u] = vreg[u] = make_uint4(0, 0, 0, 0);
+            if (j < PREFILL_KC && key <= pos_last) {
                 const size_t slot = (size_t)table[key / block_size] * block_size + key % block_size;
-                kx = k_cache[slot * kv_width + kvh * head_dim + d];
-                vx = v_cache[slot * kv_width + kvh * head_dim + d];
-            } else {
-                from_f32(kx, 0.f);
-                from_f32(vx, 0.f);
+                const size_t at = slot * kv_width + kvh * head_dim + seg * E;
+                kreg[u] = *(const uint4 *)(k_cache + at);
+                vreg[u] = *(const uint4 *)(v_cache + at);
             }
-            sk[j][d] = kx;
-            sv[j][d] = vx;
         }
+    };
+    auto stage = [&]() {
+#pragma unroll
+        for (int u = 0; u < L; ++u) {
+            const int i = threadIdx.x + u * 32 * PREFILL_NW;
+            const int j = i / segs, seg = i % segs;
+            if (j < PREFILL_KC) {
+                // Rows of sk are 4-byte aligned only (odd word strides).
+                uint32_t *kw = (uint32_t *)&sk[j][seg * E];
+                kw[0] = kreg[u].x; kw[1] = kreg[u].y; kw[2] = kreg[u].z; kw[3] = kreg[u].w;
+                *(uint4 *)&sv[j][seg * E] = vreg[u];
+            }
+        }
+    };
+    const int c_first = lo_first / PREFILL_KC * PREFILL_KC;
+    fetch(c_first);
+    for (int c0 = c_first; c0 <= pos_last; c0 += PREFILL_KC) {
+        __syncthreads();  // the previous chunk's readers are done
+        stage();
         __syncthreads();
+        if (c0 + PREFILL_KC <= pos_last) fetch(c0 + PREFILL_KC);
 #pragma unroll
         for (int j = 0; j < PW; ++j) {
             const int p = warp + PREFILL_NW * j;
