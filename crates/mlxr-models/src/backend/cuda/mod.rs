@@ -4,8 +4,10 @@
 //! - the KV cache in device memory as paged blocks of f16/bf16/f32 and
 //!   attention over it (kernels/paged_attention.cu): one launch per layer for
 //!   the whole mixed batch, reading each sequence's blocks through its block
-//!   table; the step's metadata (slots, positions, block tables) is uploaded
-//!   once per step, in one copy;
+//!   table (decode steps split each token's keys over blocks; prefill steps
+//!   stage each run of consecutive tokens' keys in shared memory once); the
+//!   step's metadata (slots, positions, block tables, prefill runs) is
+//!   uploaded once per step, in one copy;
 //! - Q4_K and Q6_K matmuls of up to 8 rows (decode) against activations
 //!   quantized to Q8_K (kernels/quant_matmul.cu): the CPU backend's integer
 //!   arithmetic, the same for every batch size up to 8;
