@@ -414,8 +414,10 @@ fn q32_tile_matmul(
     };
     // The AVX2 kernel has too few registers for several tokens' 8 lanes
     // each: one at a time measured faster (SmolLM2 pp512, also against
-    // four tokens lane by lane).
-    run_tiles(n_threads, (m, n), out, |_| avx512, None, two, one);
+    // four tokens lane by lane) where unpacking a lane is cheap, but Q5_0's
+    // fifth bits make two tokens sharing each unpacked lane pay.
+    let pairs = avx512 || kind == WeightKind::Q5_0;
+    run_tiles(n_threads, (m, n), out, |_| pairs, None, two, one);
 }
 
 /// [`matmul`] for Q4_K/Q6_K weights: activations in Q8_K; for Q4_K the
