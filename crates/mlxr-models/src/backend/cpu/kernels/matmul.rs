@@ -504,13 +504,17 @@ fn kquant_matmul(
                 kquant_tiles_avx2::x86::q4k_tiles::<1>(group(g), [xrow(tok)], [tok < m4])[0]
             }
         };
-        // SAFETY: as above (AVX2 only: four tokens share each unpacked line).
+        // SAFETY: as above (four tokens share each unpacked line).
         let four = |g: usize, tok: usize| unsafe {
             let ys = std::array::from_fn(|j| xrow(tok + j));
             let pairs = std::array::from_fn(|j| tok + j < m4);
-            kquant_tiles_avx2::x86::q4k_tiles::<4>(group(g), ys, pairs)
+            if avx512 {
+                q4k_tiles::x86::gemv_tiles::<4>(group(g), ys, pairs)
+            } else {
+                kquant_tiles_avx2::x86::q4k_tiles::<4>(group(g), ys, pairs)
+            }
         };
-        let four: Four = (!avx512).then_some(&four);
+        let four: Four = Some(&four);
         run_tiles(n_threads, (m, n), out, |_| true, four, two, one);
         return;
     }
