@@ -2,7 +2,8 @@
 # Long run of the API load test (tests/api/test_load.py): 64 concurrent
 # clients against one `mlxr serve` on SmolLM2 + all-MiniLM for 10 minutes,
 # with the test's assertions (no 5xx, streams end cleanly, engine drained,
-# RSS growth after warm-up < 5%). Writes bench/results/load-<date>.md with
+# heap in use +<1% and RSS +<10% from the drained state after the warm-up
+# to the drained end). Writes bench/results/load-<date>.md with
 # the summary, the CPU (lscpu), the load average and the commit.
 #
 #   bench/load.sh                         600 s, 64 clients
@@ -72,9 +73,10 @@ for kind in sorted(s["requests"]):
     print(f"| {kind} | {s['requests'][kind]} | {statuses} |")
 print()
 print("Stream endings: " + ", ".join(f"{k} {v}" for k, v in sorted(s["endings"].items())) + ".")
-rss = s["rss_kib"]
-print(f"RSS (KiB): {rss['after_warmup']} after warm-up, {rss['end_of_load']} at the end of the load, "
-      f"{rss['drained']} drained; growth {s['rss_growth']:.2%} (limit 5%).")
+warm, end = s["memory_after_warmup"], s["memory_end"]
+print(f"Drained after the warm-up / at the end (MiB): RSS {warm['rss'] >> 20} / {end['rss'] >> 20} "
+      f"({s['rss_growth']:+.2%}, limit 10%), heap in use {warm['heap'] >> 20} / {end['heap'] >> 20} "
+      f"({s['heap_growth']:+.3%}, limit 1%).")
 print("RSS (MiB) every 10 s: " + " ".join(str(kib // 1024) for _, kib in s["rss_samples_kib"]) + ".")
 print("Gauges after the run: " + ", ".join(f"`{k}` {v}" for k, v in s["gauges_after"].items()) + ".")
 if s["failures"]:

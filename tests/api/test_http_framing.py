@@ -5,6 +5,7 @@ import re
 import socket
 import time
 
+import httpx
 import requests
 
 from conftest import MODEL
@@ -27,6 +28,27 @@ def test_sse_ends_with_done(server):
     events = [e for e in r.content.decode().split("\n\n") if e]
     assert all(e.startswith("data: ") for e in events)
     assert events[-1] == "data: [DONE]"
+
+
+
+# GPT-2 byte tokens of SmolLM2: "âĢ" (bytes E2 80) and "¨" (A8) make U+2028,
+# a character Python's splitlines (httpx's aiter_lines, the ollama client's
+# stream reader) breaks a line at.
+LINE_SEPARATOR_BIAS = {"321": 100, "118": 100}
+
+
+def test_a_sampled_line_separator_does_not_break_stream_lines(server):
+    body = {"model": MODEL, "prompt": "Hi", "max_tokens": 6, "temperature": 0,
+            "logit_bias": LINE_SEPARATOR_BIAS}
+    text = httpx.post(server.url + "/v1/completions", json=body, timeout=60).json()["choices"][0]["text"]
+    assert "\u2028" in text, f"the bias did not make the model write U+2028: {text!r}"
+    with httpx.stream("POST", server.url + "/v1/completions", json=body | {"stream": True}, timeout=60) as r:
+        raw = b"".join(r.iter_raw())
+    assert "\u2028".encode() not in raw
+    lines = [line for line in raw.decode().splitlines() if line]
+    assert lines[-1] == "data: [DONE]"
+    chunks = [json.loads(line.removeprefix("data: ")) for line in lines[:-1]]
+    assert "".join(c["choices"][0]["text"] for c in chunks) == text
 
 
 def running_requests(server) -> float:

@@ -201,7 +201,7 @@ fn log_event(line: &LogLine) -> Event {
     Event::default()
         .event("log")
         .id(line.seq.to_string())
-        .data(serde_json::to_string(line).unwrap_or_default())
+        .data(crate::wire::json_line(line))
 }
 
 #[cfg(test)]

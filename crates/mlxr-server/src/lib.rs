@@ -9,7 +9,7 @@
 //! - [`limits`]: every bound on the work one request may ask for.
 //! - [`server`]: the router, middleware (origin and host guard, auth, CORS,
 //!   limits, panics) and listeners (TCP, Unix socket), graceful shutdown;
-//!   [`extract`]: JSON request bodies.
+//!   [`extract`]: JSON request bodies; [`wire`]: JSON lines of streamed answers.
 
 pub mod admin;
 pub mod catalog;
@@ -26,6 +26,7 @@ pub mod ops;
 pub mod server;
 pub mod state;
 pub mod ui;
+pub mod wire;
 
 pub use catalog::{FileCatalog, ModelCatalog, ModelSpec};
 pub use logs::LogBuffer;

@@ -31,7 +31,8 @@ pub async fn version() -> Json<serde_json::Value> {
     Json(json!({"version": env!("CARGO_PKG_VERSION")}))
 }
 
-/// Prometheus text: each loaded model's engine metrics, labelled by model.
+/// Prometheus text: each loaded model's engine metrics, labelled by model,
+/// then the process's memory.
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let mut out = String::new();
     let mut seen_headers = std::collections::HashSet::new();
@@ -48,6 +49,7 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
             out.push('\n');
         }
     }
+    out.push_str(&process_memory());
     (
         [(
             header::CONTENT_TYPE,
@@ -55,6 +57,36 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         )],
         out,
     )
+}
+
+/// `process_resident_memory_bytes` (the Prometheus process collector's
+/// name) and, under glibc, `mlxr:heap_in_use_bytes`: the bytes malloc has
+/// handed out and not had back. RSS also holds freed memory the allocator
+/// keeps for reuse (up to `M_TRIM_THRESHOLD`, see `mlxr`'s main), so a leak
+/// shows as growth of the second, not the first.
+fn process_memory() -> String {
+    let mut out = String::new();
+    let page = 4096;
+    if let Some(pages) = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+    {
+        out.push_str("# HELP process_resident_memory_bytes Resident memory size in bytes.\n");
+        out.push_str("# TYPE process_resident_memory_bytes gauge\n");
+        out.push_str(&format!("process_resident_memory_bytes {}\n", pages * page));
+    }
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallinfo2 only reads the allocator's counters.
+        let info = unsafe { libc::mallinfo2() };
+        out.push_str("# HELP mlxr:heap_in_use_bytes Bytes allocated with malloc and not freed.\n");
+        out.push_str("# TYPE mlxr:heap_in_use_bytes gauge\n");
+        out.push_str(&format!(
+            "mlxr:heap_in_use_bytes {}\n",
+            info.uordblks + info.hblkhd
+        ));
+    }
+    out
 }
 
 /// Adds `model="..."` to a sample line (`name{a="b"} v` or `name v`).
@@ -71,6 +103,35 @@ fn label_line(line: &str, model: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn process_memory_is_reported() {
+        let text = super::process_memory();
+        let value = |name: &str| -> u64 {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_else(|| panic!("{text}"));
+            line.rsplit(' ').next().unwrap().parse().unwrap()
+        };
+        assert!(value("process_resident_memory_bytes ") > 1 << 20, "{text}");
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        {
+            let before = value("mlxr:heap_in_use_bytes ");
+            let held = std::hint::black_box(vec![1u8; 32 << 20]);
+            let after = super::process_memory();
+            let grown = after
+                .lines()
+                .find(|l| l.starts_with("mlxr:heap_in_use_bytes "))
+                .unwrap();
+            let grown: u64 = grown.rsplit(' ').next().unwrap().parse().unwrap();
+            assert!(
+                grown >= before + (32 << 20) - (1 << 20),
+                "{before} -> {grown}"
+            );
+            drop(held);
+        }
+    }
+
     #[test]
     fn labels() {
         assert_eq!(

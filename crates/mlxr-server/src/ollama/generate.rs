@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -21,6 +21,7 @@ use crate::generation::{finish_reason_str, submit};
 use crate::limits::{self, at_most};
 use crate::models::{Acquired, KeepAlive};
 use crate::state::AppState;
+use crate::wire::ndjson;
 
 #[derive(Deserialize)]
 pub struct GenerateBody {
@@ -462,10 +463,4 @@ async fn respond(
         Body::from_stream(lines),
     )
         .into_response())
-}
-
-fn ndjson(v: &Value) -> Bytes {
-    let mut line = v.to_string();
-    line.push('\n');
-    Bytes::from(line)
 }

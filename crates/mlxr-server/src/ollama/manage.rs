@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use crate::error::{ApiError, OllamaError};
 use crate::extract::JsonBody;
 use crate::state::AppState;
+use crate::wire::ndjson;
 
 pub(super) fn registry_error(e: RegistryError) -> ApiError {
     let status = match &e {
@@ -92,12 +93,6 @@ pub async fn pull(
         }
     };
     Ok(ndjson_response(Body::from_stream(lines)))
-}
-
-fn ndjson(v: &Value) -> Bytes {
-    let mut line = v.to_string();
-    line.push('\n');
-    Bytes::from(line)
 }
 
 fn ndjson_response(body: Body) -> Response {

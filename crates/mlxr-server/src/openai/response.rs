@@ -38,7 +38,7 @@ pub fn chat_logprob(chosen: &TokenLogprob, top: &[TokenLogprob]) -> Value {
 }
 
 pub fn sse_json(v: &Value) -> SseEvent {
-    SseEvent::default().data(v.to_string())
+    SseEvent::default().data(crate::wire::json_line(v))
 }
 
 /// The `stream_options.include_usage` chunk: no choices, the usage.
