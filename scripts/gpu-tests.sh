@@ -14,8 +14,11 @@
 #   ncu    hardware counters of one decode step's kernels (GPU_NCU model) and
 #          of the decode matmul kernels alone (GPU_NCU_KERNELS, ncu's -k:
 #          regex:mmvq by default, regex:mmvq8 for the 5-8-token ones)
+#   ncu-prefill  ncu's time of the prefill attention kernels of a 512-token
+#          prefill (GPU_NCU_PREFILL model), the default and each of GPU_PREFILL
 #   bench  mlxr bench --device cuda (and llama-bench on the same files when
-#          llama.cpp was built: stage llama)
+#          llama.cpp was built: stage llama); GPU_PREFILL="simt" also times
+#          pp512 with that prefill attention kernel
 #   batched  aggregate speed of 1, 8, 64 and 256 sequences served together:
 #          mlxr bench --parallel beside llama-batched-bench (GPU_BATCHED models;
 #          GPU_BATCHED_ENV="MLXR_CUDA_F16_GEMM_ROWS=8 MLXR_CUDA_QUANT_ROWS=4":
@@ -164,6 +167,20 @@ if has ncu && [[ -x $WORK/bin/gpu ]] && command -v ncu >/dev/null; then
         python3 "$ROOT/scripts/ncu-summary.py" "$OUT/ncu-kernels.csv" | tee "$OUT/ncu-kernels.txt"
 fi
 
+# The prefill attention kernels of a 512-token prefill of GPU_NCU_PREFILL,
+# timed by ncu, with the default kernel and each of GPU_PREFILL.
+if has ncu-prefill && command -v ncu >/dev/null; then
+    m=${GPU_NCU_PREFILL:-llama8b-f16}
+    for kernel in flash ${GPU_PREFILL:-}; do
+        stage "ncu: prefill attention of $m, MLXR_CUDA_PREFILL=$kernel"
+        MLXR_CUDA_PREFILL=$kernel timeout 200 ncu --clock-control none --csv --page details \
+            --metrics gpu__time_duration.sum -k regex:prefill -c 64 \
+            "$MLXR" bench --device cuda -m "${MODEL[$m]}" -p 512 -n 0 -r 1 \
+            >"$OUT/ncu-prefill-$kernel.csv" 2>"$OUT/ncu-prefill-$kernel.err" &&
+            python3 "$ROOT/scripts/ncu-summary.py" "$OUT/ncu-prefill-$kernel.csv" | tee "$OUT/ncu-prefill-$kernel.txt"
+    done
+fi
+
 wait_llama() {
     if [[ -n ${LLAMA_PID:-} ]]; then
         stage "waiting for llama.cpp's build (until ${LLAMA_DEADLINE:=420}s)"
@@ -195,6 +212,12 @@ if has bench; then
         else
             result FAIL "mlxr bench $m (mlxr-bench-$m.log)"
         fi
+        # Prefill with each other attention kernel (the debug knob), pp512 only.
+        for kernel in ${GPU_PREFILL:-}; do
+            echo "MLXR_CUDA_PREFILL=$kernel"
+            MLXR_CUDA_PREFILL=$kernel timeout 100 "$MLXR" bench --device cuda -m "${MODEL[$m]}" -p 512 -n 0 -r 3 2>&1 |
+                grep -E 'pp512|error'
+        done
         # Decode with each other matmul shape (the debug knob), tg128 only.
         for shape in ${GPU_MATVEC:-}; do
             echo "MLXR_CUDA_MATVEC=$shape"

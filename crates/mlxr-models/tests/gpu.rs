@@ -47,6 +47,7 @@ use std::path::{Path, PathBuf};
 use candle_core::{DType, Device};
 use common::{argmax, rel_diff};
 use mlxr_formats::gguf::{GgmlType, GgufFile};
+use mlxr_models::backend::cuda::PrefillAttention;
 use mlxr_models::{
     Backend, CpuBackend, CudaBackend, DecoderModel, KvGeometry, ReferenceBackend, RowOrder, Session,
 };
@@ -64,6 +65,10 @@ const QUANTIZED_TOLERANCE: f32 = 0.15;
 /// largest distance (a multiple of each row's own would fail rows where the
 /// CPU happens to land close).
 const EXACT_FACTOR: f32 = 2.0;
+/// Prefill attention on tensor cores (`flash_prefill`: queries and softmax
+/// weights rounded to the cache's 16-bit type) against the kernel with f32
+/// arithmetic (`paged_prefill`) on the same cache and weights.
+const FLASH_TOLERANCE: f32 = 1e-2;
 const BLOCK: usize = 16;
 const SEQS: usize = 4;
 const BLOCKS_PER_SEQ: usize = 6;
@@ -306,9 +311,47 @@ impl Pair<'_> {
         }
     }
 
+    /// A 300-token prompt in chunks of 100 on the device, once with each
+    /// prefill kernel, for f16 and bf16 caches; the largest difference of
+    /// their logits.
+    fn flash_against_simt(&self) -> f32 {
+        const BLOCKS: usize = 24;
+        let vocab = self.dev.config().vocab_size;
+        let table: Vec<Vec<u32>> = vec![(0..BLOCKS as u32).collect()];
+        let tokens = prompt(300, 5, vocab);
+        let mut worst = 0f32;
+        for dtype in [DType::F16, DType::BF16] {
+            let [flash, simt] = [PrefillAttention::Flash, PrefillAttention::Simt].map(|kernel| {
+                let mut b =
+                    CudaBackend::new(geometry(self.dev, BLOCKS), dtype, &self.device).unwrap();
+                b.set_prefill(kernel);
+                let mut session = Session::with_tables(b, table.clone(), BLOCK);
+                tokens
+                    .chunks(100)
+                    .flat_map(|c| session.feed(self.dev, &[(0, c)]).unwrap().to_vec())
+                    .collect::<Vec<f32>>()
+            });
+            for (f, s) in flash.chunks_exact(vocab).zip(simt.chunks_exact(vocab)) {
+                worst = worst.max(rel_diff(f, s));
+            }
+        }
+        worst
+    }
+
     fn run(&self) -> Stats {
         let vocab = self.cpu.config().vocab_size;
         let mut stats = Stats::default();
+        if !self.exact && self.device.is_cuda() {
+            let worst = self.flash_against_simt();
+            println!(
+                "{}: prefill attention, flash vs simt (f16 and bf16 caches): {worst:.2e} (tol {FLASH_TOLERANCE:.0e})",
+                self.label
+            );
+            stats.check(
+                &format!("flash prefill differs from simt by {worst:.2e}"),
+                worst <= FLASH_TOLERANCE,
+            );
+        }
         self.long_context(&mut stats);
         let (mut cpu, mut dev) = self.sessions();
         let prompts: Vec<Vec<u32>> = [37, 19, 5].iter().map(|&n| prompt(n, n, vocab)).collect();

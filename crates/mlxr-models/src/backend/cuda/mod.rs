@@ -34,6 +34,7 @@ use crate::step::Step;
 use crate::{ModelError, Result};
 
 pub use graph::{StepGraphs, MAX_RECORDED};
+pub use ops::PrefillAttention;
 pub use ops::PTX;
 pub use quant_matmul::MatVec;
 
@@ -58,7 +59,7 @@ impl CudaBackend {
     /// `MLXR_CUDA_MATVEC` (`block`, `warp`, `rows2`, `rows4`) that lets one binary benchmark
     /// each; likewise `MLXR_CUDA_F16_GEMM_ROWS` moves [`F16_GEMM_ROWS`] and
     /// `MLXR_CUDA_QUANT_ROWS` (0 to 8) the most rows our Q8_K decode
-    /// kernels take.
+    /// kernels take, and `MLXR_CUDA_PREFILL` the [`PrefillAttention`].
     pub fn new(kv: KvGeometry, dtype: DType, device: &Device) -> Result<Self> {
         let mat_vec = match std::env::var("MLXR_CUDA_MATVEC") {
             Err(_) => MatVec::default(),
@@ -82,6 +83,10 @@ impl CudaBackend {
         if let Some(rows) = rows_knob("MLXR_CUDA_QUANT_ROWS", quant_matmul::MAX_TOKENS)? {
             backend.kernels_mut().quant_rows = rows;
         }
+        if let Ok(name) = std::env::var("MLXR_CUDA_PREFILL") {
+            backend.kernels_mut().attention.prefill =
+                name.parse().map_err(ModelError::InvalidConfig)?;
+        }
         Ok(backend)
     }
 
@@ -102,6 +107,11 @@ impl CudaBackend {
             moves: 0,
         };
         Ok(Self::with_kernels(kernels, device))
+    }
+
+    /// The kernel of prefill steps' attention.
+    pub fn set_prefill(&mut self, kernel: PrefillAttention) {
+        self.kernels_mut().attention.prefill = kernel;
     }
 
     /// Whether decode steps are recorded and replayed as CUDA graphs (they
@@ -311,6 +321,7 @@ pub struct PagedAttention {
     meta: Option<ops::StepMeta>,
     meta_buf: StepBuffer<u32>,
     host: Vec<u32>,
+    prefill: PrefillAttention,
 }
 
 impl PagedAttention {
@@ -341,6 +352,7 @@ impl PagedAttention {
             meta: None,
             meta_buf: StepBuffer::default(),
             host: Vec::new(),
+            prefill: PrefillAttention::default(),
         })
     }
 
@@ -381,6 +393,13 @@ impl PagedAttention {
             )));
         }
         meta.write(keys, values, k, v)?;
-        meta.attend(&q.contiguous()?, keys, values, spec, self.kv.block_size)
+        meta.attend(
+            &q.contiguous()?,
+            keys,
+            values,
+            spec,
+            self.kv.block_size,
+            self.prefill,
+        )
     }
 }

@@ -1,5 +1,6 @@
 //! The launches of kernels/paged_attention.cu: the cache write (keys and
-//! values in one launch) and the attention (a candle [`CustomOp3`]).
+//! values in one launch) and the attention (a candle [`CustomOp3`]), whose
+//! prefill steps take kernels/flash_prefill.cu where it applies.
 
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -14,6 +15,8 @@ use crate::{ModelError, Result};
 /// The kernels, compiled to PTX by build.rs.
 pub const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/paged_attention.ptx"));
 const MODULE: &str = "mlxr_paged_attention";
+const FLASH_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/flash_prefill.ptx"));
+const FLASH_MODULE: &str = "mlxr_flash_prefill";
 pub const MAX_GROUP: usize = 8;
 pub const MAX_HEAD_DIM: usize = 256;
 const THREADS: u32 = 128;
@@ -36,6 +39,40 @@ const SPLIT_TOKENS: usize = 8;
 const RUN: usize = 32;
 const PREFILL_PAIRS: usize = 24;
 const PREFILL_HEAD_DIM: usize = 128;
+/// `flash_prefill`'s rows (token, query head) a block (`FLASH_ROWS` there).
+const FLASH_ROWS: usize = 64;
+
+/// The kernel of prefill steps: on tensor cores (`flash_prefill`, f16 and
+/// bf16 caches, head dimensions 64 and 128; the default) or with f32
+/// arithmetic (`paged_prefill`, every cache type and head dimensions up to
+/// 128; what the rest take). The debug knob `MLXR_CUDA_PREFILL` (`flash`,
+/// `simt`) picks one, to measure or check one against the other.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PrefillAttention {
+    #[default]
+    Flash,
+    Simt,
+}
+
+impl std::str::FromStr for PrefillAttention {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "flash" => Ok(Self::Flash),
+            "simt" => Ok(Self::Simt),
+            other => Err(format!("MLXR_CUDA_PREFILL={other}: give flash or simt")),
+        }
+    }
+}
+
+impl PrefillAttention {
+    fn flash(self, dtype: DType, head_dim: usize) -> bool {
+        self == Self::Flash
+            && matches!(dtype, DType::F16 | DType::BF16)
+            && matches!(head_dim, 64 | 128)
+    }
+}
 
 /// One step's metadata in one device buffer of u32 (kept from step to step:
 /// [`StepBuffer`]): slots, positions and sequence indices per token, then
@@ -186,11 +223,13 @@ impl StepMeta {
         values: &Tensor,
         spec: &AttentionSpec,
         block_size: usize,
+        prefill: PrefillAttention,
     ) -> Result<Tensor> {
         let op = Attention {
             meta: self,
             spec: *spec,
             block_size,
+            prefill,
         };
         Ok(q.apply_op3_no_bwd(keys, values, &op)?)
     }
@@ -219,6 +258,7 @@ struct Attention<'a> {
     meta: &'a StepMeta,
     spec: AttentionSpec,
     block_size: usize,
+    prefill: PrefillAttention,
 }
 
 impl CustomOp3 for Attention<'_> {
@@ -316,9 +356,18 @@ impl CustomOp3 for Attention<'_> {
             && s.head_dim % 8 == 0
             && (1..=PREFILL_PAIRS).contains(&group)
         {
-            let name = format!("paged_prefill_{}_{per_lane}", suffix(keys.dtype())?);
-            let func = dev.get_or_load_custom_func(&name, MODULE, PTX)?;
-            let tq = PREFILL_PAIRS / group;
+            let (func, rows) = if self.prefill.flash(keys.dtype(), s.head_dim) {
+                let name = format!("flash_prefill_{}_{}", suffix(keys.dtype())?, s.head_dim);
+                let func = dev.get_or_load_custom_func(&name, FLASH_MODULE, FLASH_PTX)?;
+                (func, FLASH_ROWS)
+            } else {
+                let name = format!("paged_prefill_{}_{per_lane}", suffix(keys.dtype())?);
+                (
+                    dev.get_or_load_custom_func(&name, MODULE, PTX)?,
+                    PREFILL_PAIRS,
+                )
+            };
+            let tq = (rows / group).min(RUN);
             let subruns = RUN.div_ceil(tq);
             let cfg = LaunchConfig {
                 grid_dim: ((runs * subruns) as u32, s.n_kv_heads as u32, 1),
