@@ -15,9 +15,9 @@
 #          of the decode matmul kernels alone (GPU_NCU_KERNELS, ncu's -k:
 #          regex:mmvq by default, regex:mmvq8 for the 5-8-token ones)
 #   ncu-prefill  ncu's time of the prefill attention kernels of a 512-token
-#          prefill (GPU_NCU_PREFILL model), the default and each of GPU_PREFILL
+#          prefill (GPU_NCU_PREFILL model), with each of them
 #   bench  mlxr bench --device cuda (and llama-bench on the same files when
-#          llama.cpp was built: stage llama); GPU_PREFILL="simt" also times
+#          llama.cpp was built: stage llama); GPU_PREFILL="flash" also times
 #          pp512 with that prefill attention kernel
 #   batched  aggregate speed of 1, 8, 64 and 256 sequences served together:
 #          mlxr bench --parallel beside llama-batched-bench (GPU_BATCHED models;
@@ -168,10 +168,10 @@ if has ncu && [[ -x $WORK/bin/gpu ]] && command -v ncu >/dev/null; then
 fi
 
 # The prefill attention kernels of a 512-token prefill of GPU_NCU_PREFILL,
-# timed by ncu, with the default kernel and each of GPU_PREFILL.
+# timed by ncu, with each kernel.
 if has ncu-prefill && command -v ncu >/dev/null; then
     m=${GPU_NCU_PREFILL:-llama8b-f16}
-    for kernel in flash ${GPU_PREFILL:-}; do
+    for kernel in simt flash; do
         stage "ncu: prefill attention of $m, MLXR_CUDA_PREFILL=$kernel"
         MLXR_CUDA_PREFILL=$kernel timeout 200 ncu --clock-control none --csv --page details \
             --metrics gpu__time_duration.sum -k regex:prefill -c 64 \
