@@ -556,12 +556,17 @@ fn kquant_matmul(
                 (false, false) => q6k_tiles::<1, false>(group(g), [xrow(tok)])[0],
             }
         };
-        // SAFETY: as above (AVX2's tiled order: one exact sum per token, so
-        // four tokens share each line).
+        // SAFETY: as above (four tokens share each line: AVX2's tiled order,
+        // one exact sum per token, or AVX-512's gemv order).
         let four = |g: usize, tok: usize| unsafe {
-            q6k_tiles::<4, true>(group(g), std::array::from_fn(|j| xrow(tok + j)))
+            let ys = std::array::from_fn(|j| xrow(tok + j));
+            if avx512 {
+                q4k_tiles::x86::q6k_gemv_tiles::<4>(group(g), ys)
+            } else {
+                q6k_tiles::<4, true>(group(g), ys)
+            }
         };
-        let four: Four = (!avx512 && tiled).then_some(&four);
+        let four: Four = (avx512 != tiled).then_some(&four);
         // AVX-512's tiled order goes one token at a time.
         run_tiles(
             n_threads,
