@@ -114,20 +114,17 @@ mod tests {
             line.rsplit(' ').next().unwrap().parse().unwrap()
         };
         assert!(value("process_resident_memory_bytes ") > 1 << 20, "{text}");
+        // Other tests allocate and free meanwhile, so only a bound holds:
+        // the heap in use includes what this test holds.
         #[cfg(all(target_os = "linux", target_env = "gnu"))]
         {
-            let before = value("mlxr:heap_in_use_bytes ");
-            let held = std::hint::black_box(vec![1u8; 32 << 20]);
-            let after = super::process_memory();
-            let grown = after
+            let held = std::hint::black_box(vec![1u8; 64 << 20]);
+            let text = super::process_memory();
+            let heap = text
                 .lines()
-                .find(|l| l.starts_with("mlxr:heap_in_use_bytes "))
-                .unwrap();
-            let grown: u64 = grown.rsplit(' ').next().unwrap().parse().unwrap();
-            assert!(
-                grown >= before + (32 << 20) - (1 << 20),
-                "{before} -> {grown}"
-            );
+                .find_map(|l| l.strip_prefix("mlxr:heap_in_use_bytes "))
+                .unwrap_or_else(|| panic!("{text}"));
+            assert!(heap.parse::<u64>().unwrap() >= 64 << 20, "{text}");
             drop(held);
         }
     }
