@@ -13,7 +13,8 @@
 #   serve  mlxr serve --device cuda answering HTTP (plain, streamed, aborted)
 #   ncu    hardware counters of one decode step's kernels (GPU_NCU model) and
 #          of the decode matmul kernels alone (GPU_NCU_KERNELS, ncu's -k:
-#          regex:mmvq by default, regex:mmvq8 for the 5-8-token ones)
+#          regex:mmvq by default, regex:mmvq8 for the 5-8-token ones, none:
+#          skipped)
 #   ncu-prefill  ncu's time of the prefill attention kernels of a 512-token
 #          prefill (GPU_NCU_PREFILL model), with each of them
 #   bench  mlxr bench --device cuda (and llama-bench on the same files when
@@ -158,13 +159,15 @@ if has ncu && [[ -x $WORK/bin/gpu ]] && command -v ncu >/dev/null; then
             result FAIL "ncu $m (ncu-$m.err)"
         fi
     fi
-    stage "ncu: the decode matmul kernels of gpu --bench-kernels"
-    MLXR_BENCH_LAUNCHES=2 timeout 300 ncu --clock-control none --csv --page details \
-        -k "${GPU_NCU_KERNELS:-regex:mmvq}" \
-        --section SpeedOfLight --section Occupancy --section LaunchStats \
-        --metrics "dram__bytes_read.sum,gpu__time_duration.sum,$STALLS" \
-        "$WORK/bin/gpu" --bench-kernels >"$OUT/ncu-kernels.csv" 2>"$OUT/ncu-kernels.err" &&
-        python3 "$ROOT/scripts/ncu-summary.py" "$OUT/ncu-kernels.csv" | tee "$OUT/ncu-kernels.txt"
+    if [[ ${GPU_NCU_KERNELS:-} != none ]]; then
+        stage "ncu: the decode matmul kernels of gpu --bench-kernels"
+        MLXR_BENCH_LAUNCHES=2 timeout 300 ncu --clock-control none --csv --page details \
+            -k "${GPU_NCU_KERNELS:-regex:mmvq}" \
+            --section SpeedOfLight --section Occupancy --section LaunchStats \
+            --metrics "dram__bytes_read.sum,gpu__time_duration.sum,$STALLS" \
+            "$WORK/bin/gpu" --bench-kernels >"$OUT/ncu-kernels.csv" 2>"$OUT/ncu-kernels.err" &&
+            python3 "$ROOT/scripts/ncu-summary.py" "$OUT/ncu-kernels.csv" | tee "$OUT/ncu-kernels.txt"
+    fi
 fi
 
 # The prefill attention kernels of a 512-token prefill of GPU_NCU_PREFILL,

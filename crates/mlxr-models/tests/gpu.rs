@@ -66,9 +66,10 @@ const QUANTIZED_TOLERANCE: f32 = 0.15;
 /// CPU happens to land close).
 const EXACT_FACTOR: f32 = 2.0;
 /// Prefill attention on tensor cores (`flash_prefill`: queries and softmax
-/// weights rounded to the cache's 16-bit type) against the kernel with f32
-/// arithmetic (`paged_prefill`) on the same cache and weights.
-const FLASH_TOLERANCE: f32 = 1e-2;
+/// weights rounded to the cache's 16-bit type) may stray from the logits of
+/// an f32 cache (through `paged_prefill`, f32 arithmetic) this many times as
+/// far as `paged_prefill` on the same 16-bit cache does.
+const FLASH_FACTOR: f32 = 2.0;
 const BLOCK: usize = 16;
 const SEQS: usize = 4;
 const BLOCKS_PER_SEQ: usize = 6;
@@ -311,46 +312,55 @@ impl Pair<'_> {
         }
     }
 
-    /// A 300-token prompt in chunks of 100 on the device, once with each
-    /// prefill kernel, for f16 and bf16 caches; the largest difference of
-    /// their logits.
-    fn flash_against_simt(&self) -> f32 {
+    /// A 300-token prompt in chunks of 100 on the device: with an f32 cache
+    /// (`paged_prefill`), the reference, then with f16 and bf16 caches once
+    /// through each prefill kernel. Per cache type, the farthest rows of
+    /// flash's and simt's logits from the reference's.
+    fn flash_against_simt(&self) -> Vec<(DType, f32, f32)> {
         const BLOCKS: usize = 24;
         let vocab = self.dev.config().vocab_size;
         let table: Vec<Vec<u32>> = vec![(0..BLOCKS as u32).collect()];
         let tokens = prompt(300, 5, vocab);
-        let mut worst = 0f32;
-        for dtype in [DType::F16, DType::BF16] {
-            let [flash, simt] = [PrefillAttention::Flash, PrefillAttention::Simt].map(|kernel| {
-                let mut b =
-                    CudaBackend::new(geometry(self.dev, BLOCKS), dtype, &self.device).unwrap();
-                b.set_prefill(kernel);
-                let mut session = Session::with_tables(b, table.clone(), BLOCK);
-                tokens
-                    .chunks(100)
-                    .flat_map(|c| session.feed(self.dev, &[(0, c)]).unwrap().to_vec())
-                    .collect::<Vec<f32>>()
-            });
-            for (f, s) in flash.chunks_exact(vocab).zip(simt.chunks_exact(vocab)) {
-                worst = worst.max(rel_diff(f, s));
-            }
-        }
-        worst
+        let logits = |dtype: DType, kernel: PrefillAttention| {
+            let mut b = CudaBackend::new(geometry(self.dev, BLOCKS), dtype, &self.device).unwrap();
+            b.set_prefill(kernel);
+            let mut session = Session::with_tables(b, table.clone(), BLOCK);
+            tokens
+                .chunks(100)
+                .flat_map(|c| session.feed(self.dev, &[(0, c)]).unwrap().to_vec())
+                .collect::<Vec<f32>>()
+        };
+        let reference = logits(DType::F32, PrefillAttention::Simt);
+        let farthest = |got: &[f32]| {
+            got.chunks_exact(vocab)
+                .zip(reference.chunks_exact(vocab))
+                .map(|(g, r)| rel_diff(g, r))
+                .fold(0f32, f32::max)
+        };
+        [DType::F16, DType::BF16]
+            .into_iter()
+            .map(|dtype| {
+                let flash = farthest(&logits(dtype, PrefillAttention::Flash));
+                let simt = farthest(&logits(dtype, PrefillAttention::Simt));
+                (dtype, flash, simt)
+            })
+            .collect()
     }
 
     fn run(&self) -> Stats {
         let vocab = self.cpu.config().vocab_size;
         let mut stats = Stats::default();
         if !self.exact && self.device.is_cuda() {
-            let worst = self.flash_against_simt();
-            println!(
-                "{}: prefill attention, flash vs simt (f16 and bf16 caches): {worst:.2e} (tol {FLASH_TOLERANCE:.0e})",
-                self.label
-            );
-            stats.check(
-                &format!("flash prefill differs from simt by {worst:.2e}"),
-                worst <= FLASH_TOLERANCE,
-            );
+            for (dtype, flash, simt) in self.flash_against_simt() {
+                println!(
+                    "{}: prefill attention on a {dtype:?} cache vs an f32 one: flash {flash:.2e}, simt {simt:.2e} (flash within {FLASH_FACTOR}x simt)",
+                    self.label
+                );
+                stats.check(
+                    &format!("flash prefill ({dtype:?}) {flash:.2e} from the f32 cache's logits, simt {simt:.2e}"),
+                    flash <= FLASH_FACTOR * simt,
+                );
+            }
         }
         self.long_context(&mut stats);
         let (mut cpu, mut dev) = self.sessions();

@@ -321,6 +321,8 @@ pub struct PagedAttention {
     meta: Option<ops::StepMeta>,
     meta_buf: StepBuffer<u32>,
     host: Vec<u32>,
+    /// The decode kernel's merge counters ([`ops::StepMeta`]).
+    tickets: Tensor,
     prefill: PrefillAttention,
 }
 
@@ -336,14 +338,15 @@ impl PagedAttention {
                 "a KV cache of {dtype:?} (f16, bf16 or f32)"
             )));
         }
-        if kv.head_dim > ops::MAX_HEAD_DIM {
+        if kv.head_dim > ops::MAX_HEAD_DIM || kv.head_dim % 4 != 0 {
             return Err(ModelError::InvalidConfig(format!(
-                "head dimension {} (the CUDA attention kernel takes up to {})",
+                "head dimension {} (the CUDA attention kernel takes multiples of 4 up to {})",
                 kv.head_dim,
                 ops::MAX_HEAD_DIM
             )));
         }
         let (keys, values) = slot_caches(&kv, dtype, device)?;
+        let tickets = Tensor::zeros(ops::SPLIT_TOKENS * kv.n_kv_heads, DType::U32, device)?;
         Ok(Self {
             device: device.clone(),
             kv,
@@ -352,6 +355,7 @@ impl PagedAttention {
             meta: None,
             meta_buf: StepBuffer::default(),
             host: Vec::new(),
+            tickets,
             prefill: PrefillAttention::default(),
         })
     }
@@ -361,6 +365,7 @@ impl PagedAttention {
             step,
             &mut self.host,
             &mut self.meta_buf,
+            &self.tickets,
             &self.device,
         )?);
         Ok(())

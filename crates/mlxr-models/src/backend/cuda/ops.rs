@@ -28,9 +28,10 @@ const THREADS: u32 = 128;
 /// graph) serves every context.
 const MIN_CHUNK: usize = 16;
 const MAX_SPLITS: usize = 32;
-/// The most splits `attention_merge` combines (`MERGE_SPLITS` there).
-const _: () = assert!(MAX_SPLITS <= 64);
-const SPLIT_TOKENS: usize = 8;
+/// The most splits the last block of a (token, KV head) merges (a lane
+/// each).
+const _: () = assert!(MAX_SPLITS <= 32);
+pub const SPLIT_TOKENS: usize = 8;
 /// Steps of more tokens (prefill) take `paged_prefill`, which stages each
 /// run of a sequence's consecutive tokens' keys in shared memory once: runs
 /// of at most `RUN` tokens, each block `PREFILL_PAIRS / group` of them (the
@@ -42,17 +43,17 @@ const PREFILL_HEAD_DIM: usize = 128;
 /// `flash_prefill`'s rows (token, query head) a block (`FLASH_ROWS` there).
 const FLASH_ROWS: usize = 64;
 
-/// The kernel of prefill steps: with f32 arithmetic (`paged_prefill`, every
-/// cache type and head dimensions up to 128; the default) or on tensor
-/// cores (`flash_prefill`, f16 and bf16 caches, head dimensions 64 and 128;
-/// the rest fall back). The debug knob `MLXR_CUDA_PREFILL` (`simt`,
-/// `flash`) picks one. `flash_prefill` compiles but has not run on a GPU
-/// yet: it becomes the default once tests/gpu (which checks it against
-/// `paged_prefill`) passes on the H200 and it measures faster.
+/// The kernel of prefill steps: on tensor cores (`flash_prefill`, f16 and
+/// bf16 caches, head dimensions 64 and 128; the default, 5.8x
+/// `paged_prefill`'s speed on a Llama-8B-shaped pp512) or with f32
+/// arithmetic (`paged_prefill`, every cache type and head dimensions up to
+/// 128, where flash does not apply). The debug knob `MLXR_CUDA_PREFILL`
+/// (`simt`, `flash`) picks one; tests/gpu holds flash to simt's distance
+/// from an f32 cache.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum PrefillAttention {
-    Flash,
     #[default]
+    Flash,
     Simt,
 }
 
@@ -83,6 +84,10 @@ impl PrefillAttention {
 /// tables.
 pub struct StepMeta {
     buf: Tensor,
+    /// `SPLIT_TOKENS * n_kv_heads` u32 counters, 0 between launches: the
+    /// decode kernel's blocks of a (token, KV head) take a ticket each, the
+    /// last merges their splits and sets the counter back to 0.
+    tickets: Tensor,
     tokens: usize,
     seqs: usize,
     /// Runs for `paged_prefill` (0: the step takes the decode kernel).
@@ -94,6 +99,7 @@ impl StepMeta {
         step: &Step,
         host: &mut Vec<u32>,
         buf: &mut StepBuffer<u32>,
+        tickets: &Tensor,
         device: &Device,
     ) -> Result<Self> {
         let tokens = step.slots().len();
@@ -133,6 +139,7 @@ impl StepMeta {
         }
         Ok(Self {
             buf: buf.put(host, device)?,
+            tickets: tickets.clone(),
             tokens,
             seqs: step.seqs().len(),
             runs,
@@ -335,6 +342,14 @@ impl CustomOp3 for Attention<'_> {
         } else {
             1
         };
+        let (tickets, _) = self.meta.tickets.storage_and_layout();
+        let Storage::Cuda(tickets) = &*tickets else {
+            candle_core::bail!("attention tickets off the GPU");
+        };
+        let tickets = tickets.as_cuda_slice::<u32>()?;
+        if splits > 1 && tickets.len() < tokens * s.n_kv_heads {
+            candle_core::bail!("{} attention tickets for {tokens} tokens", tickets.len());
+        }
         // The splits' partial results: (max, sum) and the unnormalized
         // output per (token, head, split).
         let parts = if splits > 1 {
@@ -434,6 +449,7 @@ impl CustomOp3 for Attention<'_> {
                     .arg(&mut out)
                     .arg(&part_ml)
                     .arg(&part_acc)
+                    .arg(tickets)
                     .arg(&positions)
                     .arg(&token_seq)
                     .arg(&table_start)
@@ -459,25 +475,6 @@ impl CustomOp3 for Attention<'_> {
                 DType::F16 => launch!(half::f16),
                 DType::BF16 => launch!(half::bf16),
                 other => candle_core::bail!("a KV cache of {other:?}"),
-            }
-            if splits > 1 {
-                let merge = dev.get_or_load_custom_func("attention_merge", MODULE, PTX)?;
-                let splits32 = i32_of(splits)?;
-                let cfg = LaunchConfig {
-                    grid_dim: (tokens as u32, s.n_heads as u32, 1),
-                    block_dim: (s.head_dim as u32, 1, 1),
-                    shared_mem_bytes: 0,
-                };
-                let mut b = merge.builder();
-                b.arg(&part_ml)
-                    .arg(&part_acc)
-                    .arg(&mut out)
-                    .arg(&n_heads)
-                    .arg(&head_dim)
-                    .arg(&splits32);
-                // SAFETY: block (t, h) reads the splits of (t, h) and writes
-                // row t, head h of `out`.
-                unsafe { b.launch(cfg) }.w()?;
             }
         }
         Ok((

@@ -19,7 +19,10 @@
 // (steps of few tokens: decode, where (tokens, KV heads) alone would leave
 // most SMs idle) a token of context c takes S = min(max_splits, ceil(c /
 // min_chunk)) splits of ceil(c / S) keys each; split s writes its running
-// max, sum and unnormalized output, and attention_merge combines them.
+// max, sum and unnormalized output, and the last of the (token, KV head)'s
+// blocks to finish (a ticket counter per pair, which it sets back to 0)
+// combines them: no second launch (attention_merge took 6.8 µs a layer of
+// the Qwen2.5-1.5B shape's decode: bench/results/gpu-2026-12-04-s38.md).
 // S depends on the token's own context alone, so its result does not depend
 // on the rest of the batch.
 
@@ -67,6 +70,7 @@ template <typename T, int DPL, int NW>
 __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cache,
                        const T *__restrict__ v_cache, float *__restrict__ out,
                        float *__restrict__ part_ml, float *__restrict__ part_acc,
+                       uint32_t *__restrict__ tickets,
                        const uint32_t *__restrict__ positions, const uint32_t *__restrict__ token_seq,
                        const uint32_t *__restrict__ table_start,
                        const uint32_t *__restrict__ block_tables, int n_heads, int n_kv_heads,
@@ -181,7 +185,7 @@ __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cach
         const int h = kvh * group + g;
         if (splits == 1) {
             out[(size_t)t * n_heads * head_dim + h * head_dim + d] = den > 0.f ? num / den : 0.f;
-        } else {
+        } else if (split < own_splits) {
             const size_t at = ((size_t)t * n_heads + h) * splits + split;
             part_acc[at * head_dim + d] = num;
             if (d == 0) {
@@ -190,57 +194,60 @@ __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cach
             }
         }
     }
-}
+    if (splits == 1) return;
 
-// One block per (token, query head), a thread per dimension: the splits'
-// partial results (running max m, sum l, unnormalized output) into one.
-// The first warp reads every split's (m, l) at once and turns them into the
-// splits' weights, so the threads' loads of the outputs do not wait on each
-// other (a loop over the splits reading m then the output took 10.8 µs per
-// layer: bench/results/gpu-2026-12-03-s33.md). At most MERGE_SPLITS splits.
-#define MERGE_SPLITS 64
-extern "C" __global__ void attention_merge(const float *__restrict__ part_ml,
-                                           const float *__restrict__ part_acc,
-                                           float *__restrict__ out, int n_heads, int head_dim,
-                                           int splits) {
-    __shared__ float weight[MERGE_SPLITS];
-    __shared__ float inv_den;
-    const int t = blockIdx.x;
-    const int h = blockIdx.y;
-    const size_t base = ((size_t)t * n_heads + h) * splits;
-    if (threadIdx.x < 32) {
-        const int lane = threadIdx.x;
-        float ms[MERGE_SPLITS / 32], ls[MERGE_SPLITS / 32];
-        float mx = -INFINITY;
-#pragma unroll
-        for (int i = 0; i < MERGE_SPLITS / 32; ++i) {
-            const int s = lane + 32 * i;
-            ms[i] = s < splits ? part_ml[2 * (base + s)] : -INFINITY;
-            ls[i] = s < splits ? part_ml[2 * (base + s) + 1] : 0.f;
-            mx = fmaxf(mx, ms[i]);
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, o));
-        float den = 0.f;
-#pragma unroll
-        for (int i = 0; i < MERGE_SPLITS / 32; ++i) {
-            // A split past the token's keys has m = -inf: weight 0.
-            const float c = ms[i] == -INFINITY ? 0.f : __expf(ms[i] - mx);
-            if (lane + 32 * i < MERGE_SPLITS) weight[lane + 32 * i] = c;
-            den += ls[i] * c;
-        }
-        den = warp_sum(den);
-        if (lane == 0) inv_den = den > 0.f ? 1.f / den : 0.f;
+    // The last block of (t, kvh) to get here merges the splits.
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        uint32_t *ticket = tickets + (size_t)t * n_kv_heads + kvh;
+        last = atomicAdd(ticket, 1u) == (uint32_t)splits - 1;
+        if (last) *ticket = 0;
     }
     __syncthreads();
-    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-        float num = 0.f;
+    if (!last) return;
+    __threadfence();
+    // Per query head of the group (a warp each): the splits' weights (one
+    // a lane, at most 32 splits) and the sum's inverse.
+    __shared__ float weight[MAX_GROUP][32];
+    __shared__ float inv_den[MAX_GROUP];
+    for (int g = warp; g < group; g += NW) {
+        const size_t base = ((size_t)t * n_heads + kvh * group + g) * splits;
+        const float ms = lane < own_splits ? __ldcg(part_ml + 2 * (base + lane)) : -INFINITY;
+        const float ls = lane < own_splits ? __ldcg(part_ml + 2 * (base + lane) + 1) : 0.f;
+        float mx = ms;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, o));
+        // A split that saw no key has m = -inf: weight 0.
+        const float c = ms == -INFINITY ? 0.f : __expf(ms - mx);
+        weight[g][lane] = c;
+        const float den = warp_sum(ls * c);
+        if (lane == 0) inv_den[g] = den > 0.f ? 1.f / den : 0.f;
+    }
+    __syncthreads();
+    // Four dimensions a thread (head_dim is a multiple of 4), eight splits'
+    // loads in flight: one block does what a launch of a block per query
+    // head did. (Every split below own_splits wrote its entries; an empty
+    // one wrote 0 with weight 0.)
+    for (int idx = 4 * threadIdx.x; idx < group * head_dim; idx += 4 * blockDim.x) {
+        const int g = idx / head_dim;
+        const int d = idx % head_dim;
+        const int h = kvh * group + g;
+        const size_t base = ((size_t)t * n_heads + h) * splits;
+        float4 num = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll 8
-        for (int s = 0; s < splits; ++s) {
-            const float c = weight[s];
-            if (c != 0.f) num += part_acc[(base + s) * head_dim + d] * c;
+        for (int sp = 0; sp < own_splits; ++sp) {
+            const float c = weight[g][sp];
+            const float4 x = __ldcg(reinterpret_cast<const float4 *>(part_acc + (base + sp) * head_dim + d));
+            num.x += x.x * c;
+            num.y += x.y * c;
+            num.z += x.z * c;
+            num.w += x.w * c;
         }
-        out[((size_t)t * n_heads + h) * head_dim + d] = num * inv_den;
+        const float inv = inv_den[g];
+        *reinterpret_cast<float4 *>(out + (size_t)t * n_heads * head_dim + h * head_dim + d) =
+            make_float4(num.x * inv, num.y * inv, num.z * inv, num.w * inv);
     }
 }
 
@@ -466,11 +473,13 @@ __device__ void prefill(const float *__restrict__ q, const T *__restrict__ k_cac
 #define ATTEND(T, SUFFIX, DPL, NW)                                                              \
     extern "C" __global__ void __launch_bounds__(NW * 32) paged_attention_##SUFFIX##_##DPL(    \
         const float *q, const T *k_cache, const T *v_cache, float *out, float *part_ml,       \
-        float *part_acc, const uint32_t *positions, const uint32_t *token_seq,                \
+        float *part_acc, uint32_t *tickets, const uint32_t *positions,                        \
+        const uint32_t *token_seq,                                                            \
         const uint32_t *table_start, const uint32_t *block_tables, int n_heads,               \
         int n_kv_heads, int head_dim, int block_size, float scale, int window, float softcap, \
         int min_chunk, int max_splits) {                                                      \
-        attend<T, DPL, NW>(q, k_cache, v_cache, out, part_ml, part_acc, positions, token_seq, \
+        attend<T, DPL, NW>(q, k_cache, v_cache, out, part_ml, part_acc, tickets, positions,   \
+                           token_seq,                                                         \
                            table_start, block_tables, n_heads, n_kv_heads, head_dim,          \
                            block_size, scale, window, softcap, min_chunk, max_splits);        \
     }
