@@ -66,7 +66,12 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
 /// shows as growth of the second, not the first.
 fn process_memory() -> String {
     let mut out = String::new();
-    let page = 4096;
+    // /proc/self/statm counts pages (16 KiB ones on some aarch64 kernels).
+    #[cfg(unix)]
+    // SAFETY: sysconf only reads a system constant.
+    let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    #[cfg(not(unix))]
+    let page = 4096u64;
     if let Some(pages) = std::fs::read_to_string("/proc/self/statm")
         .ok()
         .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())

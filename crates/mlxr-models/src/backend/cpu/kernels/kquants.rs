@@ -237,7 +237,7 @@ pub mod x86 {
 
     /// Exact sum of 8 i32 lanes.
     #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
+    #[target_feature(enable = "avx2")]
     pub(in super::super) fn hsum_i32(v: __m256i) -> i32 {
         let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
         let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
