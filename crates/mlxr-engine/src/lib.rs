@@ -10,6 +10,7 @@
 //! - [`kv`]: KV block bookkeeping (block pool, prefix hashes, block tables).
 //! - [`metrics`]: counters and histograms in Prometheus' format.
 //! - [`device`]: `--device`, and which devices this build supports.
+//! - [`spec`]: speculative decoding's proposers (not wired in yet).
 
 pub mod byte_size;
 pub mod config;
@@ -24,6 +25,7 @@ pub mod metrics;
 pub mod request;
 pub mod scheduler;
 pub mod sequence;
+pub mod spec;
 
 pub use byte_size::ByteSize;
 pub use config::{EngineConfig, KvBudget, KvDtype};

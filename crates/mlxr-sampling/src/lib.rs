@@ -15,6 +15,9 @@ mod rng;
 mod sampler;
 #[cfg(test)]
 mod sampler_tests;
+mod speculative;
+#[cfg(test)]
+mod speculative_tests;
 mod stop;
 #[cfg(test)]
 mod stop_tests;
@@ -22,6 +25,7 @@ mod stop_tests;
 pub use error::SamplingError;
 pub use params::SamplingParams;
 pub use sampler::{Sampled, Sampler};
+pub use speculative::{Draft, Verified};
 pub use stop::{StopMatcher, StopUpdate};
 
 /// A vocabulary index.

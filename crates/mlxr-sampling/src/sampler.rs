@@ -74,17 +74,25 @@ impl Sampler {
     /// value. With no logit above -inf (or none at all) the result is token 0
     /// with logprob -inf.
     pub fn sample(&mut self, logits: &[f32], history: &[TokenId]) -> Sampled {
-        self.scores.clear();
-        self.scores.extend(logits.iter().map(|&l| clean(l)));
-        apply_logit_bias(&mut self.scores, &self.params.logit_bias);
-        apply_penalties(&mut self.scores, history, &self.params, &mut self.window);
-
+        self.prepare(logits, history);
         let token = if self.params.is_greedy() {
             argmax(&self.scores)
         } else {
             self.draw()
         };
+        self.report(token)
+    }
 
+    /// Logit bias and penalties on `logits`, into `self.scores`.
+    pub(crate) fn prepare(&mut self, logits: &[f32], history: &[TokenId]) {
+        self.scores.clear();
+        self.scores.extend(logits.iter().map(|&l| clean(l)));
+        apply_logit_bias(&mut self.scores, &self.params.logit_bias);
+        apply_penalties(&mut self.scores, history, &self.params, &mut self.window);
+    }
+
+    /// `token` with its logprobs (when asked for) under the prepared scores.
+    pub(crate) fn report(&mut self, token: TokenId) -> Sampled {
         let Some(k) = self.params.logprobs else {
             return Sampled {
                 token,
@@ -103,6 +111,58 @@ impl Sampler {
             logprob: Some(logprob(chosen, lse)),
             top_logprobs: top_logprobs(&self.scores, k, lse, &mut self.scratch),
         }
+    }
+
+    /// The distribution [`Self::draw`] samples from (greedy: all on the
+    /// argmax) over the prepared scores, dense and normalized, into `out`.
+    pub(crate) fn distribution(&mut self, out: &mut Vec<f32>) {
+        out.clear();
+        out.resize(self.scores.len(), 0.0);
+        let p = &self.params;
+        let inv_t = 1.0 / p.temperature;
+        let one_hot = |out: &mut Vec<f32>, scores: &[f32]| {
+            if let Some(x) = out.get_mut(argmax(scores) as usize) {
+                *x = 1.0;
+            }
+        };
+        if p.is_greedy() || !inv_t.is_finite() {
+            one_hot(out, &self.scores);
+            return;
+        }
+        if p.top_k == 0 && p.top_p >= 1.0 && p.min_p <= 0.0 {
+            let max = self
+                .scores
+                .iter()
+                .copied()
+                .fold(f32::NEG_INFINITY, f32::max);
+            if max == f32::NEG_INFINITY {
+                one_hot(out, &self.scores);
+                return;
+            }
+            tempered_weights(&self.scores, max, inv_t, out);
+        } else {
+            let cands = &mut self.candidates;
+            collect_top_k(&self.scores, p.top_k, cands);
+            if cands.is_empty() {
+                one_hot(out, &self.scores);
+                return;
+            }
+            candidates::top_p(cands, p.top_p, &mut self.weights);
+            candidates::min_p(cands, p.min_p);
+            let max = max_logit(cands);
+            for &(id, l) in cands.iter() {
+                out[id as usize] = fastexp::exp((l - max) * inv_t);
+            }
+        }
+        let total = fastexp::sum(out) as f32;
+        if total > 0.0 {
+            out.iter_mut().for_each(|w| *w /= total);
+        }
+    }
+
+    /// A uniform in [0, 1) from this sequence's stream.
+    pub(crate) fn uniform(&mut self) -> f64 {
+        self.rng.uniform()
     }
 
     /// top-k -> top-p -> min-p -> temperature -> draw, on `self.scores`.
@@ -153,7 +213,7 @@ fn tempered_weights(scores: &[f32], max: f32, inv_t: f32, out: &mut Vec<f32>) {
 
 /// Index drawn with probability proportional to `weights`, `u` uniform in
 /// [0, 1). `None` only when every weight is 0.
-fn pick(weights: &[f32], u: f64) -> Option<usize> {
+pub(crate) fn pick(weights: &[f32], u: f64) -> Option<usize> {
     let target = u * fastexp::sum(weights);
     let mut cumulative = 0.0;
     let mut last_positive = None;
@@ -171,7 +231,7 @@ fn pick(weights: &[f32], u: f64) -> Option<usize> {
 }
 
 /// Index of the largest score, the lowest index among equals.
-fn argmax(scores: &[f32]) -> TokenId {
+pub(crate) fn argmax(scores: &[f32]) -> TokenId {
     let mut best = 0;
     let mut best_score = f32::NEG_INFINITY;
     for (i, &s) in scores.iter().enumerate() {
