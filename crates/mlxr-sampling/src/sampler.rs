@@ -75,11 +75,7 @@ impl Sampler {
     /// with logprob -inf.
     pub fn sample(&mut self, logits: &[f32], history: &[TokenId]) -> Sampled {
         self.prepare(logits, history);
-        let token = if self.params.is_greedy() {
-            argmax(&self.scores)
-        } else {
-            self.draw()
-        };
+        let token = self.draw();
         self.report(token)
     }
 
@@ -117,41 +113,19 @@ impl Sampler {
     /// argmax) over the prepared scores, dense and normalized, into `out`.
     pub(crate) fn distribution(&mut self, out: &mut Vec<f32>) {
         out.clear();
-        out.resize(self.scores.len(), 0.0);
-        let p = &self.params;
-        let inv_t = 1.0 / p.temperature;
-        let one_hot = |out: &mut Vec<f32>, scores: &[f32]| {
-            if let Some(x) = out.get_mut(argmax(scores) as usize) {
-                *x = 1.0;
+        match self.support() {
+            Support::One(token) => {
+                out.resize(self.scores.len(), 0.0);
+                if let Some(x) = out.get_mut(token as usize) {
+                    *x = 1.0;
+                }
             }
-        };
-        if p.is_greedy() || !inv_t.is_finite() {
-            one_hot(out, &self.scores);
-            return;
-        }
-        if p.top_k == 0 && p.top_p >= 1.0 && p.min_p <= 0.0 {
-            let max = self
-                .scores
-                .iter()
-                .copied()
-                .fold(f32::NEG_INFINITY, f32::max);
-            if max == f32::NEG_INFINITY {
-                one_hot(out, &self.scores);
-                return;
-            }
-            tempered_weights(&self.scores, max, inv_t, out);
-        } else {
-            let cands = &mut self.candidates;
-            collect_top_k(&self.scores, p.top_k, cands);
-            if cands.is_empty() {
-                one_hot(out, &self.scores);
-                return;
-            }
-            candidates::top_p(cands, p.top_p, &mut self.weights);
-            candidates::min_p(cands, p.min_p);
-            let max = max_logit(cands);
-            for &(id, l) in cands.iter() {
-                out[id as usize] = fastexp::exp((l - max) * inv_t);
+            Support::Vocab => out.extend_from_slice(&self.weights),
+            Support::Candidates => {
+                out.resize(self.scores.len(), 0.0);
+                for (&(id, _), &w) in self.candidates.iter().zip(&self.weights) {
+                    out[id as usize] = w;
+                }
             }
         }
         let total = fastexp::sum(out) as f32;
@@ -165,44 +139,65 @@ impl Sampler {
         self.rng.uniform()
     }
 
-    /// top-k -> top-p -> min-p -> temperature -> draw, on `self.scores`.
+    /// A token from the prepared scores (see [`Self::support`]).
     fn draw(&mut self) -> TokenId {
+        match self.support() {
+            Support::One(token) => token,
+            Support::Vocab => {
+                let u = self.rng.uniform();
+                pick(&self.weights, u).map_or(0, |i| i as TokenId)
+            }
+            Support::Candidates => {
+                let u = self.rng.uniform();
+                let cands = &self.candidates;
+                pick(&self.weights, u).map_or(cands[0].0, |i| cands[i].0)
+            }
+        }
+    }
+
+    /// top-k -> top-p -> min-p -> temperature on `self.scores`: the tokens
+    /// a draw can pick and their unnormalized weights in `self.weights`.
+    fn support(&mut self) -> Support {
         let p = &self.params;
         let inv_t = 1.0 / p.temperature;
-        if !inv_t.is_finite() {
-            // A subnormal temperature: the limit is greedy.
-            return argmax(&self.scores);
+        // A subnormal temperature: the limit is greedy.
+        if p.is_greedy() || !inv_t.is_finite() {
+            return Support::One(argmax(&self.scores));
         }
         if p.top_k == 0 && p.top_p >= 1.0 && p.min_p <= 0.0 {
-            // Nothing to truncate: draw straight from the scores.
+            // Nothing to truncate: weights straight from the scores.
             let max = self
                 .scores
                 .iter()
                 .copied()
                 .fold(f32::NEG_INFINITY, f32::max);
             if max == f32::NEG_INFINITY {
-                return 0;
+                return Support::One(0);
             }
             tempered_weights(&self.scores, max, inv_t, &mut self.weights);
-            let u = self.rng.uniform();
-            return pick(&self.weights, u).map_or(0, |i| i as TokenId);
+            return Support::Vocab;
         }
-
         let cands = &mut self.candidates;
         collect_top_k(&self.scores, p.top_k, cands);
         if cands.is_empty() {
-            return 0;
+            return Support::One(0);
         }
         candidates::top_p(cands, p.top_p, &mut self.weights);
         candidates::min_p(cands, p.min_p);
-
         let max = max_logit(cands);
         self.weights.clear();
         self.weights
             .extend(cands.iter().map(|&(_, l)| fastexp::exp((l - max) * inv_t)));
-        let u = self.rng.uniform();
-        pick(&self.weights, u).map_or(cands[0].0, |i| cands[i].0)
+        Support::Candidates
     }
+}
+
+/// What [`Sampler::support`] leaves a draw: one token, or weights in
+/// `Sampler::weights` per vocabulary id or per `Sampler::candidates` entry.
+enum Support {
+    One(TokenId),
+    Vocab,
+    Candidates,
 }
 
 /// Softmax weights at temperature 1/inv_t, unnormalised: exp((l - max) * inv_t).

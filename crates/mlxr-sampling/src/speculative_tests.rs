@@ -177,6 +177,14 @@ fn first_tokens(
     counts
 }
 
+/// `k` draft distributions that disagree with `p`: most mass on the tokens
+/// the target likes least.
+fn disagreeing(p: &[f32], k: usize) -> Vec<Vec<f32>> {
+    let w: Vec<f32> = p.iter().map(|&x| 1.0 - x + 0.05).collect();
+    let total: f32 = w.iter().sum();
+    vec![w.iter().map(|x| x / total).collect(); k]
+}
+
 fn verifier(s: &mut Sampler, logits: &[&[f32]], history: &[TokenId], d: Draft) -> TokenId {
     s.verify(logits, history, d).tokens[0].token
 }
@@ -188,14 +196,7 @@ fn sampled_steps_follow_the_target_distribution() {
         let params = sampled(top_k);
         let logits = rows(3, 6, seed);
         let p = target(&params, &logits[0], &history);
-        // A draft that disagrees: mass on the tokens the target likes least.
-        let q: Vec<Vec<f32>> = (0..2)
-            .map(|_| {
-                let w: Vec<f32> = p.iter().map(|&x| 1.0 - x + 0.05).collect();
-                let s: f32 = w.iter().sum();
-                w.iter().map(|x| x / s).collect()
-            })
-            .collect();
+        let q = disagreeing(&p, 2);
         for with_probs in [true, false] {
             let counts = first_tokens(&params, &logits, &history, &q, with_probs, verifier);
             let (stat, df) = chi_square(&counts, &p);
@@ -217,13 +218,7 @@ fn the_test_rejects_a_wrong_rule() {
     let params = sampled(0);
     let logits = rows(3, 6, 5);
     let p = target(&params, &logits[0], &history);
-    let q: Vec<Vec<f32>> = (0..2)
-        .map(|_| {
-            let w: Vec<f32> = p.iter().map(|&x| 1.0 - x + 0.05).collect();
-            let s: f32 = w.iter().sum();
-            w.iter().map(|x| x / s).collect()
-        })
-        .collect();
+    let q = disagreeing(&p, 2);
     let wrong = |s: &mut Sampler, _: &[&[f32]], _: &[TokenId], d: Draft| {
         let x = d.tokens[0];
         let qx = d.probs.unwrap()[0][x as usize];
