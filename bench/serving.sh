@@ -11,6 +11,9 @@
 #   bench/serving.sh -c 4 -t 1 -r 1 -m path/to/model.gguf -o /tmp/serving.md
 #   bench/serving.sh --isa avx2             llama-server built for AVX2 (GGML_NATIVE=OFF),
 #                                           mlxr under MLXR_CPU_ISA=avx2
+#   bench/serving.sh --mlxr-args "--spec-type ngram" --compare-plain
+#                                           mlxr with these serve flags against mlxr
+#                                           without them (instead of llama-server)
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -18,7 +21,7 @@ cd "$root"
 # shellcheck source=bench/host.sh
 source bench/host.sh
 
-out="" streams=16 threads=2 rounds=2 max_tokens=128 per_client=2 ctx_per_slot=512 isa=""
+out="" streams=16 threads=2 rounds=2 max_tokens=128 per_client=2 ctx_per_slot=512 isa="" mlxr_args="" compare_plain=0
 model="${MLXR_MODELS_DIR:-$HOME/.cache/mlxr/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -29,8 +32,10 @@ while [ $# -gt 0 ]; do
     --requests-per-client) per_client="$2"; shift 2 ;;
     -m|--model) model="$2"; shift 2 ;;
     --isa) isa="$2"; shift 2 ;;
+    --mlxr-args) mlxr_args="$2"; shift 2 ;;
+    --compare-plain) compare_plain=1; shift ;;
     -o|--out) out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -79,15 +84,16 @@ wait_ready() {  # url
   echo "server at $1 not ready after 60 s" >&2; exit 1
 }
 
-run_mlxr() {  # round
-  local port=18435
-  MLXR_HOME="$work/home" "$MLXR" serve -m "$model" --name bench \
+run_mlxr() {  # round [plain]
+  local port=18435 label="mlxr${mlxr_args:+ $mlxr_args}" args=($mlxr_args)
+  if [ "${2:-}" = plain ]; then label="mlxr" args=(); fi
+  MLXR_HOME="$work/home" "$MLXR" serve -m "$model" --name bench "${args[@]}" \
     -t "$threads" --max-num-seqs "$streams" --host "127.0.0.1:$port" > "$work/server.log" 2>&1 &
   server_pid=$!
   wait_ready "http://127.0.0.1:$port"
-  "$PY" bench/serving.py --url "http://127.0.0.1:$port" --model bench --label mlxr \
+  "$PY" bench/serving.py --url "http://127.0.0.1:$port" --model bench --label "$label" \
     -c "$streams" --requests-per-client "$per_client" --max-tokens "$max_tokens" \
-    --json-out "$work/mlxr-$1.json" >&2
+    --json-out "$work/mlxr-${2:-args}-$1.json" >&2
   stop_server
 }
 
@@ -106,19 +112,25 @@ run_llama() {  # round
 load_before="$(load_avg)"
 for round in $(seq 1 "$rounds"); do
   echo "[serving] round $round/$rounds (load $(load_avg | cut -d' ' -f1))" >&2
-  if [ $((round % 2)) -eq 1 ]; then run_mlxr "$round"; run_llama "$round"; else run_llama "$round"; run_mlxr "$round"; fi
+  if [ "$compare_plain" = 1 ]; then
+    if [ $((round % 2)) -eq 1 ]; then run_mlxr "$round"; run_mlxr "$round" plain; else run_mlxr "$round" plain; run_mlxr "$round"; fi
+  elif [ $((round % 2)) -eq 1 ]; then run_mlxr "$round"; run_llama "$round"; else run_llama "$round"; run_mlxr "$round"; fi
 done
 load_after="$(load_avg)"
 
 out="${out:-bench/results/serving-$(date +%Y-%m-%d).md}"
 mkdir -p bench/results
 {
-  echo "# Serving benchmark: mlxr serve vs llama-server, $(date +%Y-%m-%d)"
+  if [ "$compare_plain" = 1 ]; then
+    echo "# Serving benchmark: mlxr serve $mlxr_args vs mlxr serve, $(date +%Y-%m-%d)"
+  else
+    echo "# Serving benchmark: mlxr serve vs llama-server, $(date +%Y-%m-%d)"
+  fi
   echo
   echo "$built;" \
     "llama.cpp \`$LLAMA_CPP_COMMIT\` ($LLAMA_BUILD_NOTE)${isa:+, mlxr under \`MLXR_CPU_ISA=$isa\`}; $(cpu_cores);" \
     "load average (1, 5, 15 min) $load_before before, $load_after after;" \
-    "command: \`bench/serving.sh ${isa:+--isa $isa }-c $streams -t $threads -r $rounds -n $max_tokens\`."
+    "command: \`bench/serving.sh ${isa:+--isa $isa }${mlxr_args:+--mlxr-args '$mlxr_args' }$([ "$compare_plain" = 1 ] && echo '--compare-plain ')-c $streams -t $threads -r $rounds -n $max_tokens\`."
   echo
   cpu_flags_line
   echo
@@ -126,10 +138,10 @@ mkdir -p bench/results
     "(/v1/chat/completions, distinct short prompts, temperature 0, max_tokens $max_tokens, ignore_eos), after one" \
     "untimed warm-up request; $rounds rounds, each server started afresh per round, the order alternating." \
     "\`mlxr serve -t $threads --max-num-seqs $streams\` (defaults otherwise: 512 tokens per step, 1 GiB f16 KV);" \
-    "\`llama-server -np $streams -t $threads -c $((streams * ctx_per_slot))\` (defaults otherwise)." \
+    "$([ "$compare_plain" = 1 ] && echo "Against the same \`mlxr serve\` with \`$mlxr_args\`." || echo "\`llama-server -np $streams -t $threads -c $((streams * ctx_per_slot))\` (defaults otherwise).")" \
     "tok/s: mean ± sd over rounds; latencies pooled over all rounds."
   echo
-  "$PY" - "$work" <<'PY'
+  "$PY" - "$work" "$mlxr_args" <<'PY'
 import glob, json, os, sys
 sys.path.insert(0, "bench")
 from serving import summarize
@@ -137,9 +149,13 @@ runs = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(sys.argv[1], "
 means = summarize(runs)
 ours = [v for k, v in means.items() if k == "mlxr"]
 ref = [v for k, v in means.items() if k.startswith("llama-server")]
+with_args = [v for k, v in means.items() if sys.argv[2] and k == f"mlxr {sys.argv[2]}"]
 if ours and ref:
     print()
     print(f"**Output tok/s ratio, mlxr / llama-server: {ours[0] / ref[0]:.2f}×**")
+elif ours and with_args:
+    print()
+    print(f"**Output tok/s ratio, mlxr {sys.argv[2]} / mlxr: {with_args[0] / ours[0]:.2f}×**")
 PY
 } > "$out.tmp"
 mv "$out.tmp" "$out"

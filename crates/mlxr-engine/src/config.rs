@@ -1,5 +1,6 @@
 //! How an engine is sized: KV memory, block size, batch limits.
 
+use crate::spec::Speculation;
 use crate::DeviceChoice;
 use std::fmt;
 use std::str::FromStr;
@@ -130,6 +131,15 @@ pub struct EngineConfig {
     pub long_prefill_token_threshold: usize,
     /// Reuse the KV of shared prompt prefixes across requests.
     pub prefix_caching: bool,
+    /// How requests that say nothing speculate.
+    pub speculation: Speculation,
+    /// A model with the target's vocabulary that drafts for requests with
+    /// `speculative.type: draft`, loaded with the engine onto its device;
+    /// its KV cache shares the budget and the block ids.
+    pub draft_model: Option<std::path::PathBuf>,
+    /// Steps in which more sequences than this decode verify no drafts:
+    /// the batch already keeps the hardware busy.
+    pub spec_disable_batch: usize,
 }
 
 impl Default for EngineConfig {
@@ -143,6 +153,9 @@ impl Default for EngineConfig {
             max_num_seqs: 64,
             long_prefill_token_threshold: 256,
             prefix_caching: true,
+            speculation: Speculation::default(),
+            draft_model: None,
+            spec_disable_batch: 4,
         }
     }
 }

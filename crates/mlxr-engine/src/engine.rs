@@ -14,6 +14,7 @@ use crate::kv::SeqId;
 use crate::metrics::{EngineGauges, EngineMetrics};
 use crate::scheduler::{ScheduledChunk, Scheduler};
 use crate::sequence::{Sequence, Step};
+use crate::spec::draft_model::DraftModel;
 use crate::LoadedModel;
 
 pub(crate) enum Command {
@@ -36,6 +37,10 @@ pub(crate) struct EngineLoop {
     pub seq_limit: usize,
     /// The current step's batch and metadata, reused every step.
     pub step: ForwardStep,
+    /// One chunk's tokens, its draft included, while the step is built.
+    pub draft_tokens: Vec<u32>,
+    /// The draft model, with its own runner and KV cache (same block ids).
+    pub draft: Option<DraftModel>,
 }
 
 impl EngineLoop {
@@ -135,11 +140,17 @@ impl EngineLoop {
     }
 
     fn step(&mut self) {
-        let chunks = self.scheduler.schedule();
+        let mut chunks = self.scheduler.schedule();
         if chunks.is_empty() {
             // Admission checks make this unreachable; never spin on it.
             std::thread::sleep(std::time::Duration::from_millis(1));
             return;
+        }
+        if let Some(draft) = &mut self.draft {
+            if let Err(e) = draft.draft(&mut self.scheduler, &mut chunks, self.block_size) {
+                self.fail_chunks(&chunks, &format!("draft model: {e}"));
+                return;
+            }
         }
         let mut step = std::mem::take(&mut self.step);
         step.clear();
@@ -149,11 +160,12 @@ impl EngineLoop {
                 .seq(c.seq)
                 .expect("scheduled sequences exist");
             let table = self.scheduler.block_table(c.seq).iter().map(|b| b.0);
-            step.push(
-                &seq.tokens[c.start_pos..c.start_pos + c.len],
-                c.start_pos,
-                table,
-            );
+            let end = c.start_pos + c.len - c.draft;
+            self.draft_tokens.clear();
+            self.draft_tokens
+                .extend_from_slice(&seq.tokens[c.start_pos..end]);
+            self.draft_tokens.extend_from_slice(&seq.draft[..c.draft]);
+            step.push_scored(&self.draft_tokens, c.start_pos, table, 1 + c.draft);
         }
         let model = self.model.clone();
         let mut runner = self
@@ -166,33 +178,43 @@ impl EngineLoop {
         };
         match logits {
             Ok(rows) => self.process_outputs(&chunks, rows),
-            Err(e) => {
-                let message = format!("forward pass failed: {e}");
-                for c in &chunks {
-                    self.scheduler.remove(c.seq);
-                    if let Some(tx) = self.streams.remove(&c.seq) {
-                        let _ = tx.send(Event::Error(message.clone()));
-                    }
-                }
-            }
+            Err(e) => self.fail_chunks(&chunks, &format!("forward pass failed: {e}")),
         }
         self.runner = Some(runner);
         self.step = step;
     }
 
-    /// `logits`: `[chunks.len(), vocab]`, row-major.
+    /// The requests of `chunks` end with an error event.
+    fn fail_chunks(&mut self, chunks: &[ScheduledChunk], message: &str) {
+        for c in chunks {
+            self.scheduler.remove(c.seq);
+            if let Some(tx) = self.streams.remove(&c.seq) {
+                let _ = tx.send(Event::Error(message.to_string()));
+            }
+        }
+    }
+
+    /// `logits`: one row per chunk, `1 + draft` for a chunk that verifies
+    /// a draft, `[rows, vocab]` row-major.
     fn process_outputs(&mut self, chunks: &[ScheduledChunk], logits: &[f32]) {
         let vocab = self.model.model.config().vocab_size;
-        for (chunk, row) in chunks.iter().zip(logits.chunks_exact(vocab)) {
-            self.scheduler.chunk_computed(chunk);
+        let mut rows = logits.chunks_exact(vocab);
+        for chunk in chunks {
+            let chunk_rows: Vec<&[f32]> = rows.by_ref().take(1 + chunk.draft).collect();
             if !chunk.samples {
+                self.scheduler.chunk_computed(chunk, 0);
                 continue;
             }
             let Some(seq) = self.scheduler.seq_mut(chunk.seq) else {
                 continue;
             };
             let previous = seq.last_token_at();
-            let step = seq.sample(row, &self.model.tokenizer, self.seq_limit);
+            let (steps, accepted) = if chunk.draft == 0 {
+                let step = seq.sample(chunk_rows[0], &self.model.tokenizer, self.seq_limit);
+                (vec![step], 0)
+            } else {
+                seq.verify(&chunk_rows, &self.model.tokenizer, self.seq_limit)
+            };
             let now = Instant::now();
             match previous {
                 Some(t) => self
@@ -204,20 +226,26 @@ impl EngineLoop {
                     self.metrics.add_prompt_tokens(seq.prompt_len);
                 }
             }
-            self.metrics.add_generation_tokens(1);
-            let (token, done) = match step {
-                Step::Continue(event) => (Some(event), None),
-                Step::Finished(event, done) => (event, Some(done)),
-            };
-            if let (Some(event), Some(tx)) = (token, self.streams.get(&chunk.seq)) {
-                let _ = tx.send(event);
+            self.metrics.add_generation_tokens(steps.len());
+            if chunk.draft > 0 {
+                self.metrics.observe_draft(chunk.draft, accepted);
             }
-            if let Some(done) = done {
-                let seq = self
-                    .scheduler
-                    .remove(chunk.seq)
-                    .expect("sequence sampled above");
-                self.finished(&seq, done);
+            self.scheduler.chunk_computed(chunk, accepted);
+            for step in steps {
+                let (token, done) = match step {
+                    Step::Continue(event) => (Some(event), None),
+                    Step::Finished(event, done) => (event, Some(done)),
+                };
+                if let (Some(event), Some(tx)) = (token, self.streams.get(&chunk.seq)) {
+                    let _ = tx.send(event);
+                }
+                if let Some(done) = done {
+                    let seq = self
+                        .scheduler
+                        .remove(chunk.seq)
+                        .expect("sequence sampled above");
+                    self.finished(&seq, done);
+                }
             }
         }
     }

@@ -46,6 +46,8 @@ pub enum EngineError {
     Thread(#[source] std::io::Error),
     #[error("{0}")]
     Request(String),
+    #[error("{0}")]
+    Speculation(String),
     #[error("the prompt is empty")]
     EmptyPrompt,
     #[error(transparent)]

@@ -43,6 +43,10 @@ pub struct Timings {
     pub prompt_ms: f64,
     pub predicted_n: usize,
     pub predicted_ms: f64,
+    /// Speculative decoding: draft tokens verified, and those that stood
+    /// (llama-server's names).
+    pub draft_n: usize,
+    pub draft_n_accepted: usize,
 }
 
 impl Timings {

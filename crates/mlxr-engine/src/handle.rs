@@ -19,7 +19,29 @@ use crate::metrics::EngineMetrics;
 use crate::request::GenerateRequest;
 use crate::scheduler::Scheduler;
 use crate::sequence::Sequence;
+use crate::spec::draft_model::{check_compatible, DraftModel};
+use crate::spec::{SpecType, Speculation};
+use crate::DeviceChoice;
 use crate::{EngineError, LoadedModel};
+
+/// The model's forward pass with a KV cache of `num_blocks` blocks, on the
+/// backend of the device its weights are on.
+fn runner_for(
+    lm: &LoadedModel,
+    num_blocks: usize,
+    block_size: usize,
+    dtype: candle_core::DType,
+) -> Result<Box<dyn StepRunner>, EngineError> {
+    let kv = KvGeometry::new(lm.model.config(), num_blocks, block_size);
+    Ok(match lm.model.device() {
+        Device::Cpu => Box::new(ModelRunner::new(CpuBackend::new(kv, dtype)?)),
+        #[cfg(feature = "cuda")]
+        device @ Device::Cuda(_) => Box::new(ModelRunner::new(
+            mlxr_models::backend::cuda::CudaBackend::new(kv, dtype, device)?,
+        )),
+        device => Box::new(ModelRunner::new(ReferenceBackend::new(kv, device)?)),
+    })
+}
 
 /// Identifies a submitted request.
 pub type RequestId = SeqId;
@@ -39,21 +61,31 @@ struct Shared {
     seq_limit: usize,
     num_blocks: usize,
     block_size: usize,
+    speculation: Speculation,
+    /// A draft model is loaded (`speculative.type: draft` is possible).
+    has_draft: bool,
 }
 
 impl EngineHandle {
     /// Allocates the KV cache from `config.kv_budget` and starts the engine thread.
     pub fn start(model: Arc<LoadedModel>, config: EngineConfig) -> Result<Self, EngineError> {
-        let cfg = model.model.config();
         let dtype = config.kv_dtype.dtype();
         let block_size = config.block_size.max(1);
-        let per_block = PagedKvStore::bytes_per_block(
-            cfg.n_layers,
-            block_size,
-            cfg.n_kv_heads,
-            cfg.head_dim,
-            dtype,
-        ) as u64;
+        let draft = match &config.draft_model {
+            Some(path) => {
+                let device = DeviceChoice::of(model.model.device());
+                let draft = LoadedModel::load_on(path, Some(model.context_size), device)?;
+                check_compatible(&model, &draft)?;
+                Some(Arc::new(draft))
+            }
+            None => None,
+        };
+        let block_bytes = |lm: &LoadedModel| {
+            let c = lm.model.config();
+            PagedKvStore::bytes_per_block(c.n_layers, block_size, c.n_kv_heads, c.head_dim, dtype)
+                as u64
+        };
+        let per_block = block_bytes(&model) + draft.as_deref().map_or(0, block_bytes);
         // More than every sequence at full context would be wasted.
         let useful = (config.max_num_seqs.max(1) * model.context_size.div_ceil(block_size)) as u64;
         let num_blocks =
@@ -64,16 +96,20 @@ impl EngineHandle {
                 block_bytes: per_block,
             });
         }
-        let kv = KvGeometry::new(cfg, num_blocks, block_size);
-        let runner: Box<dyn StepRunner> = match model.model.device() {
-            Device::Cpu => Box::new(ModelRunner::new(CpuBackend::new(kv, dtype)?)),
-            #[cfg(feature = "cuda")]
-            device @ Device::Cuda(_) => Box::new(ModelRunner::new(
-                mlxr_models::backend::cuda::CudaBackend::new(kv, dtype, device)?,
+        let runner = runner_for(&model, num_blocks, block_size, dtype)?;
+        let draft = match draft {
+            Some(lm) => Some(DraftModel::new(
+                lm.clone(),
+                runner_for(&lm, num_blocks, block_size, dtype)?,
             )),
-            device => Box::new(ModelRunner::new(ReferenceBackend::new(kv, device)?)),
+            None => None,
         };
-        let seq_limit = model.context_size.min(num_blocks * block_size);
+        let seq_limit = draft
+            .as_ref()
+            .map_or(model.context_size, |d| d.model.context_size)
+            .min(model.context_size)
+            .min(num_blocks * block_size);
+        let has_draft = draft.is_some();
         let metrics = Arc::new(EngineMetrics::default());
         let (commands, rx) = mpsc::channel();
         let engine = EngineLoop {
@@ -86,6 +122,8 @@ impl EngineHandle {
             metrics: metrics.clone(),
             seq_limit,
             step: Default::default(),
+            draft_tokens: Vec::new(),
+            draft,
         };
         std::thread::Builder::new()
             .name("mlxr-engine".into())
@@ -99,6 +137,8 @@ impl EngineHandle {
                 seq_limit,
                 num_blocks,
                 block_size,
+                speculation: config.speculation,
+                has_draft,
             }),
             commands,
         })
@@ -164,8 +204,20 @@ impl EngineHandle {
             Some(n) => n,
             None => room,
         };
+        let speculation = self.shared.speculation.with(&req.speculation);
+        speculation.validate().map_err(EngineError::Speculation)?;
+        if speculation.spec_type == SpecType::Draft
+            && speculation.n_max > 0
+            && !self.shared.has_draft
+        {
+            return Err(EngineError::Speculation(
+                "speculative.type draft needs a draft model, and none is loaded (start with \
+                 --model-draft FILE); speculative.type ngram needs none"
+                    .into(),
+            ));
+        }
         let id = SeqId(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
-        let mut seq = Sequence::new(id, req, prompt.clone(), max_tokens)?;
+        let mut seq = Sequence::new(id, req, prompt.clone(), max_tokens, speculation)?;
         let (tx, rx) = unbounded_channel();
         if max_tokens == 0 {
             let _ = tx.send(seq.finish(FinishReason::Length, false));

@@ -10,7 +10,8 @@
 //! - [`kv`]: KV block bookkeeping (block pool, prefix hashes, block tables).
 //! - [`metrics`]: counters and histograms in Prometheus' format.
 //! - [`device`]: `--device`, and which devices this build supports.
-//! - [`spec`]: speculative decoding's proposers (not wired in yet).
+//! - [`spec`]: speculative decoding (prompt lookup drafts, verified in
+//!   the sequence's next step).
 
 pub mod byte_size;
 pub mod config;
@@ -36,6 +37,7 @@ pub use handle::{EngineHandle, Generation, RequestId, RequestStream};
 pub use loaded_model::LoadedModel;
 pub use metrics::EngineMetrics;
 pub use request::{tokenize_prompt, GenerateRequest, Prompt};
+pub use spec::{SpecOverrides, SpecType, Speculation};
 
 pub use mlxr_sampling::SamplingParams;
 pub use mlxr_template::ChatMessage;

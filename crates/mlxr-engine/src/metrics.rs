@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::events::FinishReason;
+use crate::spec::MAX_DRAFT_TOKENS;
 
 /// Latency buckets in seconds (vLLM's TTFT buckets, trimmed).
 const LATENCY_BUCKETS: &[f64] = &[
@@ -24,6 +25,11 @@ pub struct EngineMetrics {
     preemptions: AtomicU64,
     prompt_tokens: AtomicU64,
     generation_tokens: AtomicU64,
+    spec_drafts: AtomicU64,
+    spec_draft_tokens: AtomicU64,
+    spec_accepted_tokens: AtomicU64,
+    /// Position `i`: drafts whose token `i` stood.
+    spec_accepted_per_pos: [AtomicU64; MAX_DRAFT_TOKENS],
     finished: [AtomicU64; 3],
     ttft: Histogram,
     inter_token: Histogram,
@@ -74,6 +80,29 @@ impl EngineMetrics {
     pub fn add_generation_tokens(&self, n: usize) {
         self.generation_tokens
             .fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// A step verified `drafted` draft tokens of one sequence; the first
+    /// `accepted` stood.
+    pub fn observe_draft(&self, drafted: usize, accepted: usize) {
+        let relaxed = Ordering::Relaxed;
+        self.spec_drafts.fetch_add(1, relaxed);
+        self.spec_draft_tokens.fetch_add(drafted as u64, relaxed);
+        self.spec_accepted_tokens
+            .fetch_add(accepted as u64, relaxed);
+        for pos in &self.spec_accepted_per_pos[..accepted.min(MAX_DRAFT_TOKENS)] {
+            pos.fetch_add(1, relaxed);
+        }
+    }
+
+    /// Speculative decoding so far: `(drafts, draft tokens, accepted tokens)`.
+    pub fn spec_counts(&self) -> (u64, u64, u64) {
+        let relaxed = Ordering::Relaxed;
+        (
+            self.spec_drafts.load(relaxed),
+            self.spec_draft_tokens.load(relaxed),
+            self.spec_accepted_tokens.load(relaxed),
+        )
     }
 
     pub fn observe_ttft(&self, seconds: f64) {
@@ -142,6 +171,21 @@ impl EngineMetrics {
                 "Tokens generated.",
                 self.generation_tokens.load(Ordering::Relaxed),
             ),
+            (
+                "spec_decode_num_drafts",
+                "Speculative steps of one sequence (with at least one draft token).",
+                self.spec_drafts.load(Ordering::Relaxed),
+            ),
+            (
+                "spec_decode_num_draft_tokens",
+                "Draft tokens verified.",
+                self.spec_draft_tokens.load(Ordering::Relaxed),
+            ),
+            (
+                "spec_decode_num_accepted_tokens",
+                "Draft tokens that stood.",
+                self.spec_accepted_tokens.load(Ordering::Relaxed),
+            ),
         ];
         for (name, help, value) in counters {
             metric(
@@ -151,6 +195,22 @@ impl EngineMetrics {
                 format!("mlxr:{name}_total {value}\n"),
             );
         }
+        let mut per_pos = String::new();
+        for (i, n) in self.spec_accepted_per_pos.iter().enumerate() {
+            let n = n.load(Ordering::Relaxed);
+            if n > 0 || i == 0 {
+                let _ = writeln!(
+                    per_pos,
+                    "mlxr:spec_decode_num_accepted_tokens_per_pos_total{{position=\"{i}\"}} {n}"
+                );
+            }
+        }
+        metric(
+            "spec_decode_num_accepted_tokens_per_pos_total",
+            "counter",
+            "Drafts whose token at this position stood.",
+            per_pos,
+        );
         let mut success = String::new();
         for reason in [
             FinishReason::Stop,
@@ -270,6 +330,8 @@ mod tests {
             preemptions: 3,
         });
         m.add_generation_tokens(7);
+        m.observe_draft(4, 2);
+        m.observe_draft(3, 0);
         m.observe_ttft(0.003);
         m.observe_ttft(0.3);
         m.observe_ttft(1000.0);
@@ -280,6 +342,10 @@ mod tests {
             "mlxr:num_requests_waiting 1",
             "mlxr:kv_cache_usage_perc 0.5",
             "mlxr:prefix_cache_hits_total 32",
+            "mlxr:spec_decode_num_drafts_total 2",
+            "mlxr:spec_decode_num_draft_tokens_total 7",
+            "mlxr:spec_decode_num_accepted_tokens_total 2",
+            "mlxr:spec_decode_num_accepted_tokens_per_pos_total{position=\"1\"} 1",
             "mlxr:num_preemptions_total 3",
             "mlxr:generation_tokens_total 7",
             "mlxr:request_success_total{finished_reason=\"length\"} 1",

@@ -2,6 +2,7 @@ use mlxr_sampling::SamplingParams;
 use mlxr_template::ChatMessage;
 use mlxr_tokenizer::TokenId;
 
+use crate::spec::SpecOverrides;
 use crate::{EngineError, LoadedModel};
 
 #[derive(Clone, Debug)]
@@ -27,6 +28,8 @@ pub struct GenerateRequest {
     pub priority: i32,
     /// Caps prompt + reply below the engine's own limit (Ollama's `num_ctx`).
     pub max_context: Option<usize>,
+    /// Speculative decoding values in place of the engine's.
+    pub speculation: SpecOverrides,
 }
 
 impl GenerateRequest {
@@ -39,6 +42,7 @@ impl GenerateRequest {
             ignore_eos: false,
             priority: 0,
             max_context: None,
+            speculation: SpecOverrides::default(),
         }
     }
 }

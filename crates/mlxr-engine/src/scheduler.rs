@@ -3,7 +3,11 @@
 //! One loop, one token budget per step (`max_num_batched_tokens`):
 //! 1. running sequences that decode get their one token each, oldest first;
 //!    when the KV blocks run out, the newest running sequence is preempted
-//!    (its blocks freed, its KV recomputed later);
+//!    (its blocks freed, its KV recomputed later); then those that speculate
+//!    add their draft tokens where budget and free blocks allow (a draft
+//!    never preempts anyone), unless more than `spec_disable_batch`
+//!    sequences decode (the step is big enough already: verifying drafts
+//!    would only cost);
 //! 2. running sequences still reading a long prompt get the next chunk (at
 //!    most `long_prefill_token_threshold` tokens while others wait, so a
 //!    short request that arrives meanwhile starts at the next step);
@@ -25,6 +29,9 @@ pub struct ScheduledChunk {
     pub seq: SeqId,
     pub start_pos: usize,
     pub len: usize,
+    /// Of `len`, the draft tokens at the end (after the last sampled token)
+    /// that this step verifies.
+    pub draft: usize,
     /// The chunk reaches the end of the sequence: its logits give the next token.
     pub samples: bool,
 }
@@ -34,6 +41,7 @@ pub struct Scheduler {
     max_num_seqs: usize,
     long_prefill_token_threshold: usize,
     prefix_caching: bool,
+    spec_disable_batch: usize,
     /// Free blocks kept back when admitting while others run, so running
     /// sequences can grow a little before anyone is preempted.
     watermark_blocks: usize,
@@ -53,6 +61,7 @@ impl Scheduler {
             max_num_seqs: config.max_num_seqs.max(1),
             long_prefill_token_threshold: config.long_prefill_token_threshold.max(1),
             prefix_caching: config.prefix_caching,
+            spec_disable_batch: config.spec_disable_batch,
             watermark_blocks: num_blocks / 100,
             blocks: BlockManager::new(num_blocks, config.block_size),
             seqs: HashMap::new(),
@@ -117,19 +126,47 @@ impl Scheduler {
         Some(seq)
     }
 
-    /// After the forward pass over `chunk`: its KV is written.
-    pub fn chunk_computed(&mut self, chunk: &ScheduledChunk) {
+    /// After the forward pass over `chunk`: its KV is written, and of its
+    /// draft tokens the first `accepted` stood. The others' slots are given
+    /// back (their KV is never read: the next step overwrites it), so the
+    /// prefix cache only ever sees committed tokens.
+    pub fn chunk_computed(&mut self, chunk: &ScheduledChunk, accepted: usize) {
         if let Some(seq) = self.seqs.get_mut(&chunk.seq) {
-            seq.num_computed = chunk.start_pos + chunk.len;
-            // Only fails for an unknown sequence, and this one is known.
-            let _ = self.blocks.mark_computed(chunk.seq, seq.num_computed);
+            let end = chunk.start_pos + chunk.len - (chunk.draft - accepted.min(chunk.draft));
+            seq.num_computed = end;
+            // These only fail for an unknown sequence, and this one is known.
+            if chunk.draft > 0 {
+                let _ = self.blocks.truncate(chunk.seq, end);
+            }
+            let _ = self.blocks.mark_computed(chunk.seq, end);
         }
+    }
+
+    /// A draft model filled `chunk`'s reserved draft slots with `made`
+    /// tokens (in the sequence's `draft`): the rest of the slots go back, a
+    /// draft shorter than the request's `n_min` entirely, and the block
+    /// hashes cover the real tokens.
+    pub fn set_draft(&mut self, chunk: &mut ScheduledChunk, made: usize) {
+        let Some(seq) = self.seqs.get_mut(&chunk.seq) else {
+            return;
+        };
+        let kept = seq.draft_kept(made.min(chunk.draft));
+        seq.draft.truncate(kept);
+        chunk.len -= chunk.draft - kept;
+        chunk.draft = kept;
+        let committed = seq.tokens.len();
+        // Known sequence: these cannot fail.
+        let _ = self.blocks.truncate(chunk.seq, committed + kept);
+        let _ = self.blocks.replace_tail(chunk.seq, committed, &seq.draft);
     }
 
     pub fn schedule(&mut self) -> Vec<ScheduledChunk> {
         let mut budget = self.max_num_batched_tokens;
         let mut out = Vec::new();
         self.schedule_decodes(&mut budget, &mut out);
+        if out.len() <= self.spec_disable_batch {
+            self.add_drafts(&mut budget, &mut out);
+        }
         self.schedule_running_prefills(&mut budget, &mut out);
         self.admit_waiting(&mut budget, &mut out);
         for chunk in &out {
@@ -170,10 +207,36 @@ impl Scheduler {
                 seq: id,
                 start_pos,
                 len: 1,
+                draft: 0,
                 samples: true,
             });
             *budget -= 1;
             i += 1;
+        }
+    }
+
+    /// Extends the decode chunks of speculating sequences with their drafts,
+    /// as far as the budget and the free blocks go.
+    fn add_drafts(&mut self, budget: &mut usize, out: &mut [ScheduledChunk]) {
+        for chunk in out.iter_mut() {
+            if *budget == 0 {
+                break;
+            }
+            let seq = self.seqs.get_mut(&chunk.seq).expect("scheduled");
+            let mut k = seq.propose(*budget);
+            while k > 0 && !self.blocks.can_append(chunk.seq, k).unwrap_or(false) {
+                k -= 1;
+            }
+            seq.draft.truncate(k);
+            if k == 0 {
+                continue;
+            }
+            self.blocks
+                .append_slot(chunk.seq, &seq.draft)
+                .expect("room was checked above");
+            chunk.len += k;
+            chunk.draft = k;
+            *budget -= k;
         }
     }
 
@@ -263,6 +326,7 @@ fn prefill_chunk(seq: &Sequence, budget: &mut usize) -> ScheduledChunk {
         seq: seq.id,
         start_pos: seq.num_computed,
         len,
+        draft: 0,
         samples: seq.num_computed + len == seq.tokens.len(),
     }
 }

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::request::{GenerateRequest, Prompt};
+use crate::spec::Speculation;
 
 struct Rng(u64);
 
@@ -29,7 +30,7 @@ fn config(budget: usize, max_seqs: usize) -> EngineConfig {
 
 fn sequence(id: u64, prompt: Vec<u32>, max_tokens: usize) -> Sequence {
     let req = GenerateRequest::new(Prompt::Tokens(prompt.clone()));
-    Sequence::new(SeqId(id), &req, prompt, max_tokens).unwrap()
+    Sequence::new(SeqId(id), &req, prompt, max_tokens, Speculation::default()).unwrap()
 }
 
 /// Runs one step as the engine would, minus the model; sequences that reach
@@ -48,16 +49,29 @@ fn step(s: &mut Scheduler, rng: &mut Rng) -> Vec<ScheduledChunk> {
             c.start_pos, seq.num_computed,
             "chunk starts where the KV ends"
         );
-        assert!(c.start_pos + c.len <= seq.tokens.len());
+        assert!(c.start_pos + c.len - c.draft <= seq.tokens.len());
+        assert_eq!(c.draft, seq.draft.len());
+        if c.draft > 0 {
+            assert_eq!(
+                c.start_pos + c.len - c.draft,
+                seq.tokens.len(),
+                "drafts follow the last token"
+            );
+        }
         let table = s.block_table(c.seq);
         assert!(table.len() * 4 >= c.start_pos + c.len, "slots reserved");
     }
     s.blocks().check_invariants().unwrap();
     for c in &chunks {
-        s.chunk_computed(c);
+        // A random prefix of the draft stands, then one more token.
+        let accepted = rng.below(c.draft + 1);
+        s.chunk_computed(c, accepted);
         if c.samples {
             let seq = s.seq_mut(c.seq).unwrap();
+            let draft = std::mem::take(&mut seq.draft);
+            seq.tokens.extend_from_slice(&draft[..accepted]);
             seq.tokens.push(1000 + rng.below(5) as u32);
+            assert_eq!(seq.num_computed + 1, seq.tokens.len());
             if seq.num_generated() >= seq.max_tokens {
                 s.remove(c.seq);
             }
@@ -80,6 +94,7 @@ fn decode_tokens_come_first_and_long_prompts_are_chunked() {
             seq: SeqId(1),
             start_pos: 3,
             len: 1,
+            draft: 0,
             samples: true
         }
     );
@@ -89,6 +104,7 @@ fn decode_tokens_come_first_and_long_prompts_are_chunked() {
             seq: SeqId(2),
             start_pos: 0,
             len: 7,
+            draft: 0,
             samples: false
         }
     );
@@ -99,6 +115,7 @@ fn decode_tokens_come_first_and_long_prompts_are_chunked() {
             seq: SeqId(2),
             start_pos: 7,
             len: 7,
+            draft: 0,
             samples: false
         }
     );
@@ -109,6 +126,7 @@ fn decode_tokens_come_first_and_long_prompts_are_chunked() {
             seq: SeqId(2),
             start_pos: 14,
             len: 6,
+            draft: 0,
             samples: true
         }
     );
@@ -131,6 +149,7 @@ fn a_waiting_request_is_not_stuck_behind_a_long_prefill() {
             seq: SeqId(1),
             start_pos: 16,
             len: 10,
+            draft: 0,
             samples: false
         }
     );
@@ -140,6 +159,7 @@ fn a_waiting_request_is_not_stuck_behind_a_long_prefill() {
             seq: SeqId(2),
             start_pos: 0,
             len: 3,
+            draft: 0,
             samples: true
         }
     );
@@ -198,18 +218,35 @@ fn random_submit_abort_finish_never_leaks_blocks() {
     for seed in 1..=4u64 {
         let num_blocks = 40;
         let mut s = Scheduler::new(&config(16, 6), num_blocks);
-        let mut rng = Rng(seed * 0x9e37_79b9_7f4a_7c15);
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let stems: Vec<Vec<u32>> = (0..3)
             .map(|i| (0..12).map(|t| i * 100 + t).collect())
             .collect();
         let mut next_id = 1;
         let mut live: Vec<SeqId> = Vec::new();
+        let mut drafts = 0;
         for _ in 0..1000 {
             match rng.below(10) {
                 0..=2 => {
                     let mut prompt = stems[rng.below(3)][..rng.below(13)].to_vec();
                     prompt.extend((0..1 + rng.below(20)).map(|_| rng.below(50) as u32));
-                    s.add(sequence(next_id, prompt, 1 + rng.below(12)));
+                    let mut seq = sequence(next_id, prompt, 1 + rng.below(12));
+                    if rng.below(2) == 0 {
+                        // Prompt lookup over a 5-token output alphabet drafts often.
+                        let req = GenerateRequest::new(Prompt::Tokens(seq.tokens.clone()));
+                        seq = Sequence::new(
+                            seq.id,
+                            &req,
+                            seq.tokens.clone(),
+                            seq.max_tokens,
+                            Speculation {
+                                ngram_min: 1,
+                                ..Speculation::ngram(1 + rng.below(6))
+                            },
+                        )
+                        .unwrap();
+                    }
+                    s.add(seq);
                     live.push(SeqId(next_id));
                     next_id += 1;
                 }
@@ -218,7 +255,10 @@ fn random_submit_abort_finish_never_leaks_blocks() {
                     s.remove(id);
                 }
                 _ => {
-                    step(&mut s, &mut rng);
+                    drafts += step(&mut s, &mut rng)
+                        .iter()
+                        .map(|c| c.draft)
+                        .sum::<usize>();
                 }
             }
             live.retain(|&id| s.seq(id).is_some());
@@ -239,6 +279,7 @@ fn random_submit_abort_finish_never_leaks_blocks() {
         );
         assert_eq!(s.blocks().num_seqs(), 0);
         s.blocks().check_invariants().unwrap();
+        assert!(drafts > 0, "seed {seed}: nothing was drafted");
         assert!(
             s.blocks().stats().hits > 0,
             "seed {seed}: shared stems hit the cache"

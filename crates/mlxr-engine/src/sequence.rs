@@ -4,12 +4,13 @@
 
 use std::time::Instant;
 
-use mlxr_sampling::{Sampler, StopMatcher};
+use mlxr_sampling::{Draft, Sampled, Sampler, StopMatcher};
 use mlxr_tokenizer::{StreamDecoder, TokenId, Tokenizer};
 
 use crate::events::{Event, FinishReason, Timings, TokenEvent, TokenLogprob, Usage};
 use crate::kv::SeqId;
 use crate::request::GenerateRequest;
+use crate::spec::{SpecState, SpecType, Speculation};
 
 /// Where a sequence stands with the scheduler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +34,10 @@ pub struct Sequence {
     pub max_tokens: usize,
     pub ignore_eos: bool,
     sampler: Sampler,
+    /// `None` when the request does not speculate.
+    spec: Option<SpecState>,
+    /// The draft tokens of the step being scheduled (after the last token).
+    pub draft: Vec<TokenId>,
     stop: StopMatcher,
     decoder: StreamDecoder,
     /// Prompt tokens served by the prefix cache at first admission.
@@ -56,6 +61,7 @@ impl Sequence {
         req: &GenerateRequest,
         prompt: Vec<TokenId>,
         max_tokens: usize,
+        speculation: Speculation,
     ) -> Result<Self, mlxr_sampling::SamplingError> {
         Ok(Self {
             id,
@@ -67,6 +73,8 @@ impl Sequence {
             max_tokens,
             ignore_eos: req.ignore_eos,
             sampler: Sampler::new(req.sampling.clone())?,
+            spec: SpecState::new(speculation),
+            draft: Vec::new(),
             stop: StopMatcher::new(req.stop.clone()),
             decoder: StreamDecoder::new(),
             cached_tokens: None,
@@ -95,6 +103,7 @@ impl Sequence {
     /// generated tokens included, is prefilled again when readmitted.
     pub fn reset_for_recompute(&mut self) {
         self.num_computed = 0;
+        self.set_draft_computed(0);
         self.status = SeqStatus::Waiting;
     }
 
@@ -102,6 +111,102 @@ impl Sequence {
     /// turns it into events. `context_limit` caps prompt + generated tokens.
     pub fn sample(&mut self, logits: &[f32], tokenizer: &Tokenizer, context_limit: usize) -> Step {
         let sampled = self.sampler.sample(logits, &self.tokens);
+        self.emit(sampled, tokenizer, context_limit)
+    }
+
+    /// Drafts the next step's tokens into [`Self::draft`], at most `most`
+    /// and never past `max_tokens`; returns how many.
+    /// A draft model's draft is reserved here as placeholders (copies of
+    /// the last token), which [`crate::spec::draft_model`] fills in.
+    pub fn propose(&mut self, most: usize) -> usize {
+        self.draft.clear();
+        let Some(spec) = &self.spec else { return 0 };
+        let room = self.max_tokens.saturating_sub(self.num_generated() + 1);
+        if spec.params().spec_type == SpecType::Draft {
+            let last = *self.tokens.last().expect("decoding sequences have tokens");
+            self.draft.resize(spec.draft_len(most.min(room)), last);
+        } else {
+            let draft = spec.propose(&self.tokens, most.min(room));
+            self.draft.extend_from_slice(draft);
+        }
+        self.draft.len()
+    }
+
+    /// Whether this sequence's drafts come from the draft model.
+    pub fn drafts_with_model(&self) -> bool {
+        self.spec
+            .as_ref()
+            .is_some_and(|s| s.params().spec_type == SpecType::Draft)
+    }
+
+    /// Leading tokens whose KV is in the draft model's cache.
+    pub fn draft_computed(&self) -> usize {
+        self.spec.as_ref().map_or(0, |s| s.draft_computed)
+    }
+
+    pub fn set_draft_computed(&mut self, n: usize) {
+        if let Some(spec) = &mut self.spec {
+            spec.draft_computed = n;
+        }
+    }
+
+    /// The draft model stops drafting below this probability.
+    pub fn draft_p_min(&self) -> f32 {
+        self.spec.as_ref().map_or(0.0, |s| s.params().p_min)
+    }
+
+    /// Of a draft `made` tokens long, how many to verify (none when shorter
+    /// than `n_min`).
+    pub fn draft_kept(&self, made: usize) -> usize {
+        match &self.spec {
+            Some(s) if made >= s.params().n_min => made,
+            _ => 0,
+        }
+    }
+
+    /// After a step that scored the last token and the draft: the logits
+    /// `rows` (one per draft token and one more) decide which drafts stand
+    /// ([`Sampler::verify`]); those and one more token are emitted in order,
+    /// up to the first that ends the sequence. Returns the steps and how
+    /// many drafts stood.
+    pub fn verify(
+        &mut self,
+        rows: &[&[f32]],
+        tokenizer: &Tokenizer,
+        context_limit: usize,
+    ) -> (Vec<Step>, usize) {
+        let draft = std::mem::take(&mut self.draft);
+        let verified = self.sampler.verify(
+            rows,
+            &self.tokens,
+            Draft {
+                tokens: &draft,
+                probs: None,
+            },
+        );
+        if let Some(spec) = &mut self.spec {
+            spec.record(draft.len(), verified.accepted);
+        }
+        let committed = self.tokens.len() + verified.accepted;
+        let mut steps = Vec::with_capacity(verified.tokens.len());
+        for sampled in verified.tokens {
+            let step = self.emit(sampled, tokenizer, context_limit);
+            let finished = matches!(step, Step::Finished(..));
+            steps.push(step);
+            if finished {
+                break;
+            }
+        }
+        self.draft = draft;
+        self.draft.clear();
+        // The draft model's KV past the last committed token is stale.
+        let draft_computed = self.draft_computed().min(committed);
+        self.set_draft_computed(draft_computed);
+        (steps, verified.accepted)
+    }
+
+    /// Appends a sampled token and turns it into events.
+    fn emit(&mut self, sampled: Sampled, tokenizer: &Tokenizer, context_limit: usize) -> Step {
         let id = sampled.token;
         let now = Instant::now();
         self.first_token.get_or_insert(now);
@@ -189,6 +294,8 @@ impl Sequence {
             prompt_ms: ms(scheduled, first),
             predicted_n: self.num_generated(),
             predicted_ms: ms(first, self.last_token.unwrap_or(first)),
+            draft_n: self.spec.as_ref().map_or(0, |s| s.drafted),
+            draft_n_accepted: self.spec.as_ref().map_or(0, |s| s.accepted),
         }
     }
 }

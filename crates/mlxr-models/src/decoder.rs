@@ -124,7 +124,7 @@ impl DecoderModel {
 
     /// The forward pass, on any backend: the step's tokens through every
     /// layer, their keys and values into the backend's cache, each chunk's
-    /// last-token logits (`[chunks, vocab_size]`) into `a.logits`.
+    /// logits rows ([`Step::logit_rows`], `[rows, vocab_size]`) into `a.logits`.
     pub fn forward<B: Backend>(
         &self,
         b: &mut B,
@@ -151,12 +151,13 @@ impl DecoderModel {
             let rope = &self.ropes[layer.rope];
             layer.attention.forward(b, a, rope, layer.rope, step)?;
             if i + 1 == n_layers {
-                // Only each chunk's last token needs logits. Its rows are
+                // Only each chunk's last token (or a verified draft's
+                // tokens) needs logits. Its rows are
                 // picked after the last layer's attention (which needs every
                 // row's keys and values), so that layer's MLP runs on them
                 // alone, as in llama.cpp.
                 Self::add_branch(b, a, layer.post_attn_norm.as_ref())?;
-                b.select_rows(&mut a.x, step.last_rows(), self.config.hidden_size)?;
+                b.select_rows(&mut a.x, step.logit_rows(), self.config.hidden_size)?;
                 b.rms_norm(&a.x, &layer.ffn_norm, &mut a.normed)?;
             } else {
                 Self::add_branch_norm(b, a, layer.post_attn_norm.as_ref(), &layer.ffn_norm)?;

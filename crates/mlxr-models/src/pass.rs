@@ -22,7 +22,7 @@ pub struct Activations<B: Backend> {
     pub act: B::Act,
     /// A stacked matmul's rows before they are split.
     pub stacked: B::Act,
-    /// `[chunks, vocab]`: each chunk's last-token logits.
+    /// `[rows, vocab]`: the logits of the step's `logit_rows`.
     pub logits: B::Act,
 }
 

@@ -25,8 +25,9 @@ impl<B: Backend> ModelRunner<B> {
     }
 
     /// Runs `step` (built with this backend's block size) through `model`
-    /// and returns each chunk's last-token logits, `[chunks, vocab_size]`
-    /// row-major, on the host.
+    /// and returns the logits of its `logit_rows` (each chunk's last token,
+    /// or last few for a verifying chunk), `[rows, vocab_size]` row-major,
+    /// on the host.
     pub fn execute(&mut self, model: &DecoderModel, step: &Step) -> Result<&[f32]> {
         step.check_blocks(self.backend.num_blocks())?;
         let Self { backend, acts } = self;

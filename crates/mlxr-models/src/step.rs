@@ -2,6 +2,10 @@
 //! metadata every layer reads (positions, cache slots, block tables, the
 //! rows that get logits), built once per step by the caller and uploaded
 //! once by the backend.
+//!
+//! A chunk's last token gets logits (the next token's); a chunk that
+//! verifies draft tokens (speculative decoding) gets them at its last
+//! `1 + k` tokens.
 
 use crate::backend::cpu::paged::PagedSeq;
 use crate::batch::SeqChunk;
@@ -18,7 +22,9 @@ pub struct Step {
     block_ids: Vec<u32>,
     positions: Vec<usize>,
     slots: Vec<u32>,
-    last_rows: Vec<usize>,
+    /// Per chunk, how many of its last tokens get logits.
+    scored: Vec<usize>,
+    logit_rows: Vec<usize>,
     block_size: usize,
 }
 
@@ -30,7 +36,8 @@ impl Step {
         self.block_ids.clear();
         self.positions.clear();
         self.slots.clear();
-        self.last_rows.clear();
+        self.scored.clear();
+        self.logit_rows.clear();
     }
 
     /// Adds a chunk: `tokens` continue a sequence whose first `start_pos`
@@ -42,6 +49,19 @@ impl Step {
         start_pos: usize,
         block_table: impl IntoIterator<Item = u32>,
     ) {
+        self.push_scored(tokens, start_pos, block_table, 1);
+    }
+
+    /// [`Self::push`] for a chunk whose last `scored` tokens get logits
+    /// (a speculative step's last accepted token and its drafts).
+    pub fn push_scored(
+        &mut self,
+        tokens: &[u32],
+        start_pos: usize,
+        block_table: impl IntoIterator<Item = u32>,
+        scored: usize,
+    ) {
+        self.scored.push(scored);
         self.tokens.extend_from_slice(tokens);
         self.chunks.push(SeqChunk::new(start_pos, tokens.len()));
         let table_start = self.block_ids.len();
@@ -64,7 +84,7 @@ impl Step {
         self.block_size = block_size;
         self.positions.clear();
         self.slots.clear();
-        self.last_rows.clear();
+        self.logit_rows.clear();
         let mut row = 0usize;
         for (i, seq) in self.seqs.iter().enumerate() {
             let table = seq.table(&self.block_ids);
@@ -79,6 +99,13 @@ impl Step {
                     table.len()
                 ));
             };
+            let scored = self.scored[i];
+            if scored == 0 || scored > seq.len {
+                return invalid(format!(
+                    "chunk {i}: logits for {scored} of its {} tokens",
+                    seq.len
+                ));
+            }
             for pos in seq.start_pos..end {
                 self.positions.push(pos);
                 let block = table[pos / block_size] as usize;
@@ -87,7 +114,7 @@ impl Step {
                     .push((block * block_size + pos % block_size).min(u32::MAX as usize) as u32);
             }
             row += seq.len;
-            self.last_rows.push(row - 1);
+            self.logit_rows.extend(row - scored..row);
         }
         Ok(())
     }
@@ -134,9 +161,10 @@ impl Step {
         &self.slots
     }
 
-    /// Each chunk's last row: the rows that get logits.
-    pub fn last_rows(&self) -> &[usize] {
-        &self.last_rows
+    /// The rows that get logits, ascending: each chunk's last, or last
+    /// few when it verifies a draft.
+    pub fn logit_rows(&self) -> &[usize] {
+        &self.logit_rows
     }
 }
 
@@ -152,10 +180,23 @@ mod tests {
         step.finish(4).unwrap();
         assert_eq!(step.positions(), [0, 1, 2, 5]);
         assert_eq!(step.slots(), [28, 29, 30, 1]);
-        assert_eq!(step.last_rows(), [2, 3]);
+        assert_eq!(step.logit_rows(), [2, 3]);
         assert_eq!(step.seqs()[1].table(step.block_ids()), [4, 0]);
         assert!(step.check_blocks(8).is_ok());
         assert!(step.check_blocks(7).is_err());
+    }
+
+    #[test]
+    fn a_verifying_chunk_gets_logits_at_its_last_rows() {
+        let mut step = Step::default();
+        step.push(&[1, 2, 3], 0, [7, 2]);
+        step.push_scored(&[9, 8, 7], 5, [4, 0], 3);
+        step.push_scored(&[5, 6], 0, [1], 1);
+        step.finish(4).unwrap();
+        assert_eq!(step.logit_rows(), [2, 3, 4, 5, 7]);
+        step.clear();
+        step.push_scored(&[1, 2], 0, [0], 3);
+        assert!(step.finish(4).is_err(), "more scored rows than tokens");
     }
 
     #[test]

@@ -93,6 +93,7 @@ impl From<EngineError> for ApiError {
             | EngineError::InvalidToken { .. }
             | EngineError::LogitBiasToken { .. }
             | EngineError::Sampling(_)
+            | EngineError::Speculation(_)
             | EngineError::Template(_) => Self::bad_request(message),
             _ => Self::internal(message),
         }

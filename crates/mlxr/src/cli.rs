@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::builder::BoolishValueParser;
 use clap::{Args, Parser, Subcommand};
-use mlxr_engine::{DeviceChoice, KvBudget, KvDtype};
+use mlxr_engine::{DeviceChoice, KvBudget, KvDtype, SpecType};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -241,6 +241,8 @@ pub struct ServeArgs {
     /// Let pulls use plain http:// URLs (and follow redirects to them).
     #[arg(long, env = "MLXR_ALLOW_INSECURE_PULLS", value_parser = BoolishValueParser::new())]
     pub allow_insecure_pulls: bool,
+    #[command(flatten)]
+    pub spec: SpecArgs,
 }
 
 #[derive(Args, Debug)]
@@ -278,6 +280,34 @@ pub struct EngineArgs {
         value_name = "DEVICE"
     )]
     pub device: DeviceChoice,
+    #[command(flatten)]
+    pub spec: SpecArgs,
+}
+
+/// Speculative decoding, with llama-server's flags: the default for every
+/// request (requests may set `speculative.type`, `speculative.n_max`,
+/// `speculative.n_min` and `speculative.p_min` themselves).
+#[derive(Args, Debug, Clone, Default)]
+pub struct SpecArgs {
+    /// none; ngram: prompt lookup, draft tokens copied from where the last
+    /// few tokens occurred earlier in the prompt or output; draft: tokens
+    /// from --model-draft. Drafts are verified in one step: the output is
+    /// the same as without. [default: none, draft with --model-draft]
+    #[arg(long, value_name = "TYPE")]
+    pub spec_type: Option<SpecType>,
+    /// Most draft tokens verified per step (up to 32). [default: 8]
+    #[arg(long, visible_alias = "draft", value_name = "N")]
+    pub draft_max: Option<usize>,
+    /// Shorter drafts are not verified. [default: 0]
+    #[arg(long, value_name = "N")]
+    pub draft_min: Option<usize>,
+    /// A draft model keeps drafting while its token is at least this likely. [default: 0.75]
+    #[arg(long, value_name = "P")]
+    pub draft_p_min: Option<f32>,
+    /// A smaller model with the same vocabulary that drafts (e.g. Qwen2.5-0.5B
+    /// for Qwen2.5-1.5B); its KV cache shares --kv-cache-mem.
+    #[arg(long, value_name = "MODEL")]
+    pub model_draft: Option<PathBuf>,
 }
 
 /// Where the daemon listens, for the commands that talk to it.

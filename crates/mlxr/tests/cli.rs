@@ -345,3 +345,84 @@ fn unsupported_tensor_type_is_named() {
     let ids: Value = serde_json::from_str(&ids).unwrap();
     assert_eq!(ids[0], 1, "BOS first: {ids}");
 }
+
+#[test]
+fn prompt_lookup_flags_change_speed_not_text() {
+    let Some(model) = smollm2() else { return };
+    let prompt = "Repeat twice: red, green, blue, cyan, magenta, yellow, black, white.";
+    let spec = ["--spec-type", "ngram", "--draft-max", "5"];
+    // The stop string ends the reply inside a run of accepted draft tokens
+    // (SmolLM2 repeats "number is the sum of the two preceding ones", the
+    // second time after "each").
+    let stop = ["-n", "48", "--stop", "each number is the sum of"];
+    for extra in [&["-n", "48"][..], &stop[..]] {
+        let plain = json_generate(&model, &[&["--temperature", "0"], extra].concat(), prompt);
+        let fast = json_generate(
+            &model,
+            &[&["--temperature", "0"], extra, &spec[..]].concat(),
+            prompt,
+        );
+        assert_eq!(fast["text"], plain["text"], "{extra:?}");
+        assert_eq!(fast["tokens"], plain["tokens"], "{extra:?}");
+        assert_eq!(fast["finish_reason"], plain["finish_reason"]);
+        if extra == stop {
+            assert_eq!(fast["finish_reason"], "stop", "{}", fast["text"]);
+        }
+        let t = &fast["timings"];
+        assert!(t["draft_n"].as_u64().unwrap() > 0, "{t}");
+        assert!(t["draft_n_accepted"].as_u64().unwrap() <= t["draft_n"].as_u64().unwrap());
+        assert_eq!(plain["timings"]["draft_n"], 0);
+    }
+    // A draft model (here the model itself: every draft stands).
+    let self_draft = json_generate(
+        &model,
+        &[
+            "--temperature",
+            "0",
+            "-n",
+            "48",
+            "--model-draft",
+            model.to_str().unwrap(),
+        ],
+        prompt,
+    );
+    let plain = json_generate(&model, &["--temperature", "0", "-n", "48"], prompt);
+    assert_eq!(self_draft["tokens"], plain["tokens"]);
+    let t = &self_draft["timings"];
+    assert!(t["draft_n"].as_u64().unwrap() > 0, "{t}");
+    assert_eq!(t["draft_n_accepted"], t["draft_n"]);
+    // Sampling with drafts: the same seed, the same text.
+    let sampled = [
+        &["--temperature", "1", "--seed", "3", "-n", "24"][..],
+        &spec[..],
+    ]
+    .concat();
+    assert_eq!(
+        json_generate(&model, &sampled, prompt)["tokens"],
+        json_generate(&model, &sampled, prompt)["tokens"]
+    );
+    for (flags, needle) in [
+        (
+            &["--spec-type", "ngram", "--draft-max", "40"][..],
+            "n_max is 40",
+        ),
+        (&["--model-draft", "x.gguf"][..], "cannot read x.gguf"),
+        (&["--spec-type", "draft"][..], "needs --model-draft"),
+        (
+            &["--spec-type", "medusa"][..],
+            "not a speculative decoding type",
+        ),
+    ] {
+        let out = mlxr()
+            .arg("generate")
+            .arg("-m")
+            .arg(&model)
+            .args(flags)
+            .arg("hi")
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{flags:?}: {err}");
+    }
+}

@@ -318,6 +318,47 @@ impl BlockManager {
         Ok(())
     }
 
+    /// Drop `seq`'s slots from `len` on (the rejected draft tokens of a
+    /// speculative step), releasing the blocks past the new end. Blocks
+    /// already registered in the prefix cache are never cut: their tokens
+    /// were computed and committed. On error nothing changes.
+    pub fn truncate(&mut self, seq: SeqId, len: usize) -> Result<(), KvError> {
+        let bs = self.block_size();
+        let s = self.seqs.get_mut(&seq).ok_or(KvError::UnknownSeq(seq))?;
+        let len = len.min(s.tokens.len()).max(s.registered * bs);
+        s.tokens.truncate(len);
+        s.hashes.truncate(len / bs);
+        let keep = len.div_ceil(bs);
+        for id in s.blocks.drain(keep..).rev() {
+            self.pool.release(id);
+        }
+        Ok(())
+    }
+
+    /// Rewrites `seq`'s token ids from `from` on (a draft model's tokens in
+    /// slots reserved with placeholders), rehashing the blocks they fill.
+    /// The slots and blocks stay; blocks already registered are not touched.
+    pub fn replace_tail(
+        &mut self,
+        seq: SeqId,
+        from: usize,
+        tokens: &[TokenId],
+    ) -> Result<(), KvError> {
+        let bs = self.block_size();
+        let s = self.seqs.get_mut(&seq).ok_or(KvError::UnknownSeq(seq))?;
+        debug_assert!(from >= s.registered * bs, "registered blocks are committed");
+        let end = (from + tokens.len()).min(s.tokens.len());
+        s.tokens[from..end].copy_from_slice(&tokens[..end - from]);
+        s.hashes.truncate(from / bs);
+        while s.hashes.len() < s.tokens.len() / bs {
+            let i = s.hashes.len();
+            let parent = s.hashes.last().copied().unwrap_or(BlockHash::ROOT);
+            s.hashes
+                .push(hash_block(parent, &s.tokens[i * bs..(i + 1) * bs], s.extra));
+        }
+        Ok(())
+    }
+
     /// Release all of `seq`'s blocks (finish, abort or preempt). Blocks go
     /// to the free list tail-first, so a sequence's shared prefix blocks are
     /// the last of them to be evicted. Their hashes stay cached.

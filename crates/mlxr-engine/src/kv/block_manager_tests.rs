@@ -239,6 +239,40 @@ fn append_slot_grows_and_hashes_full_blocks() {
 }
 
 #[test]
+fn truncate_drops_rejected_slots_and_caches_committed_tokens_only() {
+    let mut m = BlockManager::new(8, 4);
+    let p: Vec<TokenId> = (0..6).collect();
+    alloc(&mut m, SeqId(1), &p, NONE).unwrap();
+    // A speculative step: one decode token and five drafts, 12 slots.
+    m.append_slot(SeqId(1), &[6, 70, 71, 72, 73, 74]).unwrap();
+    assert_eq!(m.block_table(SeqId(1)).unwrap().len(), 3);
+    assert_eq!(m.num_free_blocks(), 5);
+    // Two drafts stand: 9 tokens, blocks 0..3 kept, block 2 holds one.
+    m.truncate(SeqId(1), 9).unwrap();
+    m.mark_computed(SeqId(1), 9).unwrap();
+    check(&m);
+    assert_eq!(m.num_tokens(SeqId(1)), Some(9));
+    // None stand: the third block goes back.
+    m.append_slot(SeqId(1), &[80, 81]).unwrap();
+    m.truncate(SeqId(1), 8).unwrap();
+    m.mark_computed(SeqId(1), 8).unwrap();
+    check(&m);
+    assert_eq!(m.block_table(SeqId(1)).unwrap().len(), 2);
+    assert_eq!(m.num_free_blocks(), 6);
+    // Only committed tokens were cached: the second block is [4, 5, 6, 70].
+    let q = [0, 1, 2, 3, 4, 5, 6, 70, 9];
+    let hit = alloc(&mut m, SeqId(2), &q, NONE).unwrap();
+    assert_eq!(hit.cached_tokens, 8);
+    let other = [0, 1, 2, 3, 4, 5, 6, 71, 9];
+    let miss = alloc(&mut m, SeqId(3), &other, NONE).unwrap();
+    assert_eq!(miss.cached_tokens, 4);
+    // Registered blocks are never cut.
+    m.truncate(SeqId(1), 2).unwrap();
+    assert_eq!(m.num_tokens(SeqId(1)), Some(8));
+    check(&m);
+}
+
+#[test]
 fn errors() {
     let mut m = BlockManager::new(2, 2);
     assert_eq!(
@@ -356,10 +390,20 @@ fn random_run(seed: u64) {
                     .collect();
                 let can = m.can_append(seq, new.len()).unwrap();
                 let before = m.num_tokens(seq).unwrap();
-                match append(&mut m, seq, &new) {
+                // Half the appends are speculative steps: all slots
+                // reserved, a random prefix kept, the rest rolled back.
+                let kept = match rng.below(2) {
+                    0 => new.len(),
+                    _ => rng.below(new.len() + 1),
+                };
+                let result = m.append_slot(seq, &new).inspect(|_| {
+                    m.truncate(seq, before + kept).unwrap();
+                    m.mark_computed(seq, before + kept).unwrap();
+                });
+                match result {
                     Ok(_) => {
                         assert!(can);
-                        assert_eq!(m.num_tokens(seq), Some(before + new.len()));
+                        assert_eq!(m.num_tokens(seq), Some(before + kept));
                     }
                     Err(KvError::OutOfBlocks { .. }) => {
                         assert!(!can);

@@ -342,6 +342,7 @@ fn engine_request(prompt: Prompt, s: &Settings, common: &Common) -> GenerateRequ
     req.max_tokens = s.max_tokens;
     req.stop = s.stop.clone();
     req.max_context = s.num_ctx;
+    req.speculation = s.speculation;
     req
 }
 
@@ -386,6 +387,9 @@ fn final_fields(v: &mut Value, started: Instant, load_ns: u128, usage: &Usage, t
     v["prompt_eval_duration"] = json!(ns(t.prompt_ms));
     v["eval_count"] = json!(usage.completion_tokens);
     v["eval_duration"] = json!(ns(t.predicted_ms));
+    // Speculative decoding's counts, under llama-server's names.
+    v["draft_n"] = json!(t.draft_n);
+    v["draft_n_accepted"] = json!(t.draft_n_accepted);
 }
 
 #[allow(clippy::too_many_arguments)]

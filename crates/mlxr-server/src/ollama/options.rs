@@ -2,8 +2,11 @@
 //! engine settings. Unknown keys are ignored, as Ollama does; known keys
 //! with the wrong type or out of bounds are a 400; the options listed in
 //! [`IGNORED`] are accepted without effect, with a warning in the log.
+//! Speculative decoding takes llama-server's keys (`speculative.type`,
+//! `speculative.n_max`, `speculative.n_min`, `speculative.p_min`), here as
+//! in OpenAI request bodies.
 
-use mlxr_engine::SamplingParams;
+use mlxr_engine::{SamplingParams, SpecOverrides};
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
@@ -43,6 +46,7 @@ pub struct Settings {
     pub stop: Vec<String>,
     /// Per-request context cap (`num_ctx`).
     pub num_ctx: Option<usize>,
+    pub speculation: SpecOverrides,
 }
 
 /// Ollama's defaults, then the model's parameters, then the request's options.
@@ -63,6 +67,7 @@ pub fn settings(
         max_tokens: None,
         stop: Vec::new(),
         num_ctx: None,
+        speculation: SpecOverrides::default(),
     };
     apply(&mut s, model_params)?;
     match options {
@@ -125,6 +130,18 @@ fn apply(s: &mut Settings, map: &Map<String, Value>) -> Result<(), ApiError> {
             "seed" => sp.seed = Some(int()?).filter(|&n| n >= 0).map(|n| n as u64),
             "num_predict" => s.max_tokens = num_predict(int()?)?,
             "num_ctx" => s.num_ctx = Some(num_ctx(int()?)?),
+            "speculative.type" => {
+                let kind = value
+                    .as_str()
+                    .ok_or_else(|| wrong_type(key, "a string", value))?;
+                s.speculation.spec_type =
+                    Some(kind.parse().map_err(|e: String| ApiError::bad_request(e))?);
+            }
+            "speculative.n_max" => s.speculation.n_max = Some(count(key, int()?)?),
+            "speculative.n_min" => s.speculation.n_min = Some(count(key, int()?)?),
+            "speculative.p_min" => s.speculation.p_min = Some(float()?),
+            "speculative.ngram_min" => s.speculation.ngram_min = Some(count(key, int()?)?),
+            "speculative.ngram_max" => s.speculation.ngram_max = Some(count(key, int()?)?),
             "stop" => {
                 s.stop = match value {
                     Value::String(one) => vec![one.clone()],
@@ -160,6 +177,12 @@ fn num_predict(n: i64) -> Result<Option<usize>, ApiError> {
             Ok(Some(n))
         }
     }
+}
+
+/// A number of tokens, at least 0.
+fn count(key: &str, n: i64) -> Result<usize, ApiError> {
+    usize::try_from(n)
+        .map_err(|_| ApiError::bad_request(format!("option '{key}' is {n}; it must be at least 0")))
 }
 
 /// Ollama's `num_ctx`: at least 1; above the model's context it is lowered

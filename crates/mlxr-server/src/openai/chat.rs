@@ -11,7 +11,8 @@ use serde_json::{json, Value};
 
 use super::request::ChatCompletionRequest;
 use super::response::{
-    chat_logprob, completion_id, sse_done, sse_error, sse_json, unix_now, usage_chunk, usage_json,
+    chat_logprob, completion_id, sse_done, sse_error, sse_json, timings_json, unix_now,
+    usage_chunk, usage_json,
 };
 use crate::error::OpenAiError;
 use crate::extract::JsonBody;
@@ -51,6 +52,7 @@ pub async fn handle(
                 "finish_reason": finish,
             }],
             "usage": usage_json(&out.usage),
+            "timings": timings_json(&out.timings, &out.usage),
         }))
         .into_response());
     }
@@ -79,11 +81,13 @@ pub async fn handle(
                         yield Ok(sse_json(&chunk(json!({"content": t.text}), None, logprobs)));
                     }
                 }
-                Event::Done { finish_reason, text, usage, .. } => {
+                Event::Done { finish_reason, text, usage, timings } => {
                     if !text.is_empty() {
                         yield Ok(sse_json(&chunk(json!({"content": text}), None, None)));
                     }
-                    yield Ok(sse_json(&chunk(json!({}), Some(finish_reason_str(finish_reason)), None)));
+                    let mut last = chunk(json!({}), Some(finish_reason_str(finish_reason)), None);
+                    last["timings"] = timings_json(&timings, &usage);
+                    yield Ok(sse_json(&last));
                     if include_usage {
                         yield Ok(usage_chunk(chunk(json!({}), None, None), &usage));
                     }

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use super::request::CompletionRequest;
 use super::response::{
-    completion_id, sse_done, sse_error, sse_json, unix_now, usage_chunk, usage_json,
+    completion_id, sse_done, sse_error, sse_json, timings_json, unix_now, usage_chunk, usage_json,
 };
 use crate::error::OpenAiError;
 use crate::extract::JsonBody;
@@ -68,6 +68,7 @@ pub async fn handle(
                 "finish_reason": out.finish_reason.map(finish_reason_str),
             }],
             "usage": usage_json(&out.usage),
+            "timings": timings_json(&out.timings, &out.usage),
         }))
         .into_response());
     }
@@ -96,8 +97,10 @@ pub async fn handle(
                         yield Ok::<_, Infallible>(sse_json(&chunk(&t.text, None, logprobs)));
                     }
                 }
-                Event::Done { finish_reason, text, usage, .. } => {
-                    yield Ok(sse_json(&chunk(&text, Some(finish_reason_str(finish_reason)), None)));
+                Event::Done { finish_reason, text, usage, timings } => {
+                    let mut last = chunk(&text, Some(finish_reason_str(finish_reason)), None);
+                    last["timings"] = timings_json(&timings, &usage);
+                    yield Ok(sse_json(&last));
                     if include_usage {
                         yield Ok(usage_chunk(chunk("", None, None), &usage));
                     }

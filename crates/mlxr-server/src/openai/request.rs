@@ -1,6 +1,6 @@
 //! OpenAI request bodies and how they become engine requests.
 
-use mlxr_engine::{ChatMessage, GenerateRequest, Prompt, SamplingParams};
+use mlxr_engine::{ChatMessage, GenerateRequest, Prompt, SamplingParams, SpecOverrides};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -51,7 +51,8 @@ pub struct CompletionRequest {
 }
 
 /// Fields both endpoints share (OpenAI's, plus llama-server's extensions
-/// `top_k`, `min_p`, `repeat_penalty`, `ignore_eos`).
+/// `top_k`, `min_p`, `repeat_penalty`, `ignore_eos` and the flat
+/// `speculative.*` keys).
 #[derive(Deserialize, Debug, Default)]
 pub struct CommonParams {
     #[serde(default)]
@@ -86,6 +87,18 @@ pub struct CommonParams {
     pub ignore_eos: bool,
     #[serde(default)]
     pub user: Option<String>,
+    #[serde(default, rename = "speculative.type")]
+    pub spec_type: Option<String>,
+    #[serde(default, rename = "speculative.n_max")]
+    pub spec_n_max: Option<usize>,
+    #[serde(default, rename = "speculative.n_min")]
+    pub spec_n_min: Option<usize>,
+    #[serde(default, rename = "speculative.p_min")]
+    pub spec_p_min: Option<f32>,
+    #[serde(default, rename = "speculative.ngram_min")]
+    pub spec_ngram_min: Option<usize>,
+    #[serde(default, rename = "speculative.ngram_max")]
+    pub spec_ngram_max: Option<usize>,
 }
 
 #[derive(Deserialize, Debug, Default)]
@@ -185,6 +198,19 @@ impl CommonParams {
         req.max_tokens = max_tokens.or(self.max_tokens);
         req.stop = stop.into_iter().filter(|s| !s.is_empty()).collect();
         req.ignore_eos = self.ignore_eos;
+        req.speculation = SpecOverrides {
+            spec_type: self
+                .spec_type
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .map_err(ApiError::bad_request)?,
+            n_max: self.spec_n_max,
+            n_min: self.spec_n_min,
+            p_min: self.spec_p_min,
+            ngram_min: self.spec_ngram_min,
+            ngram_max: self.spec_ngram_max,
+        };
         Ok(req)
     }
 

@@ -1,7 +1,7 @@
 //! Pieces of OpenAI responses shared by chat and completions.
 
 use axum::response::sse::Event as SseEvent;
-use mlxr_engine::{TokenLogprob, Usage};
+use mlxr_engine::{Timings, TokenLogprob, Usage};
 use rand::Rng;
 use serde_json::{json, Value};
 
@@ -26,6 +26,25 @@ pub fn usage_json(u: &Usage) -> Value {
         "completion_tokens": u.completion_tokens,
         "total_tokens": u.prompt_tokens + u.completion_tokens,
         "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
+    })
+}
+
+/// llama-server's `timings` object (an extension both its and our
+/// responses carry; the last streamed chunk has it too).
+pub fn timings_json(t: &Timings, u: &Usage) -> Value {
+    let per_token = |ms: f64, n: usize| if n > 0 { ms / n as f64 } else { 0.0 };
+    json!({
+        "cache_n": u.cached_tokens,
+        "prompt_n": t.prompt_n,
+        "prompt_ms": t.prompt_ms,
+        "prompt_per_token_ms": per_token(t.prompt_ms, t.prompt_n),
+        "prompt_per_second": t.prompt_tokens_per_second(),
+        "predicted_n": t.predicted_n,
+        "predicted_ms": t.predicted_ms,
+        "predicted_per_token_ms": per_token(t.predicted_ms, t.predicted_n),
+        "predicted_per_second": t.predicted_tokens_per_second(),
+        "draft_n": t.draft_n,
+        "draft_n_accepted": t.draft_n_accepted,
     })
 }
 

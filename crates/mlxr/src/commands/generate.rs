@@ -24,6 +24,7 @@ pub fn generate(args: GenerateArgs) -> Result<()> {
         ignore_eos: args.sampling.ignore_eos,
         priority: 0,
         max_context: None,
+        speculation: Default::default(),
     };
     let stdout = std::io::stdout();
     let generation = engine.generate(&request, |event| {

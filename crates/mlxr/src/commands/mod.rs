@@ -19,11 +19,14 @@ mod upload;
 use anyhow::Result;
 use std::sync::Arc;
 
-use mlxr_engine::{EngineConfig, EngineHandle, KvBudget, LoadedModel, SamplingParams};
+use mlxr_engine::{
+    EngineConfig, EngineHandle, KvBudget, LoadedModel, SamplingParams, SpecOverrides, SpecType,
+    Speculation,
+};
 
 use std::path::Path;
 
-use crate::cli::{Cli, Command, EngineArgs, SamplingArgs};
+use crate::cli::{Cli, Command, EngineArgs, SamplingArgs, SpecArgs};
 
 pub fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
@@ -51,9 +54,35 @@ fn start_engine(path: &Path, args: &EngineArgs) -> Result<EngineHandle> {
         kv_budget: args.kv_cache_mem.unwrap_or(KvBudget::Bytes(u64::MAX)),
         kv_dtype: args.kv_dtype,
         max_num_seqs: 1,
+        speculation: speculation(&args.spec)?,
+        draft_model: args.spec.model_draft.clone(),
         ..EngineConfig::default()
     };
     Ok(EngineHandle::start(lm, config)?)
+}
+
+/// The speculation requests get by default, from the flags (checked here:
+/// a bad value fails at start, not at the first request).
+pub(crate) fn speculation(args: &SpecArgs) -> Result<Speculation> {
+    // A draft model given and no type: the draft model drafts (llama-server).
+    let spec_type = args
+        .spec_type
+        .or(args.model_draft.as_ref().map(|_| SpecType::Draft));
+    anyhow::ensure!(
+        spec_type != Some(SpecType::Draft) || args.model_draft.is_some(),
+        "--spec-type draft needs --model-draft FILE (a smaller model with the same vocabulary)"
+    );
+    let s = Speculation::default().with(&SpecOverrides {
+        spec_type,
+        n_max: args.draft_max,
+        n_min: args.draft_min,
+        p_min: args.draft_p_min,
+        ngram_min: None,
+        ngram_max: None,
+    });
+    s.validate()
+        .map_err(|e| anyhow::anyhow!("speculative decoding flags: {e}"))?;
+    Ok(s)
 }
 
 /// Applies `--threads` and loads the model onto `--device`.

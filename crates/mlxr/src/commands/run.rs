@@ -146,6 +146,7 @@ impl Backend for Local<'_> {
             ignore_eos: s.ignore_eos,
             priority: 0,
             max_context: None,
+            speculation: Default::default(),
         };
         let generation = self.engine.generate(&request, |event| match event {
             Event::Token(t) => on_text(&t.text),
@@ -180,6 +181,14 @@ fn print_timings(t: &Timings) {
         "eval rate:            {:.2} tokens/s",
         t.predicted_tokens_per_second()
     );
+    if t.draft_n > 0 {
+        eprintln!(
+            "draft acceptance:     {} of {} draft token(s) ({:.0}%)",
+            t.draft_n_accepted,
+            t.draft_n,
+            100.0 * t.draft_n_accepted as f64 / t.draft_n as f64
+        );
+    }
 }
 
 pub fn duration(ms: f64) -> String {

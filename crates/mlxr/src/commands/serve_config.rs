@@ -36,6 +36,10 @@ pub struct ServeFile {
     max_blob_size: Option<String>,
     allow_local_pulls: Option<bool>,
     allow_insecure_pulls: Option<bool>,
+    spec_type: Option<String>,
+    draft_max: Option<usize>,
+    draft_min: Option<usize>,
+    draft_p_min: Option<f32>,
     /// Model files served besides the registry's, each `{ path, name }`.
     #[serde(default)]
     models: Vec<FileModel>,
@@ -140,6 +144,25 @@ pub fn apply(args: &mut ServeArgs, file: ServeFile, given: Option<&ArgMatches>) 
                 .parse()
                 .map_err(|e: String| anyhow::anyhow!("device: {e}"))?;
         }
+    }
+    if let Some(v) = file.spec_type {
+        if from_default("spec_type") {
+            args.spec.spec_type = Some(
+                v.parse()
+                    .map_err(|e: String| anyhow::anyhow!("spec_type: {e}"))?,
+            );
+        }
+    }
+    for (id, value, slot) in [
+        ("draft_max", file.draft_max, &mut args.spec.draft_max),
+        ("draft_min", file.draft_min, &mut args.spec.draft_min),
+    ] {
+        if value.is_some() && from_default(id) {
+            *slot = value;
+        }
+    }
+    if file.draft_p_min.is_some() && from_default("draft_p_min") {
+        args.spec.draft_p_min = file.draft_p_min;
     }
     if args.models.is_empty() {
         let names: Vec<Option<String>> = file.models.iter().map(|m| m.name.clone()).collect();

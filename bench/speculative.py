@@ -1,0 +1,95 @@
+"""Single-stream speculative decoding client (issue 19), for
+bench/speculative.sh: sends each prompt of a JSONL set to an OpenAI-style
+server, one request at a time (/v1/chat/completions, temperature 0), once
+per variant (extra body keys), and records per request the client's wall
+time, the completion tokens, the text, and the server's `timings` (decode
+time, draft_n, draft_n_accepted).
+
+    python bench/speculative.py --url URL --model NAME --prompts FILE \
+        --variant none '{"speculative.type": "none"}' \
+        --variant ngram '{"speculative.type": "ngram"}' --json-out out.json
+
+Variants alternate their order from prompt to prompt, so drift in the
+machine's speed falls on both alike.
+"""
+
+import argparse
+import json
+import time
+import urllib.request
+
+
+def post(url, body, timeout=600):
+    req = urllib.request.Request(url, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.load(r)
+
+
+def one(url, model, prompt, max_tokens, extra):
+    body = {"model": model, "messages": [{"role": "user", "content": prompt}],
+            "temperature": 0, "max_tokens": max_tokens, **extra}
+    t0 = time.perf_counter()
+    r = post(url + "/v1/chat/completions", body)
+    wall = time.perf_counter() - t0
+    t = r.get("timings", {})
+    return {
+        "wall_s": wall,
+        "completion_tokens": r["usage"]["completion_tokens"],
+        "text": r["choices"][0]["message"]["content"],
+        "predicted_n": t.get("predicted_n"),
+        "predicted_ms": t.get("predicted_ms"),
+        "draft_n": t.get("draft_n", 0),
+        "draft_n_accepted": t.get("draft_n_accepted", 0),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--prompts", required=True)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--variant", nargs=2, action="append", metavar=("LABEL", "JSON"), required=True)
+    ap.add_argument("--json-out", required=True)
+    a = ap.parse_args()
+    prompts = [json.loads(l) for l in open(a.prompts) if l.strip()]
+    variants = [(label, json.loads(extra)) for label, extra in a.variant]
+    # Warm-up, untimed.
+    one(a.url, a.model, "Say hi.", 8, variants[0][1])
+    results = {label: [] for label, _ in variants}
+    for i, p in enumerate(prompts):
+        order = variants if i % 2 == 0 else variants[::-1]
+        for label, extra in order:
+            r = one(a.url, a.model, p["prompt"], a.max_tokens, extra)
+            r["id"] = p["id"]
+            results[label].append(r)
+        print(f"[{p['id']}] " + "  ".join(
+            f"{label} {results[label][-1]['completion_tokens'] / results[label][-1]['wall_s']:.1f} tok/s"
+            for label, _ in variants), flush=True)
+    json.dump(results, open(a.json_out, "w"))
+
+
+def summary(results):
+    """Per variant: e2e tok/s (all completion tokens over all wall time),
+    decode tok/s (server timings), drafts and acceptance."""
+    out = {}
+    for label, rs in results.items():
+        tokens = sum(r["completion_tokens"] for r in rs)
+        wall = sum(r["wall_s"] for r in rs)
+        pn = sum(r["predicted_n"] or 0 for r in rs)
+        pms = sum(r["predicted_ms"] or 0 for r in rs)
+        drafted = sum(r["draft_n"] or 0 for r in rs)
+        accepted = sum(r["draft_n_accepted"] or 0 for r in rs)
+        out[label] = {
+            "requests": len(rs), "tokens": tokens,
+            "e2e_tps": tokens / wall if wall else 0.0,
+            "decode_tps": pn * 1000.0 / pms if pms else 0.0,
+            "draft_n": drafted, "draft_n_accepted": accepted,
+            "acceptance": accepted / drafted if drafted else 0.0,
+        }
+    return out
+
+
+if __name__ == "__main__":
+    main()

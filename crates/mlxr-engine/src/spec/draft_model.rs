@@ -1,0 +1,159 @@
+//! The draft-model proposer: a smaller model with the same vocabulary
+//! drafts greedily, a few batched forward passes per step for every
+//! sequence that speculates with it (llama.cpp's `draft-simple`).
+//!
+//! Its KV cache has the target's block count and is addressed through the
+//! target's block tables (vLLM's drafter does the same), so it needs no
+//! bookkeeping of its own: a sequence's draft KV covers its first
+//! `draft_computed` tokens, the draft's passes write up to the slots the
+//! scheduler reserved for the drafts, and what the target rejects is simply
+//! overwritten later. A sequence admitted with a cached prefix, or
+//! recomputed after preemption, has its draft KV computed from the start.
+//!
+//! Drafts are greedy (the target treats them as one-hot: lossless for any
+//! sampling); a sequence stops drafting once the draft's token is less
+//! likely than `p_min`, and a draft shorter than `n_min` is dropped.
+
+use std::sync::Arc;
+
+use mlxr_models::{Step as ForwardStep, StepRunner};
+
+use crate::scheduler::{ScheduledChunk, Scheduler};
+use crate::{EngineError, LoadedModel};
+
+/// Vocabularies may differ in size by this much (llama.cpp's
+/// `SPEC_VOCAB_MAX_SIZE_DIFFERENCE`), their first tokens (often control
+/// tokens) excepted.
+const VOCAB_SIZE_SLACK: usize = 128;
+const VOCAB_CHECK_FROM: u32 = 5;
+
+pub struct DraftModel {
+    pub model: Arc<LoadedModel>,
+    runner: Box<dyn StepRunner>,
+    step: ForwardStep,
+    tokens: Vec<u32>,
+}
+
+/// A readable error unless `draft` tokenizes text exactly as `target` does.
+pub fn check_compatible(target: &LoadedModel, draft: &LoadedModel) -> Result<(), EngineError> {
+    let (t, d) = (&target.tokenizer, &draft.tokenizer);
+    let refuse = |why: String| {
+        Err(EngineError::Speculation(format!(
+            "the draft model {} cannot draft for {}: {why}",
+            draft.path.display(),
+            target.path.display()
+        )))
+    };
+    let (tn, dn) = (t.vocab_size(), d.vocab_size());
+    if tn.abs_diff(dn) > VOCAB_SIZE_SLACK {
+        return refuse(format!("vocabularies of {dn} and {tn} tokens"));
+    }
+    if t.bos() != d.bos() || t.eos() != d.eos() || t.add_bos() != d.add_bos() {
+        return refuse("different BOS/EOS tokens".into());
+    }
+    if let Some(id) =
+        (VOCAB_CHECK_FROM..tn.min(dn) as u32).find(|&id| t.token_text(id) != d.token_text(id))
+    {
+        return refuse(format!(
+            "token {id} is {:?} in the draft and {:?} in the target",
+            d.token_text(id).unwrap_or_default(),
+            t.token_text(id).unwrap_or_default()
+        ));
+    }
+    Ok(())
+}
+
+impl DraftModel {
+    pub fn new(model: Arc<LoadedModel>, runner: Box<dyn StepRunner>) -> Self {
+        Self {
+            model,
+            runner,
+            step: ForwardStep::default(),
+            tokens: Vec::new(),
+        }
+    }
+
+    /// Fills the drafts of `chunks` whose sequences draft with this model
+    /// (the scheduler reserved `chunk.draft` slots, holding placeholders):
+    /// real tokens replace the placeholders, and a chunk whose draft came
+    /// out shorter gives the rest of its slots back.
+    pub fn draft(
+        &mut self,
+        scheduler: &mut Scheduler,
+        chunks: &mut [ScheduledChunk],
+        block_size: usize,
+    ) -> Result<(), EngineError> {
+        // (chunk index, drafts made so far, still drafting)
+        let mut active: Vec<(usize, usize, bool)> = chunks
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| {
+                c.draft > 0 && scheduler.seq(c.seq).is_some_and(|s| s.drafts_with_model())
+            })
+            .map(|(i, _)| (i, 0, true))
+            .collect();
+        let vocab = self.model.model.config().vocab_size;
+        while active.iter().any(|a| a.2) {
+            self.step.clear();
+            for &(i, made, drafting) in &active {
+                if !drafting {
+                    continue;
+                }
+                let c = &chunks[i];
+                let seq = scheduler.seq(c.seq).expect("scheduled");
+                let from = seq.draft_computed();
+                self.tokens.clear();
+                let committed = &seq.tokens[from.min(seq.tokens.len())..];
+                self.tokens.extend_from_slice(committed);
+                let drafted_from = from.saturating_sub(seq.tokens.len());
+                self.tokens
+                    .extend_from_slice(&seq.draft[drafted_from..made]);
+                let table = scheduler.block_table(c.seq).iter().map(|b| b.0);
+                self.step.push(&self.tokens, from, table);
+            }
+            self.step.finish(block_size)?;
+            let logits = self.runner.execute(&self.model.model, &self.step)?;
+            let mut rows = logits.chunks_exact(vocab);
+            for (i, made, drafting) in active.iter_mut() {
+                if !*drafting {
+                    continue;
+                }
+                let row = rows.next().expect("one row per drafting chunk");
+                let c = &chunks[*i];
+                let seq = scheduler.seq_mut(c.seq).expect("scheduled");
+                let fed = seq.tokens.len() + *made - seq.draft_computed();
+                seq.set_draft_computed(seq.draft_computed() + fed);
+                let (token, p) = top(row);
+                if p < seq.draft_p_min() {
+                    *drafting = false;
+                    continue;
+                }
+                seq.draft[*made] = token;
+                *made += 1;
+                *drafting = *made < c.draft;
+            }
+        }
+        for (i, made, _) in active {
+            let c = &mut chunks[i];
+            scheduler.set_draft(c, made);
+        }
+        Ok(())
+    }
+}
+
+/// The most likely token of `logits` and its probability.
+fn top(logits: &[f32]) -> (u32, f32) {
+    let (best, max) =
+        logits
+            .iter()
+            .enumerate()
+            .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &v)| {
+                if v > bv {
+                    (i, v)
+                } else {
+                    (bi, bv)
+                }
+            });
+    let sum: f64 = logits.iter().map(|&v| f64::from(v - max).exp()).sum();
+    (best as u32, (1.0 / sum) as f32)
+}

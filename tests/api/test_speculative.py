@@ -1,0 +1,99 @@
+"""Speculative decoding (prompt lookup) through the official clients: the
+per-request `speculative.*` keys in OpenAI bodies and Ollama options, and as
+a model's parameters (/api/create); greedy text equals the text without, the
+draft counts come back in `timings` and the final Ollama response, and
+`/metrics` counts them. Bad values are a 400."""
+
+import hashlib
+
+import ollama
+import openai
+import pytest
+import requests
+
+from conftest import MODEL, MODEL_FILE, models_dir
+
+PROMPT = "Repeat this list exactly, twice: apple, banana, cherry, date, elderberry, fig, grape."
+SPEC = {"speculative.type": "ngram", "speculative.n_max": 6}
+
+
+@pytest.fixture
+def oai(server):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
+
+
+def chat(oai, stream=False, **extra):
+    return oai.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": PROMPT}], max_tokens=60,
+        temperature=0, stream=stream, extra_body=extra or None)
+
+
+def spec_counter(server, name):
+    text = requests.get(server.url + "/metrics", timeout=10).text
+    lines = [l for l in text.splitlines() if l.startswith((f"mlxr:{name}_total{{", f"mlxr:{name}_total "))]
+    assert lines, text
+    return sum(float(l.rsplit(" ", 1)[1]) for l in lines)
+
+
+def test_openai_lookup_gives_the_same_text_and_reports_drafts(server, oai):
+    plain = chat(oai, **{"speculative.type": "none"})
+    before = spec_counter(server, "spec_decode_num_accepted_tokens")
+    spec = chat(oai, **SPEC)
+    assert spec.choices[0].message.content == plain.choices[0].message.content
+    t = spec.model_extra["timings"]
+    assert t["draft_n"] > 0 and 0 < t["draft_n_accepted"] <= t["draft_n"], t
+    assert plain.model_extra["timings"]["draft_n"] == 0
+    assert spec_counter(server, "spec_decode_num_accepted_tokens") >= before + t["draft_n_accepted"]
+
+    # Streaming: the same text, the counts in the last chunk with choices.
+    chunks = list(chat(oai, stream=True, **SPEC))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == plain.choices[0].message.content
+    last = [c for c in chunks if c.choices and c.choices[0].finish_reason][-1]
+    assert last.model_extra["timings"]["draft_n_accepted"] == t["draft_n_accepted"]
+
+
+@pytest.mark.parametrize("bad", [
+    {"speculative.n_max": 99},
+    {"speculative.type": "eagle"},
+    {"speculative.type": "draft"},
+    {"speculative.n_min": 5, "speculative.n_max": 2},
+    {"speculative.p_min": 2.0},
+])
+def test_bad_speculative_values_are_400(oai, bad):
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(oai, **bad)
+    assert "specul" in str(e.value), e.value
+
+
+def test_ollama_options_and_model_parameters(server):
+    client = ollama.Client(host=server.url)
+    opts = {"num_predict": 60, "temperature": 0}
+    plain = client.generate(model=MODEL, prompt=PROMPT, options=opts)
+    spec = client.generate(model=MODEL, prompt=PROMPT, options={**opts, **SPEC})
+    assert spec.response == plain.response
+    # The client drops fields it does not know: the counts, read raw.
+    final = requests.post(server.url + "/api/generate", json={
+        "model": MODEL, "prompt": PROMPT, "stream": False, "options": {**opts, **SPEC}}, timeout=60).json()
+    assert final["response"] == plain.response
+    assert 0 < final["draft_n_accepted"] <= final["draft_n"], final
+
+    # As a model's parameters: every request to it speculates.
+    path = models_dir() / MODEL_FILE
+    digest = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    with open(path, "rb") as f:
+        requests.post(f"{server.url}/api/blobs/{digest}", data=f, timeout=60).raise_for_status()
+    r = requests.post(server.url + "/api/create", json={
+        "model": "smollm2-lookup", "files": {MODEL_FILE: digest}, "stream": False,
+        "parameters": {"speculative.type": "ngram", "speculative.n_max": 4}}, timeout=60)
+    assert r.ok, r.text
+    r = requests.post(server.url + "/api/generate", json={
+        "model": "smollm2-lookup", "prompt": PROMPT, "stream": False, "options": opts}, timeout=60)
+    assert r.ok, r.text
+    body = r.json()
+    assert body["response"] == plain.response
+    assert body["draft_n"] > 0, body
+
+    with pytest.raises(ollama.ResponseError) as e:
+        client.generate(model=MODEL, prompt=PROMPT, options={**opts, "speculative.n_max": -1})
+    assert e.value.status_code == 400
