@@ -107,7 +107,7 @@ fn together(engine: &EngineHandle, reqs: &[GenerateRequest]) -> Vec<(Vec<u32>, (
 
 #[test]
 fn smollm2_prompt_lookup_is_token_identical() {
-    lookup_is_token_identical(SMOLLM2, prompts(), 1..=8);
+    lookup_is_token_identical(SMOLLM2, prompts(), [1, 4, 8]);
 }
 
 /// The Qwen2.5-Coder pair's small model (head_dim 64, GQA, QKV biases):
@@ -311,7 +311,7 @@ fn bad_speculation_is_refused_at_submission() {
     assert!(err.to_string().contains("--model-draft"), "{err}");
 }
 
-/// Sampling with drafts keeps the distribution: 10,000 seeded requests each
+/// Sampling with drafts keeps the distribution: 4,000 seeded requests each
 /// way (temperature 1 over the 4 most likely tokens, on a prompt whose
 /// lookup drafts, so drafts stand and fall), the 2nd and 3rd generated
 /// tokens (the first is sampled after the prompt, before any draft) compared
@@ -320,7 +320,7 @@ fn bad_speculation_is_refused_at_submission() {
 #[test]
 fn smollm2_sampled_lookup_keeps_the_distribution() {
     let Some(lm) = load(SMOLLM2) else { return };
-    const TRIALS: u64 = 10_000;
+    const TRIALS: u64 = 4_000;
     let prompt = "a b c d a b c d a b c d a b c d a b c d a b";
     let counts = |spec: SpecOverrides| {
         let engine = EngineHandle::start(
@@ -362,7 +362,7 @@ fn smollm2_sampled_lookup_keeps_the_distribution() {
     let (plain, _) = counts(SpecOverrides::off());
     let (spec, (_, drafted, accepted)) = counts(SpecOverrides::ngram(4));
     assert!(
-        accepted > 1000 && drafted - accepted > 1000,
+        accepted > 400 && drafted - accepted > 400,
         "drafts must both stand and fall: {accepted} of {drafted} stood"
     );
     // Cells seen fewer than 20 times in all are pooled.
