@@ -27,6 +27,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 # shellcheck source=bench/host.sh
 source bench/host.sh
+# shellcheck source=bench/servers.sh
+source bench/servers.sh
 
 out="" threads=2 reps=5 n_prompt=512 n_gen=128 depths=0 isa="" models=()
 while [ $# -gt 0 ]; do
@@ -50,16 +52,7 @@ for m in "${models[@]}"; do
   [ -f "$m" ] || { echo "missing $m: run scripts/fetch-models.sh" >&2; exit 1; }
 done
 
-# MLXR_BIN: an mlxr binary built elsewhere (e.g. from a clean checkout while
-# the working tree is mid-edit); otherwise the working tree is built.
-if [ -n "${MLXR_BIN:-}" ]; then
-  MLXR="$MLXR_BIN"
-  built="mlxr binary \`$MLXR_BIN\`${BENCH_NOTE:+ ($BENCH_NOTE)}"
-else
-  cargo build --release -p mlxr >&2
-  MLXR="$root/target/release/mlxr"
-  built="commit \`$(git rev-parse --short HEAD)\`$(git diff --quiet HEAD -- crates || echo ' (with uncommitted changes under crates/)')"
-fi
+mlxr_binary
 if [ -n "$isa" ]; then
   eval "$(bench/llamacpp-build.sh --isa "$isa")"
   export MLXR_CPU_ISA="$isa"

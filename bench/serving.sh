@@ -20,6 +20,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 # shellcheck source=bench/host.sh
 source bench/host.sh
+# shellcheck source=bench/servers.sh
+source bench/servers.sh
 
 out="" streams=16 threads=2 rounds=2 max_tokens=128 per_client=2 ctx_per_slot=512 isa="" mlxr_args="" compare_plain=0
 model="${MLXR_MODELS_DIR:-$HOME/.cache/mlxr/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -41,21 +43,17 @@ while [ $# -gt 0 ]; do
 done
 [ -f "$model" ] || { echo "missing $model: run scripts/fetch-models.sh" >&2; exit 1; }
 
-# MLXR_BIN: an mlxr binary built elsewhere (e.g. from a clean checkout while
-# the working tree is mid-edit); otherwise the working tree is built.
-if [ -n "${MLXR_BIN:-}" ]; then
-  MLXR="$MLXR_BIN"
-  built="mlxr binary \`$MLXR_BIN\`${BENCH_NOTE:+ ($BENCH_NOTE)}"
-else
-  cargo build --release -p mlxr >&2
-  MLXR="$root/target/release/mlxr"
-  built="commit \`$(git rev-parse --short HEAD)\`$(git diff --quiet HEAD -- crates || echo ' (with uncommitted changes under crates/)')"
-fi
-if [ -n "$isa" ]; then
+mlxr_binary
+[ -z "$isa" ] || export MLXR_CPU_ISA="$isa"
+# llama-server only when it is the other side.
+if [ "$compare_plain" = 1 ]; then
+  llama_note=""
+elif [ -n "$isa" ]; then
   eval "$(bench/llamacpp-build.sh --isa "$isa")"
-  export MLXR_CPU_ISA="$isa"
+  llama_note="llama.cpp \`$LLAMA_CPP_COMMIT\` ($LLAMA_BUILD_NOTE); "
 else
   eval "$(bench/llamacpp-build.sh --server)"
+  llama_note="llama.cpp \`$LLAMA_CPP_COMMIT\` ($LLAMA_BUILD_NOTE); "
 fi
 venv="${MLXR_CACHE:-$HOME/.cache/mlxr}/bench-venv"
 if ! "$venv/bin/python" -c 'import httpx' 2>/dev/null; then
@@ -64,25 +62,7 @@ if ! "$venv/bin/python" -c 'import httpx' 2>/dev/null; then
 fi
 PY="$venv/bin/python"
 
-work="$(mktemp -d)"
-server_pid=""
-stop_server() {
-  if [ -n "$server_pid" ]; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
-  fi
-}
-trap 'stop_server; rm -rf "$work"' EXIT
-
-wait_ready() {  # url
-  for _ in $(seq 1 600); do
-    if curl -sf "$1/health" >/dev/null 2>&1; then return 0; fi
-    kill -0 "$server_pid" 2>/dev/null || { echo "server exited; log:" >&2; cat "$work/server.log" >&2; exit 1; }
-    sleep 0.1
-  done
-  echo "server at $1 not ready after 60 s" >&2; exit 1
-}
+server_scratch
 
 run_mlxr() {  # round [plain]
   local port=18435 label="mlxr${mlxr_args:+ $mlxr_args}" args=($mlxr_args)
@@ -128,7 +108,7 @@ mkdir -p bench/results
   fi
   echo
   echo "$built;" \
-    "llama.cpp \`$LLAMA_CPP_COMMIT\` ($LLAMA_BUILD_NOTE)${isa:+, mlxr under \`MLXR_CPU_ISA=$isa\`}; $(cpu_cores);" \
+    "$llama_note${isa:+mlxr under \`MLXR_CPU_ISA=$isa\`; }$(cpu_cores);" \
     "load average (1, 5, 15 min) $load_before before, $load_after after;" \
     "command: \`bench/serving.sh ${isa:+--isa $isa }${mlxr_args:+--mlxr-args '$mlxr_args' }$([ "$compare_plain" = 1 ] && echo '--compare-plain ')-c $streams -t $threads -r $rounds -n $max_tokens\`."
   echo

@@ -23,6 +23,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 # shellcheck source=bench/host.sh
 source bench/host.sh
+# shellcheck source=bench/servers.sh
+source bench/servers.sh
 
 out="" threads=2 max_tokens=128 k=8 sets="rewrite completion"
 variants="none ngram" llama_variants="none ngram-simple ngram-tuned" isa=""
@@ -48,14 +50,7 @@ while [ $# -gt 0 ]; do
 done
 [ -f "$model" ] || { echo "missing $model: run scripts/fetch-models.sh qwen-coder" >&2; exit 1; }
 
-if [ -n "${MLXR_BIN:-}" ]; then
-  MLXR="$MLXR_BIN"
-  built="mlxr binary \`$MLXR_BIN\`${BENCH_NOTE:+ ($BENCH_NOTE)}"
-else
-  cargo build --release -p mlxr >&2
-  MLXR="$root/target/release/mlxr"
-  built="commit \`$(git rev-parse --short HEAD)\`$(git diff --quiet HEAD -- crates || echo ' (with uncommitted changes under crates/)')"
-fi
+mlxr_binary
 if [ -n "$isa" ]; then
   eval "$(bench/llamacpp-build.sh --isa "$isa")"
   export MLXR_CPU_ISA="$isa"
@@ -63,25 +58,7 @@ elif [ -n "$llama_variants" ]; then
   eval "$(bench/llamacpp-build.sh --server)"
 fi
 
-work="$(mktemp -d)"
-server_pid=""
-stop_server() {
-  if [ -n "$server_pid" ]; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
-  fi
-}
-trap 'stop_server; rm -rf "$work"' EXIT
-
-wait_ready() {  # url
-  for _ in $(seq 1 600); do
-    if curl -sf "$1/health" >/dev/null 2>&1; then return 0; fi
-    kill -0 "$server_pid" 2>/dev/null || { echo "server exited; log:" >&2; cat "$work/server.log" >&2; exit 1; }
-    sleep 0.1
-  done
-  echo "server at $1 not ready after 60 s" >&2; exit 1
-}
+server_scratch
 
 client() {  # url label-prefix set json-out variants...
   local url="$1" set="$2" json="$3"; shift 3

@@ -11,6 +11,8 @@
 # Prints a pass/fail summary last. Stages (each optional, in order):
 #   test   tests/gpu on the tiny models and random real-shaped GGUFs
 #   serve  mlxr serve --device cuda answering HTTP (plain, streamed, aborted)
+#   spec   greedy tokens with speculative decoding (lookup, self-draft)
+#          equal those without, on CUDA
 #   ncu    hardware counters of one decode step's kernels (GPU_NCU model) and
 #          of the decode matmul kernels alone (GPU_NCU_KERNELS, ncu's -k:
 #          regex:mmvq by default, regex:mmvq8 for the 5-8-token ones, none:
@@ -134,6 +136,38 @@ if has serve && [[ -n ${MODEL[smollm2-q8_0]:-} ]]; then
     fi
     kill "$serve_pid" 2>/dev/null
     wait "$serve_pid" 2>/dev/null
+fi
+
+# Speculative decoding on the GPU: greedy tokens with prompt lookup and with
+# the model drafting for itself must equal those without (the verify rows
+# run the same batch-invariant kernels as plain decode rows); prints the
+# draft counts.
+if has spec; then
+    stage "speculative decoding on CUDA: the same greedy tokens"
+    prompt="one two three four five one two three four five one two three four five one two three"
+    for m in smollm2-q8_0 qwen1.5b-q4_k_m; do
+        [[ -n ${MODEL[$m]:-} ]] || continue
+        gen() { "$MLXR" generate --device cuda -m "${MODEL[$m]}" --temperature 0 -n 96 --json "$@" "$prompt"; }
+        gen >"$OUT/spec-$m-plain.json" 2>"$OUT/spec-$m.err"
+        gen --spec-type ngram --draft-max 4 >"$OUT/spec-$m-ngram.json" 2>>"$OUT/spec-$m.err"
+        gen --model-draft "${MODEL[$m]}" --draft-max 6 >"$OUT/spec-$m-draft.json" 2>>"$OUT/spec-$m.err"
+        if python3 - "$OUT" "$m" <<'PY'; then
+import json, sys
+out, m = sys.argv[1:]
+runs = {v: json.load(open(f"{out}/spec-{m}-{v}.json")) for v in ("plain", "ngram", "draft")}
+ok = True
+for v in ("ngram", "draft"):
+    t = runs[v]["timings"]
+    same = runs[v]["tokens"] == runs["plain"]["tokens"]
+    ok &= same and t["draft_n"] > 0
+    print(f"{m} {v}: tokens {'equal' if same else 'DIFFER'}, {t['draft_n_accepted']} of {t['draft_n']} drafts stood")
+sys.exit(0 if ok else 1)
+PY
+            result PASS "speculative decoding on CUDA, $m"
+        else
+            result FAIL "speculative decoding on CUDA, $m (spec-$m.err)"
+        fi
+    done
 fi
 
 # Hardware counters of the decode kernels (where the machine lets ncu read

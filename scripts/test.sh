@@ -9,6 +9,15 @@ cd "$(dirname "$0")/.."
 
 export MLXR_MODELS_DIR="${MLXR_MODELS_DIR:-$HOME/.cache/mlxr/models}"
 
+# scripts/test.sh: what CI runs; scripts/test.sh --all: also every fuzz
+# target and the aarch64 build under qemu-user.
+ALL=0
+case "${1:-}" in
+    "") ;;
+    --all) ALL=1 ;;
+    *) echo "usage: $0 [--all]" >&2; exit 2 ;;
+esac
+
 STARTED=$SECONDS
 TIMES=()
 CURRENT=""
@@ -38,20 +47,8 @@ api_tests() {
     MLXR_BIN="$PWD/target/release/mlxr" "$venv/bin/python" -m pytest -q tests/api
 }
 
-aarch64_tests() {
-    if [ "${MLXR_SKIP_AARCH64:-0}" = 1 ]; then
-        echo "skipped (MLXR_SKIP_AARCH64=1)"
-    else
-        scripts/aarch64-tests.sh
-    fi
-}
-
 fuzz_targets() {
-    if [ "${MLXR_SKIP_FUZZ:-0}" = 1 ]; then
-        echo "skipped (MLXR_SKIP_FUZZ=1)"
-    else
-        MLXR_FUZZ_SECONDS="${MLXR_FUZZ_SECONDS:-20}" scripts/fuzz.sh
-    fi
+    MLXR_FUZZ_SECONDS="${MLXR_FUZZ_SECONDS:-20}" scripts/fuzz.sh
 }
 
 # The x86 kernel paths below the machine's own (MLXR_CPU_ISA caps them):
@@ -89,7 +86,12 @@ stage "cargo build (release, every target)" cargo build --release --workspace --
 stage "cargo test (release: the parity tests run real models)" cargo test --release --workspace --no-fail-fast
 stage "x86 kernel paths under MLXR_CPU_ISA=avx2 and scalar: kernel tests, llama.cpp parity" isa_paths
 stage "API tests: the official openai and ollama clients against a real mlxr serve" api_tests
-stage "fuzzing: every cargo-fuzz target for 20 s from the committed corpora" fuzz_targets
-stage "aarch64 (NEON): kernel tests and greedy replies of the real models under qemu-user" aarch64_tests
 stage "web UI end to end: Playwright (Debian chromium) against a real mlxr serve" \
     env MLXR_BIN="$PWD/target/release/mlxr" scripts/ui-e2e.sh
+# Not in CI (each is another ~15-25 minutes on 2 slow cores, and CI must stay
+# under an hour there): --all adds them.
+if [ "$ALL" = 1 ]; then
+    stage "fuzzing: every cargo-fuzz target for 20 s from the committed corpora" fuzz_targets
+    stage "aarch64 (NEON): kernel tests and greedy replies of the real models under qemu-user" \
+        scripts/aarch64-tests.sh
+fi

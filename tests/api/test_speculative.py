@@ -11,7 +11,7 @@ import openai
 import pytest
 import requests
 
-from conftest import MODEL, MODEL_FILE, models_dir
+from conftest import EMBED_MODEL, MODEL, MODEL_FILE, models_dir
 
 PROMPT = "Repeat this list exactly, twice: apple, banana, cherry, date, elderberry, fig, grape."
 SPEC = {"speculative.type": "ngram", "speculative.n_max": 6}
@@ -64,6 +64,14 @@ def test_bad_speculative_values_are_400(oai, bad):
     with pytest.raises(openai.BadRequestError) as e:
         chat(oai, **bad)
     assert "specul" in str(e.value), e.value
+
+
+def test_speculation_on_an_embedding_model_is_a_clear_error(oai):
+    with pytest.raises(openai.BadRequestError) as e:
+        oai.chat.completions.create(
+            model=EMBED_MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=4,
+            extra_body=SPEC)
+    assert "embedding model" in str(e.value), e.value
 
 
 def test_ollama_options_and_model_parameters(server):

@@ -3,20 +3,18 @@
 //! budget that forces preemption), the prefix cache reports its hits without
 //! changing outputs, and aborted or abandoned requests free their blocks.
 
+mod common;
+
 use std::sync::Arc;
 
+use common::{batch_variants, load};
 use mlxr_engine::{
     EngineConfig, EngineHandle, Event, FinishReason, GenerateRequest, KvBudget, KvDtype,
     LoadedModel, Prompt, SamplingParams,
 };
-use mlxr_testkit::{model_path, GEMMA3, SMOLLM2};
+use mlxr_testkit::{GEMMA3, SMOLLM2};
 
 const MAX_TOKENS: usize = 10;
-
-fn load(file: &str) -> Option<Arc<LoadedModel>> {
-    let path = model_path(file)?;
-    Some(Arc::new(LoadedModel::load(&path, Some(2048)).unwrap()))
-}
 
 fn config() -> EngineConfig {
     EngineConfig {
@@ -95,25 +93,9 @@ fn batched_equals_alone(file: &str) {
     assert!(lm.tokenizer.encode(&prompts[7], true, true).len() > 512);
     let expected = alone(&lm, &prompts);
 
-    let variants = [
-        ("default", config()),
-        (
-            "7-token steps",
-            EngineConfig {
-                max_num_batched_tokens: 7,
-                ..config()
-            },
-        ),
-        (
-            "tight KV budget",
-            EngineConfig {
-                // 56 blocks of 16: the long prompt alone takes 40.
-                kv_budget: KvBudget::Bytes(56 * block_bytes(&lm)),
-                ..config()
-            },
-        ),
-    ];
-    for (name, cfg) in variants {
+    // 56 blocks of 16: the long prompt alone takes 40.
+    let variants = batch_variants(config(), &lm, 56);
+    for (name, cfg) in variants.into_iter().take(3) {
         let engine = EngineHandle::start(lm.clone(), cfg).unwrap();
         let got = together(&engine, &prompts);
         for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
@@ -144,11 +126,6 @@ fn wait_idle(engine: &EngineHandle) {
         false
     });
     assert!(settled, "gauges: {:?}", engine.metrics().gauges());
-}
-
-fn block_bytes(lm: &LoadedModel) -> u64 {
-    let c = lm.model.config();
-    (2 * c.n_layers * 16 * c.n_kv_heads * c.head_dim * 2) as u64
 }
 
 #[test]

@@ -59,6 +59,7 @@ In a chat, Ctrl-C stops the current reply; /bye or Ctrl-D leaves.")]
   mlxr bench -m model.gguf -p 512 -n 128 -d 0,512 -t 2             also after 512 tokens of context (llama-bench -d)
   mlxr bench -m model.gguf -p 16 -n 4 -r 1 -o json                 one JSON array, llama-bench's keys
   mlxr bench -m model.gguf -p 128 -n 128 --parallel 1,8,64         8 and 64 sequences at once, like llama-batched-bench
+  mlxr bench -m qwen-1.5b.gguf -p 0 -n 128 --model-draft qwen-0.5b.gguf   tg128 drafted by a smaller model
 
 Everything runs through the engine `mlxr generate` and `mlxr serve` use (EngineHandle:
 scheduler, paged KV cache, greedy sampling), with the prefix cache off and random token ids.
@@ -305,9 +306,31 @@ pub struct SpecArgs {
     #[arg(long, value_name = "P")]
     pub draft_p_min: Option<f32>,
     /// A smaller model with the same vocabulary that drafts (e.g. Qwen2.5-0.5B
-    /// for Qwen2.5-1.5B); its KV cache shares --kv-cache-mem.
+    /// for Qwen2.5-1.5B): a file, or for `serve` also the name of a model it
+    /// serves; its KV cache shares --kv-cache-mem.
     #[arg(long, value_name = "MODEL")]
     pub model_draft: Option<PathBuf>,
+}
+
+impl SpecArgs {
+    /// These flags as a command line gives them.
+    pub fn to_flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        let mut push = |name: &str, value: Option<String>| {
+            if let Some(v) = value {
+                flags.extend([format!("--{name}"), v]);
+            }
+        };
+        push("spec-type", self.spec_type.map(|t| t.to_string()));
+        push("draft-max", self.draft_max.map(|n| n.to_string()));
+        push("draft-min", self.draft_min.map(|n| n.to_string()));
+        push("draft-p-min", self.draft_p_min.map(|p| p.to_string()));
+        push(
+            "model-draft",
+            self.model_draft.as_ref().map(|p| p.display().to_string()),
+        );
+        flags
+    }
 }
 
 /// Where the daemon listens, for the commands that talk to it.
@@ -537,6 +560,10 @@ pub struct BenchArgs {
     /// generated tokens at once, aggregate prompt and decode speed.
     #[arg(long, value_delimiter = ',', value_name = "B")]
     pub parallel: Vec<usize>,
+    /// tgN with speculative decoding (each test also reports the draft
+    /// tokens accepted).
+    #[command(flatten)]
+    pub spec: SpecArgs,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

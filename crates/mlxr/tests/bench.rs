@@ -122,6 +122,38 @@ fn markdown_table_mirrors_llama_bench() {
     assert!(rows.iter().all(|r| r.contains(" ± ")), "{out}");
 }
 
+/// A model drafting for itself: every draft stands; two thread counts, so
+/// the flags also reach the child processes.
+#[test]
+fn speculative_generation_reports_the_drafts() {
+    let Some(model) = mlxr_testkit::model_path(mlxr_testkit::SMOLLM2) else {
+        return;
+    };
+    // p_min 0: draft however unsure (the prompt is a random token).
+    let draft = [
+        "--model-draft",
+        model.to_str().unwrap(),
+        "--draft-max",
+        "4",
+        "--draft-p-min",
+        "0",
+    ];
+    let Some(out) = bench(&[&["-t", "1,2", "-o", "json"][..], &draft[..]].concat()) else {
+        return;
+    };
+    let tests: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(tests.len(), 4, "{out}");
+    for t in &tests {
+        if t["n_gen"] == 0 {
+            assert_eq!(t["draft_n"], 0, "{t}");
+        } else {
+            assert!(t["draft_n"].as_u64().unwrap() > 0, "{t}");
+            assert_eq!(t["draft_n_accepted"], t["draft_n"], "{t}");
+            assert!(t["avg_ts"].as_f64().unwrap() > 0.0, "{t}");
+        }
+    }
+}
+
 #[test]
 fn help_has_examples() {
     let out = Command::new(env!("CARGO_BIN_EXE_mlxr"))

@@ -263,6 +263,67 @@ fn run_ps_and_stop() {
     assert!(stderr(&out).starts_with("error: "), "{}", stderr(&out));
 }
 
+/// `serve --model-draft NAME` finds the draft among the daemon's models
+/// (here the model itself: every draft stands) and `run --verbose` shows the
+/// acceptance; `run`'s speculative flags reach the daemon as options.
+#[test]
+fn a_served_model_drafts_for_itself_by_name() {
+    let Some(model) = smollm2() else { return };
+    let server = Server::start_with(&model, &["--model-draft", "smollm2"]);
+    let run = |extra: &[&str]| {
+        let args = [
+            &[
+                "run",
+                "smollm2",
+                "--temperature",
+                "0",
+                "-n",
+                "16",
+                "--verbose",
+            ][..],
+            extra,
+            &["Count from one to ten."][..],
+        ]
+        .concat();
+        let out = server.mlxr(&args);
+        let err = stderr(&out);
+        assert!(out.status.success(), "{err}");
+        (String::from_utf8(out.stdout).unwrap(), err)
+    };
+    let (drafted, err) = run(&[]);
+    assert!(
+        err.contains("draft acceptance:") && err.contains("(100%)"),
+        "{err}"
+    );
+    let (plain, err) = run(&["--spec-type", "none"]);
+    assert!(!err.contains("draft acceptance:"), "{err}");
+    assert_eq!(drafted, plain);
+
+    let out = server.mlxr(&["run", "smollm2", "--model-draft", "x.gguf", "hi"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("give it to `mlxr serve`"),
+        "{}",
+        stderr(&out)
+    );
+
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mlxr"))
+        .args(["serve", "-m"])
+        .arg(&model)
+        .arg("--home")
+        .arg(home.path())
+        .args(["--host", "127.0.0.1:0", "--model-draft", "no-such-model"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("--model-draft no-such-model"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[cfg(unix)]
 #[test]
 fn client_commands_over_the_unix_socket() {

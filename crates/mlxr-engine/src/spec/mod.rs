@@ -121,18 +121,6 @@ impl SpecOverrides {
             ..Self::default()
         }
     }
-
-    /// `self`, with the values `later` sets in place of these.
-    pub fn then(self, later: &Self) -> Self {
-        Self {
-            spec_type: later.spec_type.or(self.spec_type),
-            n_max: later.n_max.or(self.n_max),
-            n_min: later.n_min.or(self.n_min),
-            p_min: later.p_min.or(self.p_min),
-            ngram_min: later.ngram_min.or(self.ngram_min),
-            ngram_max: later.ngram_max.or(self.ngram_max),
-        }
-    }
 }
 
 impl Speculation {

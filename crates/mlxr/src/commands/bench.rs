@@ -15,6 +15,10 @@
 //!   holds the D (so N are computed, reading D tokens of context); `tgN`'s
 //!   prompt is D tokens, so its decode steps run at positions D to D + N.
 //!
+//! - with speculative decoding (`--spec-type`, `--model-draft`), `tgN`
+//!   verifies drafts: still N + 1 tokens, in fewer steps; each test also
+//!   reports the draft tokens proposed and accepted.
+//!
 //! Each test runs once as a warm-up, then `-r` times. Every run draws new
 //! random ids, so no run reuses another's KV (the prefix cache is on only
 //! for a depth above 0, and only the run's own prefix is in it).
@@ -57,6 +61,12 @@ pub struct TestResult {
     pub stddev_ts: f64,
     pub samples_ns: Vec<u64>,
     pub samples_ts: Vec<f64>,
+    /// Draft tokens verified and accepted over the timed runs (llama-server's
+    /// `timings` names; not llama-bench keys).
+    #[serde(default)]
+    pub draft_n: usize,
+    #[serde(default)]
+    pub draft_n_accepted: usize,
 }
 
 pub fn bench(args: BenchArgs) -> Result<()> {
@@ -113,6 +123,8 @@ fn start_engine(
         max_num_batched_tokens: args.batch_size,
         long_prefill_token_threshold: args.batch_size,
         prefix_caching,
+        speculation: super::speculation(&args.spec)?,
+        draft_model: args.spec.model_draft.clone(),
         ..EngineConfig::default()
     };
     let vocab = lm.model.config().vocab_size.min(lm.tokenizer.vocab_size()) as u64;
@@ -200,14 +212,16 @@ fn run_tests(args: &BenchArgs, threads: Option<usize>) -> Result<Vec<TestResult>
     for &depth in &args.n_depth {
         for &(n_prompt, n_gen) in &tests {
             let mut samples_ns = Vec::new();
+            let mut drafts = (0, 0);
             for rep in 0..=args.repetitions {
-                let ns = if n_prompt > 0 {
+                let timings = if n_prompt > 0 {
                     time_prompt(&engine, depth, n_prompt, vocab, &mut rng)?
                 } else {
                     time_generation(&engine, depth, n_gen, vocab, &mut rng)?
                 };
                 if rep > 0 {
-                    samples_ns.push(ns);
+                    samples_ns.push(timings.0);
+                    drafts = (drafts.0 + timings.1, drafts.1 + timings.2);
                 }
             }
             let test = Test {
@@ -215,11 +229,16 @@ fn run_tests(args: &BenchArgs, threads: Option<usize>) -> Result<Vec<TestResult>
                 n_gen,
                 n_depth: depth,
             };
-            results.push(summarize(&desc, args, device, n_threads, test, samples_ns));
+            let mut result = summarize(&desc, args, device, n_threads, test, samples_ns);
+            (result.draft_n, result.draft_n_accepted) = drafts;
+            results.push(result);
         }
     }
     Ok(results)
 }
+
+/// What one timed run gives: ns, draft tokens verified, accepted.
+type RunTimings = (u64, usize, usize);
 
 /// ns to process `n` random prompt tokens after `depth` cached ones (and
 /// sample one token).
@@ -229,7 +248,7 @@ fn time_prompt(
     n: usize,
     vocab: u64,
     rng: &mut XorShift,
-) -> Result<u64> {
+) -> Result<RunTimings> {
     let mut ids: Vec<u32> = (0..depth).map(|_| rng.below(vocab) as u32).collect();
     if depth > 0 {
         engine.generate(&request(ids.clone(), 1), |_| true)?;
@@ -242,7 +261,7 @@ fn time_prompt(
          (the depth must be a whole number of KV blocks, 16 tokens)",
         g.timings.prompt_n
     );
-    Ok((g.timings.prompt_ms * 1e6) as u64)
+    Ok(((g.timings.prompt_ms * 1e6) as u64, 0, 0))
 }
 
 /// ns for `n` single-token decode steps after a prompt of `depth` tokens
@@ -253,7 +272,7 @@ fn time_generation(
     n: usize,
     vocab: u64,
     rng: &mut XorShift,
-) -> Result<u64> {
+) -> Result<RunTimings> {
     let ids = (0..depth.max(1)).map(|_| rng.below(vocab) as u32).collect();
     let g = engine.generate(&request(ids, n + 1), |_| true)?;
     ensure!(
@@ -263,8 +282,13 @@ fn time_generation(
         n + 1,
         g.finish_reason
     );
-    // From the first token to the last: n decode steps.
-    Ok((g.timings.predicted_ms * 1e6) as u64)
+    // From the first token to the last: n decode steps (fewer when drafts
+    // stand).
+    Ok((
+        (g.timings.predicted_ms * 1e6) as u64,
+        g.timings.draft_n,
+        g.timings.draft_n_accepted,
+    ))
 }
 
 fn request(ids: Vec<u32>, max_tokens: usize) -> GenerateRequest {
@@ -411,6 +435,8 @@ fn summarize(
         stddev_ts,
         samples_ns,
         samples_ts,
+        draft_n: 0,
+        draft_n_accepted: 0,
     }
 }
 
@@ -451,6 +477,8 @@ fn run_child(args: &BenchArgs, threads: usize) -> Result<Vec<TestResult>> {
         .args(["-r", &args.repetitions.to_string()])
         .args(["-b", &args.batch_size.to_string()])
         .args(["--kv-dtype", &format!("{:?}", args.kv_dtype).to_lowercase()])
+        .args(["--device", &args.device.to_string()])
+        .args(args.spec.to_flags())
         .args(["-o", "json"]);
     if let Some(c) = args.ctx_size {
         cmd.args(["-c", &c.to_string()]);
@@ -495,6 +523,16 @@ fn print_markdown(results: &[TestResult]) {
         );
     }
     println!();
+    for r in results.iter().filter(|r| r.draft_n > 0) {
+        println!(
+            "{} (t = {}): {} of {} draft tokens accepted ({:.1}%)",
+            r.test,
+            r.n_threads,
+            r.draft_n_accepted,
+            r.draft_n,
+            100.0 * r.draft_n_accepted as f64 / r.draft_n as f64
+        );
+    }
     println!(
         "mlxr {} (engine path: EngineHandle, batch {}, KV {})",
         env!("CARGO_PKG_VERSION"),

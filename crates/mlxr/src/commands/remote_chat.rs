@@ -1,15 +1,19 @@
 //! `mlxr run NAME`: the chat loop over the daemon's `POST /api/chat`.
 
-use anyhow::Result;
+use anyhow::{ensure, Result};
 use mlxr_engine::ChatMessage;
 use serde_json::{json, Map, Value};
 
 use super::client::{is_not_found, Client};
 use super::run::{chat, duration, Backend};
-use crate::cli::{RunArgs, SamplingArgs};
+use crate::cli::{RunArgs, SamplingArgs, SpecArgs};
 
 pub fn run(args: &RunArgs) -> Result<()> {
     let name = args.name.clone().expect("checked by the caller");
+    ensure!(
+        args.engine.spec.model_draft.is_none(),
+        "--model-draft loads a second model: give it to `mlxr serve` (or run a file with -m)"
+    );
     let client = Client::new(args.host.host.as_deref());
     let shown = match client.post("/api/show", &json!({"model": name})) {
         Ok(shown) => shown,
@@ -28,7 +32,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let backend = Remote {
         client,
         model: name,
-        options: options(&args.sampling),
+        options: options(&args.sampling, &args.engine.spec),
         keep_alive: args.keepalive.clone(),
         verbose: args.verbose,
     };
@@ -97,7 +101,7 @@ impl Backend for Remote {
 
 /// Only the flags given on the command line, so the model's own
 /// parameters (from its Modelfile) apply to the rest.
-fn options(s: &SamplingArgs) -> Map<String, Value> {
+fn options(s: &SamplingArgs, spec: &SpecArgs) -> Map<String, Value> {
     let mut o = Map::new();
     let mut set = |key: &str, value: Option<Value>| {
         if let Some(v) = value {
@@ -117,6 +121,13 @@ fn options(s: &SamplingArgs) -> Map<String, Value> {
     if !s.stop.is_empty() {
         set("stop", Some(json!(s.stop)));
     }
+    set(
+        "speculative.type",
+        spec.spec_type.map(|t| json!(t.to_string())),
+    );
+    set("speculative.n_max", spec.draft_max.map(|v| json!(v)));
+    set("speculative.n_min", spec.draft_min.map(|v| json!(v)));
+    set("speculative.p_min", spec.draft_p_min.map(|v| json!(v)));
     o
 }
 
@@ -145,4 +156,12 @@ fn print_timings(done: &Value) {
         "eval rate:            {:.2} tokens/s",
         rate("eval_count", "eval_duration")
     );
+    if ns("draft_n") > 0 {
+        eprintln!(
+            "draft acceptance:     {} of {} draft token(s) ({:.0}%)",
+            ns("draft_n_accepted"),
+            ns("draft_n"),
+            100.0 * ns("draft_n_accepted") as f64 / ns("draft_n") as f64
+        );
+    }
 }

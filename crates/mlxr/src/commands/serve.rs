@@ -8,13 +8,13 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use mlxr_engine::EngineConfig;
 use mlxr_registry::{PullPolicy, Registry, BLOBS_DIR};
-use mlxr_server::catalog::{FileCatalog, RegistryCatalog};
+use mlxr_server::catalog::{FileCatalog, ModelCatalog, ModelKind, RegistryCatalog};
 use mlxr_server::{KeepAlive, LogBuffer, ModelManager, ModelSpec, ServerConfig};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
 use super::serve_config;
-use crate::cli::ServeArgs;
+use crate::cli::{ServeArgs, SpecArgs};
 
 pub fn serve(mut args: ServeArgs) -> Result<()> {
     if let Some(path) = args.config.clone() {
@@ -64,6 +64,7 @@ pub fn serve(mut args: ServeArgs) -> Result<()> {
     prune_blobs(&registry);
     let registry = Arc::new(registry);
     let catalog = RegistryCatalog::new(registry.clone(), FileCatalog::new(files));
+    let draft_model = draft_model(&args.spec, &catalog)?;
 
     let keep_alive = KeepAlive::parse(&serde_json::Value::String(args.keep_alive.clone()))
         .map_err(|e| anyhow::anyhow!("--keep-alive: {e}"))?;
@@ -86,7 +87,7 @@ pub fn serve(mut args: ServeArgs) -> Result<()> {
         max_num_batched_tokens: args.max_batched_tokens,
         long_prefill_token_threshold: (args.max_batched_tokens / 2).max(1),
         speculation: super::speculation(&args.spec)?,
-        draft_model: args.spec.model_draft.clone(),
+        draft_model,
         ..EngineConfig::default()
     };
     let models = Arc::new(
@@ -131,6 +132,29 @@ const NOPRUNE_ENV: &str = "MLXR_NOPRUNE";
 /// [`Registry::prune_unreferenced_blobs`]) unless [`NOPRUNE_ENV`] is set,
 /// and logs how many and how large. A failure is only a warning: the server
 /// starts anyway.
+/// `--model-draft`: a model file, or the name of a model this daemon serves
+/// (pulled, created or given with `-m --name`).
+fn draft_model(spec: &SpecArgs, catalog: &dyn ModelCatalog) -> Result<Option<PathBuf>> {
+    let Some(given) = &spec.model_draft else {
+        return Ok(None);
+    };
+    if given.exists() {
+        return Ok(Some(given.clone()));
+    }
+    let name = given.to_string_lossy();
+    let model = catalog
+        .resolve(&name)
+        .map_err(|e| anyhow::anyhow!("--model-draft {name}: {e}"))?
+        .with_context(|| {
+            format!("--model-draft {name}: no such file, and no model of that name")
+        })?;
+    anyhow::ensure!(
+        model.kind == ModelKind::Generate,
+        "--model-draft {name}: an embedding model cannot draft"
+    );
+    Ok(Some(model.path))
+}
+
 fn prune_blobs(registry: &Registry) {
     if std::env::var_os(NOPRUNE_ENV).is_some_and(|v| !v.is_empty()) {
         tracing::info!("{NOPRUNE_ENV} is set: keeping unreferenced blobs");

@@ -16,6 +16,8 @@ const CHARTS: { title: string; value: (p: Point) => number | null; unit: string;
   { title: "Waiting requests", value: (p) => p.waiting, unit: "", digits: 0 },
   { title: "KV-cache usage", value: (p) => p.kvUsagePercent, unit: " %", digits: 1 },
   { title: "Prefix-cache hit rate", value: (p) => p.prefixHitRatePercent, unit: " %", digits: 1 },
+  { title: "Draft tokens accepted", value: (p) => p.draftAcceptancePercent, unit: " %", digits: 1 },
+  { title: "Mean accepted length", value: (p) => p.meanAcceptedLength, unit: " tokens", digits: 2 },
 ];
 
 /** Live charts from GET /metrics (every 2 s); rates and means are per interval. */
@@ -57,7 +59,8 @@ export function MetricsPage() {
       </div>
       <p className="note">
         Sampled every 2 s from <code>/metrics</code>. KV-cache usage with all models is the highest one; tokens/s, hit
-        rate and latencies are over each 2 s interval (— when nothing happened).
+        rate, latencies and speculative decoding's acceptance are over each 2 s interval (— when nothing happened).
+        The mean accepted length is the tokens one verifying step yields: 1 + accepted drafts per draft.
       </p>
     </div>
   );

@@ -16,6 +16,10 @@ export interface Point {
   prefixHitRatePercent: number | null;
   ttftMs: number | null;
   interTokenMs: number | null;
+  /** Speculative decoding: draft tokens accepted of those verified. */
+  draftAcceptancePercent: number | null;
+  /** Tokens a verifying step yields, on average: 1 + accepted / drafts (vLLM's mean acceptance length). */
+  meanAcceptedLength: number | null;
 }
 
 const P = "mlxr:";
@@ -37,6 +41,8 @@ export function derivePoint(prev: Snapshot | null, cur: Snapshot, model: string 
     num === null || den === null || den === 0 ? null : (num / den) * scale;
   const seconds = prev ? (cur.t - prev.t) / 1000 : 0;
   const generated = delta("generation_tokens_total");
+  const drafts = delta("spec_decode_num_drafts_total");
+  const accepted = delta("spec_decode_num_accepted_tokens_total");
   return {
     t: cur.t,
     running: now("num_requests_running"),
@@ -54,6 +60,8 @@ export function derivePoint(prev: Snapshot | null, cur: Snapshot, model: string 
       delta("inter_token_latency_seconds_count"),
       1000,
     ),
+    draftAcceptancePercent: ratio(accepted, delta("spec_decode_num_draft_tokens_total"), 100),
+    meanAcceptedLength: accepted === null || !drafts ? null : 1 + accepted / drafts,
   };
 }
 
