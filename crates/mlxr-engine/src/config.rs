@@ -1,5 +1,6 @@
 //! How an engine is sized: KV memory, block size, batch limits.
 
+use crate::spec::cost::DraftLength;
 use crate::spec::Speculation;
 use crate::DeviceChoice;
 use std::fmt;
@@ -140,6 +141,8 @@ pub struct EngineConfig {
     /// Steps in which more sequences than this decode verify no drafts:
     /// the batch already keeps the hardware busy.
     pub spec_disable_batch: usize,
+    /// How long each step's drafts are.
+    pub draft_length: DraftLength,
 }
 
 impl Default for EngineConfig {
@@ -156,6 +159,7 @@ impl Default for EngineConfig {
             speculation: Speculation::default(),
             draft_model: None,
             spec_disable_batch: 4,
+            draft_length: DraftLength::Goodput,
         }
     }
 }

@@ -147,9 +147,16 @@ impl EngineLoop {
             return;
         }
         if let Some(draft) = &mut self.draft {
-            if let Err(e) = draft.draft(&mut self.scheduler, &mut chunks, self.block_size) {
-                self.fail_chunks(&chunks, &format!("draft model: {e}"));
-                return;
+            let start = Instant::now();
+            match draft.draft(&mut self.scheduler, &mut chunks, self.block_size) {
+                Ok(passes) => self
+                    .scheduler
+                    .costs_mut()
+                    .observe_draft(passes, start.elapsed().as_secs_f64()),
+                Err(e) => {
+                    self.fail_chunks(&chunks, &format!("draft model: {e}"));
+                    return;
+                }
             }
         }
         let mut step = std::mem::take(&mut self.step);
@@ -172,10 +179,15 @@ impl EngineLoop {
             .runner
             .take()
             .expect("the runner is back after each step");
+        let start = Instant::now();
         let logits = match step.finish(self.block_size) {
             Ok(()) => runner.execute(&model.model, &step),
             Err(e) => Err(e),
         };
+        let rows = chunks.iter().map(|c| c.len).sum();
+        self.scheduler
+            .costs_mut()
+            .observe_target(rows, start.elapsed().as_secs_f64());
         match logits {
             Ok(rows) => self.process_outputs(&chunks, rows),
             Err(e) => self.fail_chunks(&chunks, &format!("forward pass failed: {e}")),

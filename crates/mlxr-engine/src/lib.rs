@@ -37,6 +37,7 @@ pub use handle::{EngineHandle, Generation, RequestId, RequestStream};
 pub use loaded_model::LoadedModel;
 pub use metrics::EngineMetrics;
 pub use request::{tokenize_prompt, GenerateRequest, Prompt};
+pub use spec::cost::DraftLength;
 pub use spec::{SpecOverrides, SpecType, Speculation};
 
 pub use mlxr_sampling::SamplingParams;

@@ -22,6 +22,7 @@ use std::collections::{HashMap, VecDeque};
 use crate::config::EngineConfig;
 use crate::kv::{BlockId, BlockManager, ExtraKey, KvError, SeqId};
 use crate::sequence::{SeqStatus, Sequence};
+use crate::spec::cost::StepCosts;
 
 /// One sequence's share of a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +53,8 @@ pub struct Scheduler {
     /// Admission order.
     running: Vec<SeqId>,
     preemptions: u64,
+    /// Measured step costs, for the draft lengths.
+    costs: StepCosts,
 }
 
 impl Scheduler {
@@ -68,7 +71,13 @@ impl Scheduler {
             waiting: VecDeque::new(),
             running: Vec::new(),
             preemptions: 0,
+            costs: StepCosts::new(config.draft_length),
         }
+    }
+
+    /// What steps cost, for the engine to record measured times.
+    pub fn costs_mut(&mut self) -> &mut StepCosts {
+        &mut self.costs
     }
 
     pub fn blocks(&self) -> &BlockManager {
@@ -223,7 +232,7 @@ impl Scheduler {
                 break;
             }
             let seq = self.seqs.get_mut(&chunk.seq).expect("scheduled");
-            let mut k = seq.propose(*budget);
+            let mut k = seq.propose(*budget, &self.costs);
             while k > 0 && !self.blocks.can_append(chunk.seq, k).unwrap_or(false) {
                 k -= 1;
             }

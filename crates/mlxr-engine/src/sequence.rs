@@ -10,6 +10,7 @@ use mlxr_tokenizer::{StreamDecoder, TokenId, Tokenizer};
 use crate::events::{Event, FinishReason, Timings, TokenEvent, TokenLogprob, Usage};
 use crate::kv::SeqId;
 use crate::request::GenerateRequest;
+use crate::spec::cost::StepCosts;
 use crate::spec::{SpecState, SpecType, Speculation};
 
 /// Where a sequence stands with the scheduler.
@@ -114,19 +115,21 @@ impl Sequence {
         self.emit(sampled, tokenizer, context_limit)
     }
 
-    /// Drafts the next step's tokens into [`Self::draft`], at most `most`
-    /// and never past `max_tokens`; returns how many.
+    /// Drafts the next step's tokens into [`Self::draft`], at most `most`,
+    /// never past `max_tokens`, as many as goodput at `costs` says; returns
+    /// how many.
     /// A draft model's draft is reserved here as placeholders (copies of
     /// the last token), which [`crate::spec::draft_model`] fills in.
-    pub fn propose(&mut self, most: usize) -> usize {
+    pub fn propose(&mut self, most: usize, costs: &StepCosts) -> usize {
         self.draft.clear();
-        let Some(spec) = &self.spec else { return 0 };
         let room = self.max_tokens.saturating_sub(self.num_generated() + 1);
+        let Some(spec) = &mut self.spec else { return 0 };
         if spec.params().spec_type == SpecType::Draft {
             let last = *self.tokens.last().expect("decoding sequences have tokens");
-            self.draft.resize(spec.draft_len(most.min(room)), last);
+            self.draft
+                .resize(spec.draft_len(most.min(room), costs), last);
         } else {
-            let draft = spec.propose(&self.tokens, most.min(room));
+            let draft = spec.propose(&self.tokens, most.min(room), costs);
             self.draft.extend_from_slice(draft);
         }
         self.draft.len()

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use common::{batch_variants, load};
 use mlxr_engine::{
-    EngineConfig, EngineHandle, Event, FinishReason, GenerateRequest, KvBudget, LoadedModel,
-    Prompt, SamplingParams, SpecOverrides, SpecType,
+    DraftLength, EngineConfig, EngineHandle, Event, FinishReason, GenerateRequest, KvBudget,
+    LoadedModel, Prompt, SamplingParams, SpecOverrides, SpecType,
 };
 use mlxr_testkit::{model_path, QWEN_CODER_05B, SMOLLM2};
 
@@ -23,8 +23,10 @@ fn config() -> EngineConfig {
     EngineConfig {
         kv_budget: KvBudget::Bytes(64 << 20),
         max_num_seqs: 8,
-        // Draft in every step, however many sequences decode.
+        // Draft in every step, however many sequences decode, as many
+        // tokens as asked (a draft model drafting for itself never pays).
         spec_disable_batch: usize::MAX,
+        draft_length: DraftLength::Max,
         ..EngineConfig::default()
     }
 }

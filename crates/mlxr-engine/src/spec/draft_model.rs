@@ -76,13 +76,14 @@ impl DraftModel {
     /// Fills the drafts of `chunks` whose sequences draft with this model
     /// (the scheduler reserved `chunk.draft` slots, holding placeholders):
     /// real tokens replace the placeholders, and a chunk whose draft came
-    /// out shorter gives the rest of its slots back.
+    /// out shorter gives the rest of its slots back. Returns how many
+    /// passes the draft model made.
     pub fn draft(
         &mut self,
         scheduler: &mut Scheduler,
         chunks: &mut [ScheduledChunk],
         block_size: usize,
-    ) -> Result<(), EngineError> {
+    ) -> Result<usize, EngineError> {
         // (chunk index, drafts made so far, still drafting)
         let mut active: Vec<(usize, usize, bool)> = chunks
             .iter()
@@ -93,7 +94,9 @@ impl DraftModel {
             .map(|(i, _)| (i, 0, true))
             .collect();
         let vocab = self.model.model.config().vocab_size;
+        let mut passes = 0;
         while active.iter().any(|a| a.2) {
+            passes += 1;
             self.step.clear();
             for &(i, made, drafting) in &active {
                 if !drafting {
@@ -137,7 +140,7 @@ impl DraftModel {
             let c = &mut chunks[i];
             scheduler.set_draft(c, made);
         }
-        Ok(())
+        Ok(passes)
     }
 }
 

@@ -7,12 +7,15 @@
 //!   (`speculative.type`, `speculative.n_max`, `speculative.n_min`,
 //!   `speculative.p_min`): the engine's configuration, with the values a
 //!   request gives ([`SpecOverrides`]) in place of its own.
-//! - [`SpecState`]: one sequence's proposer, its adaptive draft length and
-//!   its counts.
+//! - [`SpecState`]: one sequence's proposer, its acceptance rate and its
+//!   counts.
+//! - [`cost`]: the draft length each step, by goodput: measured step costs
+//!   and the sequence's acceptance rate.
 //! - [`prompt_lookup`]: drafts copied from the sequence itself.
 //! - [`draft_model`]: drafts from a smaller model with the same vocabulary
 //!   (`--model-draft`).
 
+pub mod cost;
 pub mod draft_model;
 pub mod prompt_lookup;
 
@@ -20,6 +23,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::TokenId;
+use cost::{Acceptance, StepCosts};
 use prompt_lookup::PromptLookup;
 
 /// The most draft tokens one step verifies (vLLM's `MAX_SPEC_LEN`).
@@ -176,27 +180,33 @@ impl Speculation {
     }
 }
 
-/// One sequence's speculation: its proposer, the draft length it tries now,
+/// One sequence's speculation: its proposer, how often its drafts stand,
 /// and how many tokens it drafted and had accepted.
 #[derive(Clone, Debug)]
 pub struct SpecState {
     params: Speculation,
-    /// The draft length for the next step: grows by 2 while every draft
-    /// stands and shrinks by 1 when one does not (Hugging Face's
-    /// "heuristic" schedule), between 1 and `n_max`.
-    k: usize,
+    acceptance: Acceptance,
+    /// Steps since this sequence last drafted: one that goodput keeps from
+    /// drafting still tries one token now and then, to learn whether its
+    /// drafts started to stand.
+    idle_steps: usize,
     pub drafted: usize,
     pub accepted: usize,
     /// Leading tokens whose KV is in the draft model's cache.
     pub draft_computed: usize,
 }
 
+/// A sequence that goodput keeps from drafting tries one draft token after
+/// this many steps.
+const PROBE_EVERY: usize = 16;
+
 impl SpecState {
     /// `None` when `params` turns speculation off.
     pub fn new(params: Speculation) -> Option<Self> {
         params.is_on().then_some(Self {
             params,
-            k: params.n_max,
+            acceptance: Acceptance::default(),
+            idle_steps: 0,
             drafted: 0,
             accepted: 0,
             draft_computed: 0,
@@ -207,24 +217,43 @@ impl SpecState {
         &self.params
     }
 
-    /// How many tokens to draft now, at most `most` (the draft model's).
-    pub fn draft_len(&self, most: usize) -> usize {
-        let k = self.k.min(most);
+    /// How many tokens to draft now, at most `most`: the length with the
+    /// best expected goodput at these `costs` (never past `n_max`), or none
+    /// when it is shorter than `n_min`.
+    pub fn draft_len(&mut self, most: usize, costs: &StepCosts) -> usize {
+        let most = most.min(self.params.n_max);
+        let with_model = self.params.spec_type == SpecType::Draft;
+        let mut k = costs.best_draft_len(self.acceptance.rate(), most, with_model);
+        if k == 0 && self.idle_steps >= PROBE_EVERY {
+            k = most.min(1);
+        }
         if k < self.params.n_min.max(1) {
+            self.idle_steps += 1;
             0
         } else {
+            self.idle_steps = 0;
             k
         }
     }
 
     /// The prompt-lookup draft for the sequence `tokens` (prompt and output
-    /// so far), at most `most` tokens: empty when nothing recurs or the
-    /// draft would be shorter than `n_min`.
-    pub fn propose<'a>(&self, tokens: &'a [TokenId], most: usize) -> &'a [TokenId] {
+    /// so far), at most `most` tokens and as long as goodput at `costs`
+    /// says: empty when nothing recurs or the draft would be shorter than
+    /// `n_min`.
+    pub fn propose<'a>(
+        &mut self,
+        tokens: &'a [TokenId],
+        most: usize,
+        costs: &StepCosts,
+    ) -> &'a [TokenId] {
+        let k = self.draft_len(most, costs);
+        if k == 0 {
+            return &[];
+        }
         let lookup = PromptLookup {
             min_n: self.params.ngram_min,
             max_n: self.params.ngram_max,
-            k: self.k.min(most),
+            k,
         };
         let draft = lookup.propose(tokens);
         if draft.len() < self.params.n_min.max(1) {
@@ -237,11 +266,7 @@ impl SpecState {
     pub fn record(&mut self, drafted: usize, accepted: usize) {
         self.drafted += drafted;
         self.accepted += accepted;
-        self.k = if accepted == drafted {
-            (self.k + 2).min(self.params.n_max)
-        } else {
-            self.k.saturating_sub(1).max(1)
-        };
+        self.acceptance.record(drafted, accepted);
     }
 }
 
@@ -273,25 +298,39 @@ mod tests {
     }
 
     #[test]
-    fn draft_length_adapts_to_acceptance() {
+    fn draft_length_follows_goodput() {
         assert!(SpecState::new(Speculation::default()).is_none());
         assert!(SpecState::new(Speculation::ngram(0)).is_none());
+        let unmeasured = StepCosts::default();
         let mut s = SpecState::new(Speculation::ngram(6)).unwrap();
         let t: Vec<TokenId> = [1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2].to_vec();
-        assert_eq!(s.propose(&t, 99), &[3, 4, 5, 6, 7, 8]);
-        assert_eq!(s.propose(&t, 2), &[3, 4]);
+        assert_eq!(s.propose(&t, 99, &unmeasured), &[3, 4, 5, 6, 7, 8]);
+        assert_eq!(s.propose(&t, 2, &unmeasured), &[3, 4]);
         s.record(6, 2);
         s.record(5, 0);
-        assert_eq!(s.propose(&t, 99), &[3, 4, 5, 6]);
-        s.record(4, 4);
-        assert_eq!(s.propose(&t, 99).len(), 6);
-        assert_eq!((s.drafted, s.accepted), (15, 6));
+        assert_eq!((s.drafted, s.accepted), (11, 2));
+        // Measured costs: a plain step 60 ms, 11 ms per extra row.
+        let mut costs = StepCosts::default();
+        costs.observe_target(1, 0.060);
+        costs.observe_target(9, 0.148);
+        for _ in 0..10 {
+            s.record(4, 0);
+        }
+        // Drafts that never stand: none, then a one-token probe.
+        for _ in 0..PROBE_EVERY {
+            assert!(s.propose(&t, 99, &costs).is_empty());
+        }
+        assert_eq!(s.propose(&t, 99, &costs), &[3]);
+        for _ in 0..10 {
+            s.record(4, 4);
+        }
+        assert_eq!(s.propose(&t, 99, &costs).len(), 6);
         // n_min discards short drafts.
-        let s = SpecState::new(Speculation {
+        let mut s = SpecState::new(Speculation {
             n_min: 3,
             ..Speculation::ngram(6)
         })
         .unwrap();
-        assert!(s.propose(&t, 2).is_empty());
+        assert!(s.propose(&t, 2, &unmeasured).is_empty());
     }
 }
