@@ -17,6 +17,9 @@
 #   bench/speculative.sh --variants "none draft" --llama-variants "none draft"
 #                                                       the draft model (-d, default Qwen2.5-Coder-0.5B)
 #                                                       instead of prompt lookup
+#   bench/speculative.sh --variants "none draft draft-max" --no-llama
+#                                                       ngram and draft choose each draft's length by
+#                                                       goodput; ngram-max and draft-max always draft k
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -44,7 +47,7 @@ while [ $# -gt 0 ]; do
     --no-llama) llama_variants=""; shift ;;
     --isa) isa="$2"; shift 2 ;;
     -o|--out) out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -73,9 +76,16 @@ for set in $sets; do
     serve_flags=()
     case "$variant" in
       none) label="mlxr"; body='{"speculative.type": "none"}' ;;
-      ngram) label="mlxr lookup k=$k"; body="{\"speculative.type\": \"ngram\", \"speculative.n_max\": $k}" ;;
-      draft) label="mlxr draft $(basename "$draft") k=$k"; serve_flags=(--model-draft "$draft")
-             body="{\"speculative.type\": \"draft\", \"speculative.n_max\": $k}" ;;
+      ngram|ngram-max|draft|draft-max)
+        type="${variant%-max}" length=goodput
+        [ "$variant" = "$type" ] || length=max
+        if [ "$type" = ngram ]; then
+          label="mlxr lookup"
+        else
+          label="mlxr draft $(basename "$draft")"; serve_flags=(--model-draft "$draft")
+        fi
+        label="$label k<=$k $length"
+        body="{\"speculative.type\": \"$type\", \"speculative.n_max\": $k, \"speculative.draft_length\": \"$length\"}" ;;
       *) echo "unknown variant $variant" >&2; exit 2 ;;
     esac
     MLXR_HOME="$work/home-$set-$variant" "$MLXR" serve -m "$model" --name bench -t "$threads" \

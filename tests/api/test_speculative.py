@@ -14,7 +14,10 @@ import requests
 from conftest import EMBED_MODEL, MODEL, MODEL_FILE, models_dir
 
 PROMPT = "Repeat this list exactly, twice: apple, banana, cherry, date, elderberry, fig, grape."
-SPEC = {"speculative.type": "ngram", "speculative.n_max": 6}
+# "max": always n_max draft tokens where a match allows, so that drafts are
+# counted whatever the timings (the default, "goodput", drafts as the measured
+# step costs say; its text is checked too).
+SPEC = {"speculative.type": "ngram", "speculative.n_max": 6, "speculative.draft_length": "max"}
 
 
 @pytest.fixture
@@ -44,6 +47,8 @@ def test_openai_lookup_gives_the_same_text_and_reports_drafts(server, oai):
     assert t["draft_n"] > 0 and 0 < t["draft_n_accepted"] <= t["draft_n"], t
     assert plain.model_extra["timings"]["draft_n"] == 0
     assert spec_counter(server, "spec_decode_num_accepted_tokens") >= before + t["draft_n_accepted"]
+    goodput = chat(oai, **{"speculative.type": "ngram"})
+    assert goodput.choices[0].message.content == plain.choices[0].message.content
 
     # Streaming: the same text, the counts in the last chunk with choices.
     chunks = list(chat(oai, stream=True, **SPEC))
@@ -59,6 +64,7 @@ def test_openai_lookup_gives_the_same_text_and_reports_drafts(server, oai):
     {"speculative.type": "draft"},
     {"speculative.n_min": 5, "speculative.n_max": 2},
     {"speculative.p_min": 2.0},
+    {"speculative.draft_length": "most"},
 ])
 def test_bad_speculative_values_are_400(oai, bad):
     with pytest.raises(openai.BadRequestError) as e:
@@ -105,3 +111,38 @@ def test_ollama_options_and_model_parameters(server):
     with pytest.raises(ollama.ResponseError) as e:
         client.generate(model=MODEL, prompt=PROMPT, options={**opts, "speculative.n_max": -1})
     assert e.value.status_code == 400
+
+
+def test_a_model_parameter_names_its_draft_model(server):
+    """`speculative.model_draft` as a model parameter: the draft loads with
+    the model and its requests draft by default (here SmolLM2 drafting for
+    itself: every draft stands, the text is the same). A draft that does not
+    exist is a 400 at create; a request cannot name one."""
+    opts = {"num_predict": 24, "temperature": 0}
+    plain = requests.post(server.url + "/api/generate", json={
+        "model": MODEL, "prompt": PROMPT, "stream": False, "options": opts}, timeout=60).json()
+    path = models_dir() / MODEL_FILE
+    digest = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    with open(path, "rb") as f:
+        requests.post(f"{server.url}/api/blobs/{digest}", data=f, timeout=60).raise_for_status()
+    r = requests.post(server.url + "/api/create", json={
+        "model": "smollm2-drafted", "files": {MODEL_FILE: digest}, "stream": False,
+        "parameters": {"speculative.model_draft": MODEL, "speculative.draft_length": "max"}},
+        timeout=60)
+    assert r.ok, r.text
+    body = requests.post(server.url + "/api/generate", json={
+        "model": "smollm2-drafted", "prompt": PROMPT, "stream": False, "options": opts},
+        timeout=60).json()
+    assert body["response"] == plain["response"], body
+    assert body["draft_n"] > 0 and body["draft_n_accepted"] == body["draft_n"], body
+    show = requests.post(server.url + "/api/show", json={"model": "smollm2-drafted"}, timeout=10).json()
+    assert "speculative.model_draft" in show["parameters"], show
+
+    r = requests.post(server.url + "/api/create", json={
+        "model": "smollm2-bad-draft", "files": {MODEL_FILE: digest}, "stream": False,
+        "parameters": {"speculative.model_draft": "no-such-draft"}}, timeout=60)
+    assert r.status_code == 400 and "no-such-draft" in r.text, r.text
+    r = requests.post(server.url + "/api/generate", json={
+        "model": MODEL, "prompt": PROMPT, "stream": False,
+        "options": {**opts, "speculative.model_draft": MODEL}}, timeout=60)
+    assert r.status_code == 400 and "not a request option" in r.text, r.text

@@ -188,7 +188,9 @@ describe("metrics", () => {
             model: MODEL,
             prompt: "Repeat this list exactly, twice: apple, banana, cherry, date, elderberry, fig, grape.",
             stream: false,
-            options: { num_predict: 40, temperature: 0, "speculative.type": "ngram" },
+            // "max": drafts whatever the step timings say (goodput, the
+            // default, could find them not worth it on a loaded machine).
+            options: { num_predict: 40, temperature: 0, "speculative.type": "ngram", "speculative.draft_length": "max" },
           }),
         ]);
       }

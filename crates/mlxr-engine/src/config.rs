@@ -1,6 +1,5 @@
 //! How an engine is sized: KV memory, block size, batch limits.
 
-use crate::spec::cost::DraftLength;
 use crate::spec::Speculation;
 use crate::DeviceChoice;
 use std::fmt;
@@ -141,8 +140,6 @@ pub struct EngineConfig {
     /// Steps in which more sequences than this decode verify no drafts:
     /// the batch already keeps the hardware busy.
     pub spec_disable_batch: usize,
-    /// How long each step's drafts are.
-    pub draft_length: DraftLength,
 }
 
 impl Default for EngineConfig {
@@ -159,7 +156,6 @@ impl Default for EngineConfig {
             speculation: Speculation::default(),
             draft_model: None,
             spec_disable_batch: 4,
-            draft_length: DraftLength::Goodput,
         }
     }
 }

@@ -71,7 +71,7 @@ impl Scheduler {
             waiting: VecDeque::new(),
             running: Vec::new(),
             preemptions: 0,
-            costs: StepCosts::new(config.draft_length),
+            costs: StepCosts::default(),
         }
     }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use common::{batch_variants, load};
 use mlxr_engine::{
     DraftLength, EngineConfig, EngineHandle, Event, FinishReason, GenerateRequest, KvBudget,
-    LoadedModel, Prompt, SamplingParams, SpecOverrides, SpecType,
+    LoadedModel, Prompt, SamplingParams, SpecOverrides, SpecType, Speculation,
 };
 use mlxr_testkit::{model_path, QWEN_CODER_05B, SMOLLM2};
 
@@ -26,7 +26,10 @@ fn config() -> EngineConfig {
         // Draft in every step, however many sequences decode, as many
         // tokens as asked (a draft model drafting for itself never pays).
         spec_disable_batch: usize::MAX,
-        draft_length: DraftLength::Max,
+        speculation: Speculation {
+            draft_length: DraftLength::Max,
+            ..Speculation::default()
+        },
         ..EngineConfig::default()
     }
 }

@@ -164,6 +164,38 @@ pub trait ModelCatalog: Send + Sync {
     fn list(&self) -> Result<Vec<ModelSpec>, String>;
 }
 
+/// The model parameter naming a model's draft model (llama-server's
+/// `--model-draft`, per model): a file or the name of a served model.
+pub const MODEL_DRAFT_PARAMETER: &str = "speculative.model_draft";
+
+/// The weights file of a draft model given as a file path or as the name
+/// of a model in `catalog`; an error says why it cannot draft.
+pub fn resolve_draft(catalog: &dyn ModelCatalog, given: &str) -> Result<PathBuf, String> {
+    let path = Path::new(given);
+    if path.is_file() {
+        return Ok(path.to_path_buf());
+    }
+    let model = catalog
+        .resolve(given)?
+        .ok_or_else(|| format!("'{given}' is no file and no model this server has"))?;
+    if model.kind != ModelKind::Generate {
+        return Err(format!("'{given}' is an embedding model: it cannot draft"));
+    }
+    Ok(model.path)
+}
+
+/// The draft model that a model's `parameters` name
+/// ([`MODEL_DRAFT_PARAMETER`]).
+pub fn model_draft(parameters: &Map<String, Value>) -> Result<Option<&str>, String> {
+    match parameters.get(MODEL_DRAFT_PARAMETER) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.is_empty() => Ok(Some(s)),
+        Some(other) => Err(format!(
+            "{MODEL_DRAFT_PARAMETER} must be a model name or a file path, not {other}"
+        )),
+    }
+}
+
 /// A fixed set of model files, each under a name.
 pub struct FileCatalog {
     models: Vec<ModelSpec>,

@@ -6,12 +6,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use mlxr_engine::{DeviceChoice, EngineConfig, EngineHandle, LoadedModel};
+use mlxr_engine::{DeviceChoice, EngineConfig, EngineHandle, LoadedModel, SpecType};
 use tokio::sync::Mutex;
 
 use mlxr_embed::EmbeddingModel;
 
-use crate::catalog::{with_tag, ModelCatalog, ModelKind, ModelSpec};
+use crate::catalog::{
+    model_draft, resolve_draft, with_tag, ModelCatalog, ModelKind, ModelSpec, MODEL_DRAFT_PARAMETER,
+};
 use crate::error::ApiError;
 use crate::limits;
 use axum::http::StatusCode;
@@ -390,7 +392,7 @@ impl ModelManager {
         }
         let path = spec.path.clone();
         let context = self.context_size;
-        let config = self.engine_config.clone();
+        let config = self.engine_config_for(spec)?;
         let template = spec.template.clone();
         tokio::task::spawn_blocking(move || {
             let mut lm = LoadedModel::load_on(&path, context, config.device)?;
@@ -403,6 +405,27 @@ impl ModelManager {
         .map_err(|e| ApiError::internal(format!("loading the model panicked: {e}")))?
         .map(Backend::Engine)
         .map_err(|e| ApiError::internal(format!("loading model '{}': {e}", spec.name)))
+    }
+
+    /// The engine configuration of `spec`: the server's, with the draft
+    /// model its parameters name (drafting by default, as with
+    /// `--model-draft`).
+    fn engine_config_for(&self, spec: &ModelSpec) -> Result<EngineConfig, ApiError> {
+        let mut config = self.engine_config.clone();
+        let draft = model_draft(&spec.parameters).map_err(ApiError::bad_request)?;
+        if let Some(given) = draft {
+            let path = resolve_draft(self.catalog.as_ref(), given).map_err(|e| {
+                ApiError::bad_request(format!(
+                    "model '{}': {MODEL_DRAFT_PARAMETER}: {e}",
+                    spec.name
+                ))
+            })?;
+            config.draft_model = Some(path);
+            if config.speculation.spec_type == SpecType::None {
+                config.speculation.spec_type = SpecType::Draft;
+            }
+        }
+        Ok(config)
     }
 
     /// Marks a request done: the keep-alive clock starts now, and

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::builder::BoolishValueParser;
 use clap::{Args, Parser, Subcommand};
-use mlxr_engine::{DeviceChoice, KvBudget, KvDtype, SpecType};
+use mlxr_engine::{DeviceChoice, DraftLength, KvBudget, KvDtype, SpecType};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -305,6 +305,11 @@ pub struct SpecArgs {
     /// A draft model keeps drafting while its token is at least this likely. [default: 0.75]
     #[arg(long, value_name = "P")]
     pub draft_p_min: Option<f32>,
+    /// goodput: each step drafts the length that gives the most tokens per
+    /// second at the measured step costs and acceptance (none when drafting
+    /// does not pay); max: always --draft-max, as llama-server and vLLM. [default: goodput]
+    #[arg(long, value_name = "HOW")]
+    pub draft_length: Option<DraftLength>,
     /// A smaller model with the same vocabulary that drafts (e.g. Qwen2.5-0.5B
     /// for Qwen2.5-1.5B): a file, or for `serve` also the name of a model it
     /// serves; its KV cache shares --kv-cache-mem.
@@ -325,6 +330,7 @@ impl SpecArgs {
         push("draft-max", self.draft_max.map(|n| n.to_string()));
         push("draft-min", self.draft_min.map(|n| n.to_string()));
         push("draft-p-min", self.draft_p_min.map(|p| p.to_string()));
+        push("draft-length", self.draft_length.map(|l| l.to_string()));
         push(
             "model-draft",
             self.model_draft.as_ref().map(|p| p.display().to_string()),

@@ -137,6 +137,8 @@ fn speculative_generation_reports_the_drafts() {
         "4",
         "--draft-p-min",
         "0",
+        "--draft-length",
+        "max",
     ];
     let Some(out) = bench(&[&["-t", "1,2", "-o", "json"][..], &draft[..]].concat()) else {
         return;

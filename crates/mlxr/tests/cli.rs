@@ -350,7 +350,16 @@ fn unsupported_tensor_type_is_named() {
 fn prompt_lookup_flags_change_speed_not_text() {
     let Some(model) = smollm2() else { return };
     let prompt = "Repeat twice: red, green, blue, cyan, magenta, yellow, black, white.";
-    let spec = ["--spec-type", "ngram", "--draft-max", "5"];
+    // Always 5 draft tokens where a match allows (the default, goodput,
+    // drafts as the measured step costs say: checked for text below).
+    let spec = [
+        "--spec-type",
+        "ngram",
+        "--draft-max",
+        "5",
+        "--draft-length",
+        "max",
+    ];
     // The stop string ends the reply inside a run of accepted draft tokens
     // (SmolLM2 repeats "number is the sum of the two preceding ones", the
     // second time after "each").
@@ -383,11 +392,19 @@ fn prompt_lookup_flags_change_speed_not_text() {
             "48",
             "--model-draft",
             model.to_str().unwrap(),
+            "--draft-length",
+            "max",
         ],
         prompt,
     );
     let plain = json_generate(&model, &["--temperature", "0", "-n", "48"], prompt);
     assert_eq!(self_draft["tokens"], plain["tokens"]);
+    let goodput = json_generate(
+        &model,
+        &["--temperature", "0", "-n", "48", "--spec-type", "ngram"],
+        prompt,
+    );
+    assert_eq!(goodput["tokens"], plain["tokens"]);
     let t = &self_draft["timings"];
     assert!(t["draft_n"].as_u64().unwrap() > 0, "{t}");
     assert_eq!(t["draft_n_accepted"], t["draft_n"]);
@@ -408,6 +425,10 @@ fn prompt_lookup_flags_change_speed_not_text() {
         ),
         (&["--model-draft", "x.gguf"][..], "cannot read x.gguf"),
         (&["--spec-type", "draft"][..], "needs --model-draft"),
+        (
+            &["--spec-type", "ngram", "--draft-length", "most"][..],
+            "not a draft length",
+        ),
         (
             &["--spec-type", "medusa"][..],
             "not a speculative decoding type",

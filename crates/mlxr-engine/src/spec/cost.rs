@@ -56,21 +56,41 @@ impl DecayingFit {
 /// and say little about the cost of a few draft rows: they are not fitted.
 const FIT_MAX_ROWS: usize = 64;
 
-/// How each step's draft length is chosen.
+/// How long each step's draft is (`speculative.draft_length`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DraftLength {
     /// The length with the best expected goodput ([`StepCosts`]).
     #[default]
     Goodput,
     /// Always the most the request allows (`n_max`), as vLLM and
-    /// llama-server draft: for tests that must exercise every length.
+    /// llama-server draft.
     Max,
+}
+
+impl std::str::FromStr for DraftLength {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "goodput" => Ok(Self::Goodput),
+            "max" => Ok(Self::Max),
+            _ => Err(format!("'{s}' is not a draft length (goodput, max)")),
+        }
+    }
+}
+
+impl std::fmt::Display for DraftLength {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Goodput => "goodput",
+            Self::Max => "max",
+        })
+    }
 }
 
 /// What the engine's steps cost, measured as they run.
 #[derive(Clone, Debug, Default)]
 pub struct StepCosts {
-    mode: DraftLength,
     /// Seconds of a target step against its query rows.
     target: DecayingFit,
     /// Seconds of one draft-model pass (one draft token for every drafting
@@ -79,13 +99,6 @@ pub struct StepCosts {
 }
 
 impl StepCosts {
-    pub fn new(mode: DraftLength) -> Self {
-        Self {
-            mode,
-            ..Self::default()
-        }
-    }
-
     /// A target step of `rows` query rows took `secs`.
     pub fn observe_target(&mut self, rows: usize, secs: f64) {
         if (1..=FIT_MAX_ROWS).contains(&rows) {
@@ -109,13 +122,9 @@ impl StepCosts {
     /// sequence whose drafts stand with probability `alpha` each, from 0
     /// (plain decoding is best) to `most`; `most` while the costs are not
     /// measured yet (half of it every other step until the cost per row
-    /// is known: steps of one size cannot tell it), and always under
-    /// [`DraftLength::Max`]. `with_model`: the drafts cost draft-model
-    /// passes.
+    /// is known: steps of one size cannot tell it). `with_model`: the
+    /// drafts cost draft-model passes.
     pub fn best_draft_len(&self, alpha: f64, most: usize, with_model: bool) -> usize {
-        if self.mode == DraftLength::Max {
-            return most;
-        }
         let Some(plain) = self.target.predict(1.0) else {
             return if self.target.samples % 2 == 1 {
                 most.div_ceil(2)
@@ -242,8 +251,6 @@ mod tests {
         assert_eq!(c.best_draft_len(0.1, 5, true), 5);
         c.observe_draft(1, 0.029);
         assert_eq!(c.best_draft_len(0.1, 5, true), 0);
-        c.mode = DraftLength::Max;
-        assert_eq!(c.best_draft_len(0.1, 5, true), 5);
     }
 
     #[test]

@@ -23,7 +23,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::TokenId;
-use cost::{Acceptance, StepCosts};
+use cost::{Acceptance, DraftLength, StepCosts};
 use prompt_lookup::PromptLookup;
 
 /// The most draft tokens one step verifies (vLLM's `MAX_SPEC_LEN`).
@@ -81,6 +81,8 @@ pub struct Speculation {
     /// least `ngram_min` and at most `ngram_max` tokens is matched.
     pub ngram_min: usize,
     pub ngram_max: usize,
+    /// How long each step's draft is (`speculative.draft_length`).
+    pub draft_length: DraftLength,
 }
 
 impl Default for Speculation {
@@ -92,6 +94,7 @@ impl Default for Speculation {
             p_min: 0.75,
             ngram_min: 2,
             ngram_max: 4,
+            draft_length: DraftLength::Goodput,
         }
     }
 }
@@ -106,6 +109,7 @@ pub struct SpecOverrides {
     pub p_min: Option<f32>,
     pub ngram_min: Option<usize>,
     pub ngram_max: Option<usize>,
+    pub draft_length: Option<DraftLength>,
 }
 
 impl SpecOverrides {
@@ -142,6 +146,7 @@ impl Speculation {
             p_min: overrides.p_min.unwrap_or(self.p_min),
             ngram_min: overrides.ngram_min.unwrap_or(self.ngram_min),
             ngram_max: overrides.ngram_max.unwrap_or(self.ngram_max),
+            draft_length: overrides.draft_length.unwrap_or(self.draft_length),
         }
     }
 
@@ -223,7 +228,10 @@ impl SpecState {
     pub fn draft_len(&mut self, most: usize, costs: &StepCosts) -> usize {
         let most = most.min(self.params.n_max);
         let with_model = self.params.spec_type == SpecType::Draft;
-        let mut k = costs.best_draft_len(self.acceptance.rate(), most, with_model);
+        let mut k = match self.params.draft_length {
+            DraftLength::Goodput => costs.best_draft_len(self.acceptance.rate(), most, with_model),
+            DraftLength::Max => most,
+        };
         if k == 0 && self.idle_steps >= PROBE_EVERY {
             k = most.min(1);
         }

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
+use crate::catalog::{model_draft, resolve_draft, MODEL_DRAFT_PARAMETER};
 use crate::error::{ApiError, OllamaError};
 use crate::extract::JsonBody;
 use crate::state::AppState;
@@ -233,6 +234,7 @@ pub async fn create(
         },
         license: license.or_else(|| base.as_ref().and_then(|b| b.license.clone())),
     };
+    check_model_draft(&state, &new.parameters)?;
     if let Some(t) = &new.template {
         mlxr_template::ChatTemplate::new(t, "", "")
             .map_err(|e| ApiError::bad_request(format!("template: {e}")))?;
@@ -254,6 +256,17 @@ pub async fn create(
     Ok(ndjson_response(Body::from_stream(
         futures_util::stream::iter(lines),
     )))
+}
+
+/// A draft model named in the parameters must exist now (it may still go
+/// away later: loading the model then says so).
+fn check_model_draft(state: &AppState, parameters: &Map<String, Value>) -> Result<(), ApiError> {
+    let Some(given) = model_draft(parameters).map_err(ApiError::bad_request)? else {
+        return Ok(());
+    };
+    resolve_draft(state.models.catalog().as_ref(), given)
+        .map(|_| ())
+        .map_err(|e| ApiError::bad_request(format!("{MODEL_DRAFT_PARAMETER}: {e}")))
 }
 
 /// Which uploaded file is the model: a GGUF file alone, or the weights of

@@ -4,11 +4,13 @@
 //! [`IGNORED`] are accepted without effect, with a warning in the log.
 //! Speculative decoding takes llama-server's keys (`speculative.type`,
 //! `speculative.n_max`, `speculative.n_min`, `speculative.p_min`), here as
-//! in OpenAI request bodies.
+//! in OpenAI request bodies; a model's parameters may also name its draft
+//! model (`speculative.model_draft`), which a request cannot.
 
 use mlxr_engine::{SamplingParams, SpecOverrides};
 use serde_json::{Map, Value};
 
+use crate::catalog::MODEL_DRAFT_PARAMETER;
 use crate::error::ApiError;
 use crate::limits::{self, at_most};
 
@@ -73,6 +75,13 @@ pub fn settings(
     match options {
         None | Some(Value::Null) => {}
         Some(Value::Object(map)) => {
+            if map.contains_key(MODEL_DRAFT_PARAMETER) {
+                return Err(ApiError::bad_request(format!(
+                    "{MODEL_DRAFT_PARAMETER} is not a request option: the draft model loads \
+                     with the model (a model parameter: Modelfile PARAMETER or /api/create \
+                     parameters; or mlxr serve --model-draft)"
+                )));
+            }
             apply(&mut s, map)?;
             let ignored: Vec<&str> = map
                 .keys()
@@ -142,6 +151,16 @@ fn apply(s: &mut Settings, map: &Map<String, Value>) -> Result<(), ApiError> {
             "speculative.p_min" => s.speculation.p_min = Some(float()?),
             "speculative.ngram_min" => s.speculation.ngram_min = Some(count(key, int()?)?),
             "speculative.ngram_max" => s.speculation.ngram_max = Some(count(key, int()?)?),
+            "speculative.draft_length" => {
+                let length = value
+                    .as_str()
+                    .ok_or_else(|| wrong_type(key, "a string", value))?;
+                s.speculation.draft_length = Some(length.parse().map_err(|e: String| {
+                    ApiError::bad_request(format!("speculative.draft_length: {e}"))
+                })?);
+            }
+            // Read when the model loads (`ModelSpec::model_draft`).
+            MODEL_DRAFT_PARAMETER => {}
             "stop" => {
                 s.stop = match value {
                     Value::String(one) => vec![one.clone()],

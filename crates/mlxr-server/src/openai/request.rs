@@ -99,6 +99,8 @@ pub struct CommonParams {
     pub spec_ngram_min: Option<usize>,
     #[serde(default, rename = "speculative.ngram_max")]
     pub spec_ngram_max: Option<usize>,
+    #[serde(default, rename = "speculative.draft_length")]
+    pub spec_draft_length: Option<String>,
 }
 
 #[derive(Deserialize, Debug, Default)]
@@ -210,6 +212,12 @@ impl CommonParams {
             p_min: self.spec_p_min,
             ngram_min: self.spec_ngram_min,
             ngram_max: self.spec_ngram_max,
+            draft_length: self
+                .spec_draft_length
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .map_err(|e| ApiError::bad_request(format!("speculative.draft_length: {e}")))?,
         };
         Ok(req)
     }

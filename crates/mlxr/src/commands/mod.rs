@@ -79,6 +79,7 @@ pub(crate) fn speculation(args: &SpecArgs) -> Result<Speculation> {
         p_min: args.draft_p_min,
         ngram_min: None,
         ngram_max: None,
+        draft_length: args.draft_length,
     });
     s.validate()
         .map_err(|e| anyhow::anyhow!("speculative decoding flags: {e}"))?;

@@ -128,6 +128,10 @@ fn options(s: &SamplingArgs, spec: &SpecArgs) -> Map<String, Value> {
     set("speculative.n_max", spec.draft_max.map(|v| json!(v)));
     set("speculative.n_min", spec.draft_min.map(|v| json!(v)));
     set("speculative.p_min", spec.draft_p_min.map(|v| json!(v)));
+    set(
+        "speculative.draft_length",
+        spec.draft_length.map(|l| json!(l.to_string())),
+    );
     o
 }
 

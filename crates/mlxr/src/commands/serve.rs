@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use mlxr_engine::EngineConfig;
 use mlxr_registry::{PullPolicy, Registry, BLOBS_DIR};
-use mlxr_server::catalog::{FileCatalog, ModelCatalog, ModelKind, RegistryCatalog};
+use mlxr_server::catalog::{resolve_draft, FileCatalog, ModelCatalog, RegistryCatalog};
 use mlxr_server::{KeepAlive, LogBuffer, ModelManager, ModelSpec, ServerConfig};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -128,33 +128,22 @@ pub fn serve(mut args: ServeArgs) -> Result<()> {
 /// `OLLAMA_NOPRUNE`.
 const NOPRUNE_ENV: &str = "MLXR_NOPRUNE";
 
-/// Removes the blob files no model references (see
-/// [`Registry::prune_unreferenced_blobs`]) unless [`NOPRUNE_ENV`] is set,
-/// and logs how many and how large. A failure is only a warning: the server
-/// starts anyway.
 /// `--model-draft`: a model file, or the name of a model this daemon serves
 /// (pulled, created or given with `-m --name`).
 fn draft_model(spec: &SpecArgs, catalog: &dyn ModelCatalog) -> Result<Option<PathBuf>> {
     let Some(given) = &spec.model_draft else {
         return Ok(None);
     };
-    if given.exists() {
-        return Ok(Some(given.clone()));
-    }
-    let name = given.to_string_lossy();
-    let model = catalog
-        .resolve(&name)
-        .map_err(|e| anyhow::anyhow!("--model-draft {name}: {e}"))?
-        .with_context(|| {
-            format!("--model-draft {name}: no such file, and no model of that name")
-        })?;
-    anyhow::ensure!(
-        model.kind == ModelKind::Generate,
-        "--model-draft {name}: an embedding model cannot draft"
-    );
-    Ok(Some(model.path))
+    let given = given.to_string_lossy();
+    resolve_draft(catalog, &given)
+        .map(Some)
+        .map_err(|e| anyhow::anyhow!("--model-draft {given}: {e}"))
 }
 
+/// Removes the blob files no model references (see
+/// [`Registry::prune_unreferenced_blobs`]) unless [`NOPRUNE_ENV`] is set,
+/// and logs how many and how large. A failure is only a warning: the server
+/// starts anyway.
 fn prune_blobs(registry: &Registry) {
     if std::env::var_os(NOPRUNE_ENV).is_some_and(|v| !v.is_empty()) {
         tracing::info!("{NOPRUNE_ENV} is set: keeping unreferenced blobs");

@@ -40,6 +40,8 @@ pub struct ServeFile {
     draft_max: Option<usize>,
     draft_min: Option<usize>,
     draft_p_min: Option<f32>,
+    draft_length: Option<String>,
+    model_draft: Option<PathBuf>,
     /// Model files served besides the registry's, each `{ path, name }`.
     #[serde(default)]
     models: Vec<FileModel>,
@@ -163,6 +165,17 @@ pub fn apply(args: &mut ServeArgs, file: ServeFile, given: Option<&ArgMatches>) 
     }
     if file.draft_p_min.is_some() && from_default("draft_p_min") {
         args.spec.draft_p_min = file.draft_p_min;
+    }
+    if file.model_draft.is_some() && from_default("model_draft") {
+        args.spec.model_draft = file.model_draft;
+    }
+    if let Some(v) = file.draft_length {
+        if from_default("draft_length") {
+            args.spec.draft_length = Some(
+                v.parse()
+                    .map_err(|e: String| anyhow::anyhow!("draft_length: {e}"))?,
+            );
+        }
     }
     if args.models.is_empty() {
         let names: Vec<Option<String>> = file.models.iter().map(|m| m.name.clone()).collect();
