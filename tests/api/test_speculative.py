@@ -31,6 +31,17 @@ def chat(oai, stream=False, **extra):
         temperature=0, stream=stream, extra_body=extra or None)
 
 
+def create(server, name, parameters):
+    """/api/create of SmolLM2's file (uploaded as a blob) under `name`."""
+    path = models_dir() / MODEL_FILE
+    digest = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    with open(path, "rb") as f:
+        requests.post(f"{server.url}/api/blobs/{digest}", data=f, timeout=60).raise_for_status()
+    return requests.post(server.url + "/api/create", json={
+        "model": name, "files": {MODEL_FILE: digest}, "stream": False, "parameters": parameters},
+        timeout=60)
+
+
 def spec_counter(server, name):
     text = requests.get(server.url + "/metrics", timeout=10).text
     lines = [l for l in text.splitlines() if l.startswith((f"mlxr:{name}_total{{", f"mlxr:{name}_total "))]
@@ -93,13 +104,7 @@ def test_ollama_options_and_model_parameters(server):
     assert 0 < final["draft_n_accepted"] <= final["draft_n"], final
 
     # As a model's parameters: every request to it speculates.
-    path = models_dir() / MODEL_FILE
-    digest = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
-    with open(path, "rb") as f:
-        requests.post(f"{server.url}/api/blobs/{digest}", data=f, timeout=60).raise_for_status()
-    r = requests.post(server.url + "/api/create", json={
-        "model": "smollm2-lookup", "files": {MODEL_FILE: digest}, "stream": False,
-        "parameters": {"speculative.type": "ngram", "speculative.n_max": 4}}, timeout=60)
+    r = create(server, "smollm2-lookup", {"speculative.type": "ngram", "speculative.n_max": 4})
     assert r.ok, r.text
     r = requests.post(server.url + "/api/generate", json={
         "model": "smollm2-lookup", "prompt": PROMPT, "stream": False, "options": opts}, timeout=60)
@@ -121,14 +126,8 @@ def test_a_model_parameter_names_its_draft_model(server):
     opts = {"num_predict": 24, "temperature": 0}
     plain = requests.post(server.url + "/api/generate", json={
         "model": MODEL, "prompt": PROMPT, "stream": False, "options": opts}, timeout=60).json()
-    path = models_dir() / MODEL_FILE
-    digest = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
-    with open(path, "rb") as f:
-        requests.post(f"{server.url}/api/blobs/{digest}", data=f, timeout=60).raise_for_status()
-    r = requests.post(server.url + "/api/create", json={
-        "model": "smollm2-drafted", "files": {MODEL_FILE: digest}, "stream": False,
-        "parameters": {"speculative.model_draft": MODEL, "speculative.draft_length": "max"}},
-        timeout=60)
+    r = create(server, "smollm2-drafted",
+               {"speculative.model_draft": MODEL, "speculative.draft_length": "max"})
     assert r.ok, r.text
     body = requests.post(server.url + "/api/generate", json={
         "model": "smollm2-drafted", "prompt": PROMPT, "stream": False, "options": opts},
@@ -138,9 +137,7 @@ def test_a_model_parameter_names_its_draft_model(server):
     show = requests.post(server.url + "/api/show", json={"model": "smollm2-drafted"}, timeout=10).json()
     assert "speculative.model_draft" in show["parameters"], show
 
-    r = requests.post(server.url + "/api/create", json={
-        "model": "smollm2-bad-draft", "files": {MODEL_FILE: digest}, "stream": False,
-        "parameters": {"speculative.model_draft": "no-such-draft"}}, timeout=60)
+    r = create(server, "smollm2-bad-draft", {"speculative.model_draft": "no-such-draft"})
     assert r.status_code == 400 and "no-such-draft" in r.text, r.text
     r = requests.post(server.url + "/api/generate", json={
         "model": MODEL, "prompt": PROMPT, "stream": False,

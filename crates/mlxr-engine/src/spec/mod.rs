@@ -192,9 +192,12 @@ pub struct SpecState {
     params: Speculation,
     acceptance: Acceptance,
     /// Steps since this sequence last drafted: one that goodput keeps from
-    /// drafting still tries one token now and then, to learn whether its
-    /// drafts started to stand.
+    /// drafting still tries one token after `probe_every` steps, to learn
+    /// whether its drafts started to stand.
     idle_steps: usize,
+    /// Doubles after each probe that does not bring drafting back (a probe
+    /// of a draft model first feeds it every token since its last draft).
+    probe_every: usize,
     pub drafted: usize,
     pub accepted: usize,
     /// Leading tokens whose KV is in the draft model's cache.
@@ -202,8 +205,9 @@ pub struct SpecState {
 }
 
 /// A sequence that goodput keeps from drafting tries one draft token after
-/// this many steps.
+/// this many steps at first, and at most this many times more at last.
 const PROBE_EVERY: usize = 16;
+const PROBE_BACKOFF_MAX: usize = 16;
 
 impl SpecState {
     /// `None` when `params` turns speculation off.
@@ -212,6 +216,7 @@ impl SpecState {
             params,
             acceptance: Acceptance::default(),
             idle_steps: 0,
+            probe_every: PROBE_EVERY,
             drafted: 0,
             accepted: 0,
             draft_computed: 0,
@@ -232,8 +237,11 @@ impl SpecState {
             DraftLength::Goodput => costs.best_draft_len(self.acceptance.rate(), most, with_model),
             DraftLength::Max => most,
         };
-        if k == 0 && self.idle_steps >= PROBE_EVERY {
+        if k > 0 {
+            self.probe_every = PROBE_EVERY;
+        } else if self.idle_steps >= self.probe_every {
             k = most.min(1);
+            self.probe_every = (self.probe_every * 2).min(PROBE_EVERY * PROBE_BACKOFF_MAX);
         }
         if k < self.params.n_min.max(1) {
             self.idle_steps += 1;
@@ -324,8 +332,14 @@ mod tests {
         for _ in 0..10 {
             s.record(4, 0);
         }
-        // Drafts that never stand: none, then a one-token probe.
+        // Drafts that never stand: none, then a one-token probe, the next
+        // one twice as late.
         for _ in 0..PROBE_EVERY {
+            assert!(s.propose(&t, 99, &costs).is_empty());
+        }
+        assert_eq!(s.propose(&t, 99, &costs), &[3]);
+        s.record(1, 0);
+        for _ in 0..2 * PROBE_EVERY {
             assert!(s.propose(&t, 99, &costs).is_empty());
         }
         assert_eq!(s.propose(&t, 99, &costs), &[3]);
