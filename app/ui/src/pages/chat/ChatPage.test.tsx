@@ -56,9 +56,12 @@ describe("ChatPage", () => {
     expect(stats.textContent).toMatch(/time to first token \d+ ms/);
     expect(screen.getByRole("button", { name: "Send" })).toBeTruthy();
 
-    const saved = JSON.parse(localStorage.getItem(STORAGE_KEY) ?? "[]") as Conversation[];
-    expect(saved[0]?.title).toBe("Hi there");
-    expect(saved[0]?.messages.map((m) => m.content)).toEqual(["Hi there", "Hello **world**"]);
+    // Conversations are persisted by an effect after the render that shows the reply.
+    await vi.waitFor(() => {
+      const saved = JSON.parse(localStorage.getItem(STORAGE_KEY) ?? "[]") as Conversation[];
+      expect(saved[0]?.title).toBe("Hi there");
+      expect(saved[0]?.messages.map((m) => m.content)).toEqual(["Hi there", "Hello **world**"]);
+    });
   });
 
   it("Stop aborts the request and keeps the partial reply", async () => {
