@@ -16,7 +16,12 @@ VERSION=0.3.36
 SUM=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 
 xz -T2 -6 -c "$DIST/cuda/mlxr" >"$DIST/cuda/mlxr.xz"
-xz -T2 -6 -c "$DIST/cuda/tests/gpu" >"$DIST/cuda/gpu.xz"
+# The GPU test binary (scripts/build-cuda.sh test-bins) is optional: without
+# it gpu-tests.sh skips its test stage.
+rm -f "$DIST/cuda/gpu.xz"
+if [[ -f $DIST/cuda/tests/gpu ]]; then
+    xz -T2 -6 -c "$DIST/cuda/tests/gpu" >"$DIST/cuda/gpu.xz"
+fi
 
 sdist=$CACHE/llama.cpp/llama_cpp_python-$VERSION.tar.gz
 if [[ ! -f $sdist ]]; then

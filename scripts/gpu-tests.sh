@@ -21,7 +21,9 @@
 #          prefill (GPU_NCU_PREFILL model), with each of them
 #   bench  mlxr bench --device cuda (and llama-bench on the same files when
 #          llama.cpp was built: stage llama); GPU_PREFILL="flash" also times
-#          pp512 with that prefill attention kernel
+#          pp512 with that prefill attention kernel; GPU_DEPTH="1024" also
+#          decode from that depth (both engines), GPU_DECODE_ENV="KNOB=V ..."
+#          mlxr's decode under each setting
 #   batched  aggregate speed of 1, 8, 64 and 256 sequences served together:
 #          mlxr bench --parallel beside llama-batched-bench (GPU_BATCHED models;
 #          GPU_BATCHED_ENV="MLXR_CUDA_F16_GEMM_ROWS=8 MLXR_CUDA_QUANT_ROWS=4":
@@ -263,6 +265,23 @@ if has bench; then
             echo "MLXR_CUDA_MATVEC=$shape"
             MLXR_CUDA_MATVEC=$shape timeout 100 "$MLXR" bench --device cuda -m "${MODEL[$m]}" -p 0 -n 128 -r 3 2>&1 |
                 grep -E 'tg128|error'
+        done
+        # Decode from a deeper context (GPU_DEPTH, e.g. 1024), both engines.
+        for depth in ${GPU_DEPTH:-}; do
+            echo "depth $depth"
+            if [[ -x $LLAMA_BENCH ]]; then
+                timeout 120 "$LLAMA_BENCH" -m "${MODEL[$m]}" -p 0 -n 128 -d "$depth" -fa 1 -ngl 99 -r 3 2>&1 | grep -E '^\|'
+            fi
+            timeout 100 "$MLXR" bench --device cuda -m "${MODEL[$m]}" -p 0 -n 128 -d "$depth" -r 3 2>&1 | grep -E 'tg128|error'
+        done
+        # Decode under other settings (GPU_DECODE_ENV: assignments of debug
+        # knobs, e.g. MLXR_CUDA_ATTN_CHUNK=64), at depth 0 and each GPU_DEPTH.
+        for setting in ${GPU_DECODE_ENV:-}; do
+            for depth in 0 ${GPU_DEPTH:-}; do
+                echo "$setting, depth $depth"
+                env "$setting" timeout 100 "$MLXR" bench --device cuda -m "${MODEL[$m]}" -p 0 -n 128 -d "$depth" -r 3 2>&1 |
+                    grep -E 'tg128|error'
+            done
         done
     done
 fi

@@ -14,6 +14,7 @@ use crate::kv::SeqId;
 use crate::metrics::{EngineGauges, EngineMetrics};
 use crate::scheduler::{ScheduledChunk, Scheduler};
 use crate::sequence::{Sequence, Step};
+use crate::spec::cost::StepCosts;
 use crate::spec::draft_model::DraftModel;
 use crate::LoadedModel;
 
@@ -41,6 +42,8 @@ pub(crate) struct EngineLoop {
     pub draft_tokens: Vec<u32>,
     /// The draft model, with its own runner and KV cache (same block ids).
     pub draft: Option<DraftModel>,
+    /// What target steps and draft passes have cost, for the draft lengths.
+    pub costs: StepCosts,
 }
 
 impl EngineLoop {
@@ -140,7 +143,7 @@ impl EngineLoop {
     }
 
     fn step(&mut self) {
-        let mut chunks = self.scheduler.schedule();
+        let mut chunks = self.scheduler.schedule(&self.costs);
         if chunks.is_empty() {
             // Admission checks make this unreachable; never spin on it.
             std::thread::sleep(std::time::Duration::from_millis(1));
@@ -150,8 +153,7 @@ impl EngineLoop {
             let start = Instant::now();
             match draft.draft(&mut self.scheduler, &mut chunks, self.block_size) {
                 Ok(passes) => self
-                    .scheduler
-                    .costs_mut()
+                    .costs
                     .observe_draft(passes, start.elapsed().as_secs_f64()),
                 Err(e) => {
                     self.fail_chunks(&chunks, &format!("draft model: {e}"));
@@ -184,10 +186,9 @@ impl EngineLoop {
             Ok(()) => runner.execute(&model.model, &step),
             Err(e) => Err(e),
         };
-        let rows = chunks.iter().map(|c| c.len).sum();
-        self.scheduler
-            .costs_mut()
-            .observe_target(rows, start.elapsed().as_secs_f64());
+        let query_rows = chunks.iter().map(|c| c.len).sum();
+        self.costs
+            .observe_target(query_rows, start.elapsed().as_secs_f64());
         match logits {
             Ok(rows) => self.process_outputs(&chunks, rows),
             Err(e) => self.fail_chunks(&chunks, &format!("forward pass failed: {e}")),

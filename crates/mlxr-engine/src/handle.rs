@@ -66,6 +66,15 @@ struct Shared {
     has_draft: bool,
 }
 
+/// Requests' default speculation: with a draft model loaded and no type
+/// given, the draft model drafts (llama-server's `--model-draft`).
+fn default_speculation(mut speculation: Speculation, has_draft: bool) -> Speculation {
+    if has_draft && speculation.spec_type == SpecType::None {
+        speculation.spec_type = SpecType::Draft;
+    }
+    speculation
+}
+
 impl EngineHandle {
     /// Allocates the KV cache from `config.kv_budget` and starts the engine thread.
     pub fn start(model: Arc<LoadedModel>, config: EngineConfig) -> Result<Self, EngineError> {
@@ -124,6 +133,7 @@ impl EngineHandle {
             step: Default::default(),
             draft_tokens: Vec::new(),
             draft,
+            costs: Default::default(),
         };
         std::thread::Builder::new()
             .name("mlxr-engine".into())
@@ -137,7 +147,7 @@ impl EngineHandle {
                 seq_limit,
                 num_blocks,
                 block_size,
-                speculation: config.speculation,
+                speculation: default_speculation(config.speculation, has_draft),
                 has_draft,
             }),
             commands,

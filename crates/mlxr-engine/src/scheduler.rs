@@ -53,8 +53,6 @@ pub struct Scheduler {
     /// Admission order.
     running: Vec<SeqId>,
     preemptions: u64,
-    /// Measured step costs, for the draft lengths.
-    costs: StepCosts,
 }
 
 impl Scheduler {
@@ -71,13 +69,7 @@ impl Scheduler {
             waiting: VecDeque::new(),
             running: Vec::new(),
             preemptions: 0,
-            costs: StepCosts::default(),
         }
-    }
-
-    /// What steps cost, for the engine to record measured times.
-    pub fn costs_mut(&mut self) -> &mut StepCosts {
-        &mut self.costs
     }
 
     pub fn blocks(&self) -> &BlockManager {
@@ -169,12 +161,14 @@ impl Scheduler {
         let _ = self.blocks.replace_tail(chunk.seq, committed, &seq.draft);
     }
 
-    pub fn schedule(&mut self) -> Vec<ScheduledChunk> {
+    /// The next step's chunks; speculating sequences draft as far as
+    /// goodput at the measured step `costs` says.
+    pub fn schedule(&mut self, costs: &StepCosts) -> Vec<ScheduledChunk> {
         let mut budget = self.max_num_batched_tokens;
         let mut out = Vec::new();
         self.schedule_decodes(&mut budget, &mut out);
         if out.len() <= self.spec_disable_batch {
-            self.add_drafts(&mut budget, &mut out);
+            self.add_drafts(&mut budget, &mut out, costs);
         }
         self.schedule_running_prefills(&mut budget, &mut out);
         self.admit_waiting(&mut budget, &mut out);
@@ -226,13 +220,13 @@ impl Scheduler {
 
     /// Extends the decode chunks of speculating sequences with their drafts,
     /// as far as the budget and the free blocks go.
-    fn add_drafts(&mut self, budget: &mut usize, out: &mut [ScheduledChunk]) {
+    fn add_drafts(&mut self, budget: &mut usize, out: &mut [ScheduledChunk], costs: &StepCosts) {
         for chunk in out.iter_mut() {
             if *budget == 0 {
                 break;
             }
             let seq = self.seqs.get_mut(&chunk.seq).expect("scheduled");
-            let mut k = seq.propose(*budget, &self.costs);
+            let mut k = seq.propose(*budget, costs);
             while k > 0 && !self.blocks.can_append(chunk.seq, k).unwrap_or(false) {
                 k -= 1;
             }

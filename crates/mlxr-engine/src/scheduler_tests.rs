@@ -36,7 +36,7 @@ fn sequence(id: u64, prompt: Vec<u32>, max_tokens: usize) -> Sequence {
 /// Runs one step as the engine would, minus the model; sequences that reach
 /// `max_tokens` are removed. Returns the step's chunks.
 fn step(s: &mut Scheduler, rng: &mut Rng) -> Vec<ScheduledChunk> {
-    let chunks = s.schedule();
+    let chunks = s.schedule(&StepCosts::default());
     let mut seen = std::collections::HashSet::new();
     for c in &chunks {
         assert!(

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use mlxr_engine::{DeviceChoice, EngineConfig, EngineHandle, LoadedModel, SpecType};
+use mlxr_engine::{DeviceChoice, EngineConfig, EngineHandle, LoadedModel};
 use tokio::sync::Mutex;
 
 use mlxr_embed::EmbeddingModel;
@@ -198,10 +198,21 @@ impl ModelManager {
         self
     }
 
-    /// Weights plus the KV cache a generation engine allocates.
+    /// Weights (a draft model's too) plus the KV cache a generation engine
+    /// allocates.
     fn memory_estimate(&self, spec: &ModelSpec) -> u64 {
         match spec.kind {
-            ModelKind::Generate => spec.size + self.engine_config.kv_budget.bytes(),
+            ModelKind::Generate => {
+                // A draft model's weights load beside it (its KV cache
+                // shares the budget).
+                let draft = self
+                    .engine_config_for(spec)
+                    .ok()
+                    .and_then(|c| c.draft_model)
+                    .and_then(|path| std::fs::metadata(path).ok())
+                    .map_or(0, |m| m.len());
+                spec.size + draft + self.engine_config.kv_budget.bytes()
+            }
             ModelKind::Embed => spec.size,
         }
     }
@@ -408,8 +419,8 @@ impl ModelManager {
     }
 
     /// The engine configuration of `spec`: the server's, with the draft
-    /// model its parameters name (drafting by default, as with
-    /// `--model-draft`).
+    /// model its parameters name (which drafts by default, as with
+    /// `--model-draft`: the engine's rule).
     fn engine_config_for(&self, spec: &ModelSpec) -> Result<EngineConfig, ApiError> {
         let mut config = self.engine_config.clone();
         let draft = model_draft(&spec.parameters).map_err(ApiError::bad_request)?;
@@ -421,9 +432,6 @@ impl ModelManager {
                 ))
             })?;
             config.draft_model = Some(path);
-            if config.speculation.spec_type == SpecType::None {
-                config.speculation.spec_type = SpecType::Draft;
-            }
         }
         Ok(config)
     }

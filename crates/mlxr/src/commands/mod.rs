@@ -64,10 +64,8 @@ fn start_engine(path: &Path, args: &EngineArgs) -> Result<EngineHandle> {
 /// The speculation requests get by default, from the flags (checked here:
 /// a bad value fails at start, not at the first request).
 pub(crate) fn speculation(args: &SpecArgs) -> Result<Speculation> {
-    // A draft model given and no type: the draft model drafts (llama-server).
-    let spec_type = args
-        .spec_type
-        .or(args.model_draft.as_ref().map(|_| SpecType::Draft));
+    // A draft model and no type: the engine has the draft model draft.
+    let spec_type = args.spec_type;
     anyhow::ensure!(
         spec_type != Some(SpecType::Draft) || args.model_draft.is_some(),
         "--spec-type draft needs --model-draft FILE (a smaller model with the same vocabulary)"

@@ -17,9 +17,11 @@
 pub mod x86 {
     use std::arch::x86_64::*;
 
-    use crate::backend::cpu::kernels::q4k_tiles::{Tile, Tile6};
+    use crate::backend::cpu::kernels::q4k_tiles::{Tile, Tile6, Tile6p, TILE_ROWS};
     use crate::backend::cpu::kernels::q5k_tiles::Tile5;
     use crate::backend::cpu::kernels::q8k::BlockQ8K;
+
+    const PREFETCH_DISTANCE: usize = 2;
 
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -62,6 +64,79 @@ pub mod x86 {
         let r2 = _mm256_add_ps(a[6], a[2]);
         let r3 = _mm256_add_ps(a[7], a[3]);
         _mm256_add_ps(_mm256_add_ps(r0, r2), _mm256_add_ps(r1, r3))
+    }
+
+    /// How many tiles ahead the kernels ask for weight lines: decode waits on
+    /// memory on AVX2-only hosts (a quarter of Qwen2.5-1.5B's Q4_K samples
+    /// on a Zen 1 EPYC stalled on a tile's first load).
+    const PREFETCH_TILES: usize = PREFETCH_DISTANCE;
+
+    /// Prefetches line `i` (of 64 bytes) of the tile `PREFETCH_TILES` after
+    /// `tile` in memory, if the tile has that many lines. Past a row group's
+    /// slice that is the next group's tile, which a thread usually takes
+    /// next; a prefetch never faults, so the address may lie past the end.
+    #[inline(always)]
+    fn prefetch_line<U>(tile: &U, i: usize) {
+        if i * 64 < std::mem::size_of::<U>() {
+            let at = (tile as *const U as *const i8)
+                .wrapping_add(PREFETCH_TILES * std::mem::size_of::<U>() + 64 * i);
+            // SAFETY: prefetching touches no memory the program can observe.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(at) };
+        }
+    }
+
+    /// A Q6_K tile as [`q6k_tiles`] reads it: unpacked ([`Tile6`]) or
+    /// packed as GGUF keeps the values ([`Tile6p`], what AVX2 hosts load).
+    pub trait Q6Tile: Sync {
+        /// Rows `8h..8h + 8` of value line `i` ([`Tile6::qs`]`[i]`).
+        ///
+        /// # Safety
+        /// AVX2; `i < 64`, `h < 2`.
+        unsafe fn line(&self, i: usize, h: usize) -> __m256i;
+        fn scales(&self) -> &[[i8; TILE_ROWS]; 16];
+        fn d(&self) -> &[f32; TILE_ROWS];
+    }
+
+    impl Q6Tile for Tile6 {
+        #[inline(always)]
+        unsafe fn line(&self, i: usize, h: usize) -> __m256i {
+            // SAFETY: `qs[i]` is a 64-byte aligned line; AVX2 (the caller's).
+            unsafe { _mm256_load_si256(self.qs[i].as_ptr().add(32 * h) as *const __m256i) }
+        }
+        fn scales(&self) -> &[[i8; TILE_ROWS]; 16] {
+            &self.scales
+        }
+        fn d(&self) -> &[f32; TILE_ROWS] {
+            &self.d
+        }
+    }
+
+    impl Q6Tile for Tile6p {
+        #[inline(always)]
+        unsafe fn line(&self, i: usize, h: usize) -> __m256i {
+            // SAFETY: both are 64-byte aligned lines; AVX2 (the caller's).
+            unsafe {
+                let lo = _mm256_load_si256(self.ql[i % 32].as_ptr().add(32 * h) as *const __m256i);
+                let hi = _mm256_load_si256(self.qh[i % 16].as_ptr().add(32 * h) as *const __m256i);
+                // 16-bit shifts: the bits they bring in from the next byte
+                // fall outside each byte's mask.
+                let lo = _mm256_and_si256(
+                    _mm256_srl_epi16(lo, _mm_cvtsi32_si128(4 * (i / 32) as i32)),
+                    _mm256_set1_epi8(0x0F),
+                );
+                let hi = _mm256_and_si256(
+                    _mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * (i / 16) as i32)),
+                    _mm256_set1_epi8(0x03),
+                );
+                _mm256_or_si256(lo, _mm256_slli_epi16::<4>(hi))
+            }
+        }
+        fn scales(&self) -> &[[i8; TILE_ROWS]; 16] {
+            &self.scales
+        }
+        fn d(&self) -> &[f32; TILE_ROWS] {
+            &self.d
+        }
     }
 
     /// `(lo as u16) | hi << 16` broadcast: two i16 multipliers per lane.
@@ -127,6 +202,7 @@ pub mod x86 {
             let mut ia = [_mm256_setzero_si256(); T];
             let mut ib = [_mm256_setzero_si256(); T];
             for g in 0..8 {
+                prefetch_line(t, 8 * p + g + 32 * h);
                 // SAFETY: `qs[8p + g]` is a 64-byte aligned line.
                 let w = unsafe {
                     _mm256_load_si256(t.qs[8 * p + g].as_ptr().add(32 * h) as *const __m256i)
@@ -201,8 +277,8 @@ pub mod x86 {
     /// # Safety
     /// The CPU must support AVX2, FMA and F16C; `tiles.len() == ys[t].len()`.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn q6k_tiles<const T: usize, const TILED: bool>(
-        tiles: &[Tile6],
+    pub unsafe fn q6k_tiles<const T: usize, const TILED: bool, L: Q6Tile>(
+        tiles: &[L],
         ys: [&[BlockQ8K]; T],
     ) -> [[f32; 16]; T] {
         let mut acc = [[[_mm256_setzero_ps(); 8]; T]; 2];
@@ -212,7 +288,7 @@ pub mod x86 {
             let yb: [&BlockQ8K; T] = std::array::from_fn(|r| unsafe { ys[r].get_unchecked(b) });
             for h in 0..2 {
                 // SAFETY: h < 2.
-                unsafe { q6k_block_half::<T, TILED>(t, yb, h, &mut acc[h], &mut tacc[h]) };
+                unsafe { q6k_block_half::<T, TILED, L>(t, yb, h, &mut acc[h], &mut tacc[h]) };
             }
         }
         let mut out = [[0.0f32; 16]; T];
@@ -237,17 +313,17 @@ pub mod x86 {
     /// AVX2, FMA and F16C; `h < 2`.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn q6k_block_half<const T: usize, const TILED: bool>(
-        t: &Tile6,
+    unsafe fn q6k_block_half<const T: usize, const TILED: bool, L: Q6Tile>(
+        t: &L,
         yb: [&BlockQ8K; T],
         h: usize,
         acc: &mut [[__m256; 8]; T],
         tacc: &mut [__m256; T],
     ) {
         let sc: [__m256i; 16] =
-            std::array::from_fn(|s| dup16(eight(&t.scales[s][8 * h..]).map(|b| b as u8), true));
+            std::array::from_fn(|s| dup16(eight(&t.scales()[s][8 * h..]).map(|b| b as u8), true));
         // SAFETY: 8 readable f32.
-        let d = unsafe { _mm256_loadu_ps(t.d[8 * h..].as_ptr()) };
+        let d = unsafe { _mm256_loadu_ps(t.d()[8 * h..].as_ptr()) };
         let dd: [__m256; T] = std::array::from_fn(|r| _mm256_mul_ps(d, _mm256_set1_ps(yb[r].d)));
         // Lines in memory order: sub-block `s`, group `g` feeds lane
         // `4 (s % 2) + g` (the tiled order only needs the exact total: lane 0,
@@ -255,10 +331,9 @@ pub mod x86 {
         let mut lanes = [[_mm256_setzero_si256(); 8]; T];
         for (s, &scale) in sc.iter().enumerate() {
             for g in 0..4 {
-                // SAFETY: `qs[4s + g]` is a 64-byte aligned line.
-                let w = unsafe {
-                    _mm256_load_si256(t.qs[4 * s + g].as_ptr().add(32 * h) as *const __m256i)
-                };
+                prefetch_line(t, 4 * s + g + 64 * h);
+                // SAFETY: 4s + g < 64, h < 2; AVX2.
+                let w = unsafe { t.line(4 * s + g, h) };
                 let l = if TILED { 0 } else { 4 * (s % 2) + g };
                 for r in 0..T {
                     let x = bcast4(&yb[r].qs, 16 * s + 4 * g);
@@ -355,6 +430,7 @@ pub mod x86 {
         let mut lanes = [[_mm256_setzero_si256(); 8]; T];
         for (s, &scale) in sc.iter().enumerate() {
             for g in 0..8 {
+                prefetch_line(t, 8 * s + g + 64 * h);
                 // SAFETY: `qs[8s + g]` is a 64-byte aligned line.
                 let w = unsafe {
                     _mm256_load_si256(t.qs[8 * s + g].as_ptr().add(32 * h) as *const __m256i)

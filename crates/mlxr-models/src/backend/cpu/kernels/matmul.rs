@@ -435,6 +435,48 @@ fn q32_tile_matmul(
     run_tiles(n_threads, (m, n), out, |_| pairs, four, two, one);
 }
 
+/// The AVX2 Q6_K tile kernels over `tiles` (either layout) against the
+/// Q8_K rows `xq` (`kb` blocks each): ggml's tiled order with `tiled`
+/// (four tokens at a time, each with its exact sum), else its vec_dot order.
+#[cfg(target_arch = "x86_64")]
+fn q6k_avx2_tiles<L: kquant_tiles_avx2::x86::Q6Tile>(
+    tiles: &[L],
+    xq: &[q8k::BlockQ8K],
+    kb: usize,
+    tiled: bool,
+    n_threads: usize,
+    (m, n): (usize, usize),
+    out: &mut [f32],
+) {
+    use kquant_tiles_avx2::x86::q6k_tiles;
+    let group = |g: usize| &tiles[g * kb..(g + 1) * kb];
+    let xrow = |tok: usize| &xq[tok * kb..(tok + 1) * kb];
+    // SAFETY (all kernels): the tiles exist only where the CPU has the
+    // features; each group has one tile per activation block.
+    let two = |g: usize, tok: usize| unsafe {
+        let ys = [xrow(tok), xrow(tok + 1)];
+        if tiled {
+            q6k_tiles::<2, true, L>(group(g), ys)
+        } else {
+            q6k_tiles::<2, false, L>(group(g), ys)
+        }
+    };
+    // SAFETY: as above.
+    let one = |g: usize, tok: usize| unsafe {
+        if tiled {
+            q6k_tiles::<1, true, L>(group(g), [xrow(tok)])[0]
+        } else {
+            q6k_tiles::<1, false, L>(group(g), [xrow(tok)])[0]
+        }
+    };
+    // SAFETY: as above.
+    let four = |g: usize, tok: usize| unsafe {
+        q6k_tiles::<4, true, L>(group(g), std::array::from_fn(|j| xrow(tok + j)))
+    };
+    let four: Four = tiled.then_some(&four);
+    run_tiles(n_threads, (m, n), out, |_| true, four, two, one);
+}
+
 /// [`matmul`] for Q4_K/Q6_K weights: activations in Q8_K; for Q4_K the
 /// first `m - m % 4` tokens take ggml's gemm order (and its 4-row quantizer),
 /// the rest its gemv order, as in ggml's repack `forward_mul_mat`
@@ -535,48 +577,37 @@ fn kquant_matmul(
     }
     #[cfg(target_arch = "x86_64")]
     if let Some(Tiles::Q6K(tiles)) = tiles {
-        use kquant_tiles_avx2::x86::q6k_tiles;
+        if !avx512 {
+            q6k_avx2_tiles(&tiles.tiles, xq, kb, tiled, n_threads, (m, n), out);
+            return;
+        }
         let group = |g: usize| &tiles.tiles[g * kb..(g + 1) * kb];
         // SAFETY (all kernels): the tiles exist only where the CPU has the features; each
         // group has one tile per activation block.
         let two = |g: usize, tok: usize| unsafe {
-            let ys = [xrow(tok), xrow(tok + 1)];
-            match (avx512, tiled) {
-                (true, _) => q4k_tiles::x86::q6k_gemv_tiles::<2>(group(g), ys),
-                (false, true) => q6k_tiles::<2, true>(group(g), ys),
-                (false, false) => q6k_tiles::<2, false>(group(g), ys),
-            }
+            q4k_tiles::x86::q6k_gemv_tiles::<2>(group(g), [xrow(tok), xrow(tok + 1)])
         };
         // SAFETY: as above.
         let one = |g: usize, tok: usize| unsafe {
-            match (avx512, tiled) {
-                (true, true) => q4k_tiles::x86::q6k_tiled_tile(group(g), xrow(tok)),
-                (true, false) => q4k_tiles::x86::q6k_gemv_tile(group(g), xrow(tok)),
-                (false, true) => q6k_tiles::<1, true>(group(g), [xrow(tok)])[0],
-                (false, false) => q6k_tiles::<1, false>(group(g), [xrow(tok)])[0],
+            if tiled {
+                q4k_tiles::x86::q6k_tiled_tile(group(g), xrow(tok))
+            } else {
+                q4k_tiles::x86::q6k_gemv_tile(group(g), xrow(tok))
             }
         };
-        // SAFETY: as above (four tokens share each line: AVX2's tiled order,
-        // one exact sum per token, or AVX-512's gemv order).
+        // SAFETY: as above (four tokens share each line in the gemv order).
         let four = |g: usize, tok: usize| unsafe {
             let ys = std::array::from_fn(|j| xrow(tok + j));
-            if avx512 {
-                q4k_tiles::x86::q6k_gemv_tiles::<4>(group(g), ys)
-            } else {
-                q6k_tiles::<4, true>(group(g), ys)
-            }
+            q4k_tiles::x86::q6k_gemv_tiles::<4>(group(g), ys)
         };
-        let four: Four = (avx512 != tiled).then_some(&four);
-        // AVX-512's tiled order goes one token at a time.
-        run_tiles(
-            n_threads,
-            (m, n),
-            out,
-            |_| !(avx512 && tiled),
-            four,
-            two,
-            one,
-        );
+        let four: Four = (!tiled).then_some(&four);
+        // The tiled order goes one token at a time.
+        run_tiles(n_threads, (m, n), out, |_| !tiled, four, two, one);
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if let Some(Tiles::Q6KPacked(tiles)) = tiles {
+        q6k_avx2_tiles(&tiles.tiles, xq, kb, tiled, n_threads, (m, n), out);
         return;
     }
     #[cfg(target_arch = "x86_64")]

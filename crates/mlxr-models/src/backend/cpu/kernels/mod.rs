@@ -165,6 +165,8 @@ impl TileKernels {
 pub enum Tiles {
     Q4K(q4k_tiles::Q4KTiles),
     Q6K(q4k_tiles::Q6KTiles),
+    /// Q6_K for the AVX2 kernels: the values packed as GGUF has them.
+    Q6KPacked(q4k_tiles::Q6KPackedTiles),
     Q32(q32_tiles::Q32Tiles),
     Q5K(q5k_tiles::Q5KTiles),
 }
@@ -173,11 +175,15 @@ impl Tiles {
     /// The tiles of `w` (`[n, k]` raw GGUF blocks), when this CPU has
     /// kernels for them ([`TileKernels`]) and `n` is a multiple of their 16 rows.
     pub fn new(kind: WeightKind, w: &[u8], n: usize, k: usize) -> Option<Self> {
-        if n % q4k_tiles::TILE_ROWS != 0 || TileKernels::detect().is_none() {
+        if n % q4k_tiles::TILE_ROWS != 0 {
             return None;
         }
+        let kernels = TileKernels::detect()?;
         Some(match kind {
             WeightKind::Q4K => Self::Q4K(q4k_tiles::Q4KTiles::new(w, n, k)),
+            WeightKind::Q6K if kernels == TileKernels::Avx2 => {
+                Self::Q6KPacked(q4k_tiles::Q6KPackedTiles::new(w, n, k))
+            }
             WeightKind::Q6K => Self::Q6K(q4k_tiles::Q6KTiles::new(w, n, k)),
             WeightKind::Q5K => Self::Q5K(q5k_tiles::Q5KTiles::new(w, n, k)),
             _ => Self::Q32(q32_tiles::Q32Tiles::new(kind, w, n, k)),

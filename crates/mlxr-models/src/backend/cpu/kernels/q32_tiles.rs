@@ -81,7 +81,7 @@ impl TileShape {
     }
 
     /// Lines of one pair of tiles.
-    fn pair_lines(self) -> usize {
+    pub(super) fn pair_lines(self) -> usize {
         if self.shared_scales {
             2 * self.own_lines + 1
         } else {

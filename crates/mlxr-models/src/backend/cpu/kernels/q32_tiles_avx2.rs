@@ -21,6 +21,9 @@ pub mod x86 {
     use crate::backend::cpu::kernels::q32_tiles::{Line, TileShape};
     use crate::backend::cpu::kernels::q8::BlockQ8;
 
+    /// How many pairs of tiles ahead the first half's walk asks for lines.
+    const PREFETCH_PAIRS: usize = 2;
+
     /// Whether a lane's sum starts from the tiles' `-offset · Σx`.
     const fn offset(code: u8) -> bool {
         code == Q5_0 || code == Q4_0
@@ -113,6 +116,16 @@ pub mod x86 {
             // SAFETY: tile `b` and block `b` of every token exist (see above).
             unsafe {
                 let (first, scale_line, d_at) = s.locate(b);
+                if h == 0 && b % 2 == 0 {
+                    // The pair of tiles PREFETCH_PAIRS ahead (past the group:
+                    // the next group's, which this thread usually takes next;
+                    // a prefetch never faults). The second half re-reads
+                    // lines already in cache.
+                    let ahead = base.wrapping_add(64 * (first + PREFETCH_PAIRS * s.pair_lines()));
+                    for i in 0..s.pair_lines() {
+                        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * i) as *const i8);
+                    }
+                }
                 let tile = base.add(64 * first + 32 * h);
                 let scales = base.add(64 * scale_line + d_at + 16 * h);
                 let d = _mm256_cvtph_ps(_mm_loadu_si128(scales as *const __m128i));

@@ -538,55 +538,72 @@ fn avx2_tile_kernels_equal_the_portable_dots() {
         }
     }
 
-    let w = quantized(GgmlDType::Q6K, 43);
-    let tiles = q4k_tiles::Q6KTiles::new(&w, n, k);
-    let row_bytes = kb * kquants::Q6_K_BYTES;
-    for g in 0..n / 16 {
-        let group = &tiles.tiles[g * kb..(g + 1) * kb];
-        for tiled in [false, true] {
-            // SAFETY: the features were checked; one tile per block.
-            let (two, one) = unsafe {
-                if tiled {
-                    (
-                        q6k_avx2::<2, true>(group, ys),
-                        q6k_avx2::<1, true>(group, [ys[1]]),
-                    )
-                } else {
-                    (
-                        q6k_avx2::<2, false>(group, ys),
-                        q6k_avx2::<1, false>(group, [ys[1]]),
-                    )
-                }
-            };
-            for c in 0..16 {
-                let r = 16 * g + c;
-                let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
-                for t in 0..2 {
-                    let want = dot_q6_k_scalar(wrow, ys[t], tiled);
+    // Q6_K in both layouts: unpacked (AVX-512's, also read by these
+    // kernels) and packed as GGUF has the values (what AVX2 hosts load).
+    fn check_q6k<L: super::kquant_tiles_avx2::x86::Q6Tile>(
+        layout: &str,
+        tiles: &[L],
+        w: &[u8],
+        ys: [&[BlockQ8K]; 2],
+        (n, kb): (usize, usize),
+    ) {
+        let row_bytes = kb * kquants::Q6_K_BYTES;
+        for g in 0..n / 16 {
+            let group = &tiles[g * kb..(g + 1) * kb];
+            for tiled in [false, true] {
+                // SAFETY: the features were checked; one tile per block.
+                let (two, one) = unsafe {
+                    if tiled {
+                        (
+                            q6k_avx2::<2, true, L>(group, ys),
+                            q6k_avx2::<1, true, L>(group, [ys[1]]),
+                        )
+                    } else {
+                        (
+                            q6k_avx2::<2, false, L>(group, ys),
+                            q6k_avx2::<1, false, L>(group, [ys[1]]),
+                        )
+                    }
+                };
+                for c in 0..16 {
+                    let r = 16 * g + c;
+                    let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
+                    for t in 0..2 {
+                        let want = dot_q6_k_scalar(wrow, ys[t], tiled);
+                        assert_eq!(
+                            two[t][c].to_bits(),
+                            want.to_bits(),
+                            "Q6_K ({layout}) row {r} token {t} tiled {tiled}"
+                        );
+                    }
                     assert_eq!(
-                        two[t][c].to_bits(),
-                        want.to_bits(),
-                        "Q6_K row {r} token {t} tiled {tiled}"
+                        one[0][c].to_bits(),
+                        two[1][c].to_bits(),
+                        "Q6_K ({layout}) row {r} alone"
                     );
                 }
-                assert_eq!(
-                    one[0][c].to_bits(),
-                    two[1][c].to_bits(),
-                    "Q6_K row {r} alone"
-                );
             }
-        }
-        let ys4 = [ys[0], ys[1], ys[1], ys[0]];
-        // SAFETY: as above.
-        let four = unsafe { q6k_avx2::<4, true>(group, ys4) };
-        for (j, (out, y)) in four.iter().zip(ys4).enumerate() {
-            for (c, v) in out.iter().enumerate() {
-                let r = 16 * g + c;
-                let want = dot_q6_k_scalar(&w[r * row_bytes..(r + 1) * row_bytes], y, true);
-                assert_eq!(v.to_bits(), want.to_bits(), "Q6_K row {r}, {j} of 4");
+            let ys4 = [ys[0], ys[1], ys[1], ys[0]];
+            // SAFETY: as above.
+            let four = unsafe { q6k_avx2::<4, true, L>(group, ys4) };
+            for (j, (out, y)) in four.iter().zip(ys4).enumerate() {
+                for (c, v) in out.iter().enumerate() {
+                    let r = 16 * g + c;
+                    let want = dot_q6_k_scalar(&w[r * row_bytes..(r + 1) * row_bytes], y, true);
+                    assert_eq!(
+                        v.to_bits(),
+                        want.to_bits(),
+                        "Q6_K ({layout}) row {r}, {j} of 4"
+                    );
+                }
             }
         }
     }
+    let w = quantized(GgmlDType::Q6K, 43);
+    let unpacked = q4k_tiles::Q6KTiles::new(&w, n, k);
+    check_q6k("unpacked", &unpacked.tiles, &w, ys, (n, kb));
+    let packed = q4k_tiles::Q6KPackedTiles::new(&w, n, k);
+    check_q6k("packed", &packed.tiles, &w, ys, (n, kb));
 
     let w = quantized(GgmlDType::Q5K, 47);
     let tiles = q5k_tiles::Q5KTiles::new(&w, n, k);

@@ -50,11 +50,17 @@ impl CacheElement for f16 {
 /// `src` widened into `dst` (same length), exactly. With F16C, in one
 /// inlined loop: `half`'s slice conversion calls a function per 8 values,
 /// 11% of a 16-sequence SmolLM2 decode under AVX2
-/// (bench/results/isa-avx2-f16-keys-2026-12-04.md).
+/// (bench/results/isa-avx2-f16-keys-2026-12-04.md). Off under
+/// `MLXR_CPU_ISA=scalar`, like every vector path.
 fn f16_to_f32(src: &[f16], dst: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    use crate::backend::cpu::kernels::isa;
     assert_eq!(src.len(), dst.len());
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("f16c") && std::arch::is_x86_feature_detected!("avx") {
+    if isa::allows(isa::Isa::Avx2)
+        && std::arch::is_x86_feature_detected!("f16c")
+        && std::arch::is_x86_feature_detected!("avx")
+    {
         // SAFETY: the features were just detected; the lengths are equal.
         return unsafe { f16c::f16_to_f32(src, dst) };
     }
