@@ -1,6 +1,6 @@
 //! How an engine is sized: KV memory, block size, batch limits.
 
-use crate::spec::Speculation;
+use crate::spec::SpecOverrides;
 use crate::DeviceChoice;
 use std::fmt;
 use std::str::FromStr;
@@ -131,8 +131,10 @@ pub struct EngineConfig {
     pub long_prefill_token_threshold: usize,
     /// Reuse the KV of shared prompt prefixes across requests.
     pub prefix_caching: bool,
-    /// How requests that say nothing speculate.
-    pub speculation: Speculation,
+    /// How requests that say nothing speculate: the values set here, the
+    /// others [`crate::Speculation::default`]'s; with a draft model and no type,
+    /// the draft model drafts.
+    pub speculation: SpecOverrides,
     /// A model with the target's vocabulary that drafts for requests with
     /// `speculative.type: draft`, loaded with the engine onto its device;
     /// its KV cache shares the budget and the block ids.
@@ -153,7 +155,7 @@ impl Default for EngineConfig {
             max_num_seqs: 64,
             long_prefill_token_threshold: 256,
             prefix_caching: true,
-            speculation: Speculation::default(),
+            speculation: SpecOverrides::default(),
             draft_model: None,
             spec_disable_batch: 4,
         }

@@ -20,7 +20,7 @@ use crate::request::GenerateRequest;
 use crate::scheduler::Scheduler;
 use crate::sequence::Sequence;
 use crate::spec::draft_model::{check_compatible, DraftModel};
-use crate::spec::{SpecType, Speculation};
+use crate::spec::{SpecOverrides, SpecType, Speculation};
 use crate::DeviceChoice;
 use crate::{EngineError, LoadedModel};
 
@@ -66,13 +66,36 @@ struct Shared {
     has_draft: bool,
 }
 
-/// Requests' default speculation: with a draft model loaded and no type
-/// given, the draft model drafts (llama-server's `--model-draft`).
-fn default_speculation(mut speculation: Speculation, has_draft: bool) -> Speculation {
-    if has_draft && speculation.spec_type == SpecType::None {
-        speculation.spec_type = SpecType::Draft;
+/// Requests' default speculation: what the configuration sets; with a draft
+/// model loaded and no type given, the draft model drafts (llama-server's
+/// `--model-draft`), while an explicit `none` stays off.
+fn default_speculation(
+    configured: &SpecOverrides,
+    has_draft: bool,
+) -> Result<Speculation, EngineError> {
+    let default_type = if has_draft {
+        SpecType::Draft
+    } else {
+        SpecType::None
+    };
+    let speculation = Speculation::default().with(&SpecOverrides {
+        spec_type: Some(configured.spec_type.unwrap_or(default_type)),
+        ..*configured
+    });
+    checked(speculation, has_draft)
+}
+
+/// `speculation` if it is in range and its proposer is loaded.
+fn checked(speculation: Speculation, has_draft: bool) -> Result<Speculation, EngineError> {
+    speculation.validate().map_err(EngineError::Speculation)?;
+    if speculation.spec_type == SpecType::Draft && speculation.n_max > 0 && !has_draft {
+        return Err(EngineError::Speculation(
+            "speculative.type draft needs a draft model, and none is loaded (start with \
+             --model-draft FILE); speculative.type ngram needs none"
+                .into(),
+        ));
     }
-    speculation
+    Ok(speculation)
 }
 
 impl EngineHandle {
@@ -80,6 +103,7 @@ impl EngineHandle {
     pub fn start(model: Arc<LoadedModel>, config: EngineConfig) -> Result<Self, EngineError> {
         let dtype = config.kv_dtype.dtype();
         let block_size = config.block_size.max(1);
+        let speculation = default_speculation(&config.speculation, config.draft_model.is_some())?;
         let draft = match &config.draft_model {
             Some(path) => {
                 let device = DeviceChoice::of(model.model.device());
@@ -147,7 +171,7 @@ impl EngineHandle {
                 seq_limit,
                 num_blocks,
                 block_size,
-                speculation: default_speculation(config.speculation, has_draft),
+                speculation,
                 has_draft,
             }),
             commands,
@@ -214,18 +238,10 @@ impl EngineHandle {
             Some(n) => n,
             None => room,
         };
-        let speculation = self.shared.speculation.with(&req.speculation);
-        speculation.validate().map_err(EngineError::Speculation)?;
-        if speculation.spec_type == SpecType::Draft
-            && speculation.n_max > 0
-            && !self.shared.has_draft
-        {
-            return Err(EngineError::Speculation(
-                "speculative.type draft needs a draft model, and none is loaded (start with \
-                 --model-draft FILE); speculative.type ngram needs none"
-                    .into(),
-            ));
-        }
+        let speculation = checked(
+            self.shared.speculation.with(&req.speculation),
+            self.shared.has_draft,
+        )?;
         let id = SeqId(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
         let mut seq = Sequence::new(id, req, prompt.clone(), max_tokens, speculation)?;
         let (tx, rx) = unbounded_channel();
@@ -354,5 +370,38 @@ impl Generation {
             }
             Event::Error(message) => Err(EngineError::Request(message)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn typed(spec_type: Option<SpecType>) -> SpecOverrides {
+        SpecOverrides {
+            spec_type,
+            ..SpecOverrides::default()
+        }
+    }
+
+    #[test]
+    fn a_draft_model_drafts_unless_told_otherwise() {
+        let resolve = |t, has_draft| default_speculation(&typed(t), has_draft).map(|s| s.spec_type);
+        assert_eq!(resolve(None, true).unwrap(), SpecType::Draft);
+        assert_eq!(resolve(None, false).unwrap(), SpecType::None);
+        assert_eq!(resolve(Some(SpecType::None), true).unwrap(), SpecType::None);
+        assert_eq!(
+            resolve(Some(SpecType::Ngram), true).unwrap(),
+            SpecType::Ngram
+        );
+        let err = resolve(Some(SpecType::Draft), false)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("needs a draft model"), "{err}");
+        let too_long = SpecOverrides {
+            n_max: Some(1000),
+            ..SpecOverrides::default()
+        };
+        assert!(default_speculation(&too_long, false).is_err());
     }
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use common::{batch_variants, load};
 use mlxr_engine::{
     DraftLength, EngineConfig, EngineHandle, Event, FinishReason, GenerateRequest, KvBudget,
-    LoadedModel, Prompt, SamplingParams, SpecOverrides, SpecType, Speculation,
+    LoadedModel, Prompt, SamplingParams, SpecOverrides, SpecType,
 };
 use mlxr_testkit::{model_path, QWEN_CODER_05B, SMOLLM2};
 
@@ -26,9 +26,9 @@ fn config() -> EngineConfig {
         // Draft in every step, however many sequences decode, as many
         // tokens as asked (a draft model drafting for itself never pays).
         spec_disable_batch: usize::MAX,
-        speculation: Speculation {
-            draft_length: DraftLength::Max,
-            ..Speculation::default()
+        speculation: SpecOverrides {
+            draft_length: Some(DraftLength::Max),
+            ..SpecOverrides::default()
         },
         ..EngineConfig::default()
     }

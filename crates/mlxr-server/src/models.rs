@@ -121,6 +121,8 @@ enum Backend {
 struct Loaded {
     backend: Backend,
     spec: ModelSpec,
+    /// [`ModelManager::memory_estimate`] when it loaded.
+    memory: u64,
     expires: Option<Instant>,
     last_used: Instant,
 }
@@ -343,7 +345,7 @@ impl ModelManager {
                 }
             }
             let over = |loaded: &HashMap<String, Loaded>| {
-                let held: u64 = loaded.values().map(|l| self.memory_estimate(&l.spec)).sum();
+                let held: u64 = loaded.values().map(|l| l.memory).sum();
                 loaded.len() >= self.max_loaded
                     || self.max_memory.is_some_and(|cap| held + needed > cap)
             };
@@ -362,6 +364,7 @@ impl ModelManager {
                 Loaded {
                     backend,
                     spec: spec.clone(),
+                    memory: needed,
                     expires: None,
                     last_used: Instant::now(),
                 },

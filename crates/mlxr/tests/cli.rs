@@ -399,6 +399,23 @@ fn prompt_lookup_flags_change_speed_not_text() {
     );
     let plain = json_generate(&model, &["--temperature", "0", "-n", "48"], prompt);
     assert_eq!(self_draft["tokens"], plain["tokens"]);
+    // A draft model loaded and speculation turned off: nothing drafts.
+    let off = json_generate(
+        &model,
+        &[
+            "--temperature",
+            "0",
+            "-n",
+            "48",
+            "--model-draft",
+            model.to_str().unwrap(),
+            "--spec-type",
+            "none",
+        ],
+        prompt,
+    );
+    assert_eq!(off["tokens"], plain["tokens"]);
+    assert_eq!(off["timings"]["draft_n"], 0, "{}", off["timings"]);
     let goodput = json_generate(
         &model,
         &["--temperature", "0", "-n", "48", "--spec-type", "ngram"],
@@ -424,7 +441,7 @@ fn prompt_lookup_flags_change_speed_not_text() {
             "n_max is 40",
         ),
         (&["--model-draft", "x.gguf"][..], "cannot read x.gguf"),
-        (&["--spec-type", "draft"][..], "needs --model-draft"),
+        (&["--spec-type", "draft"][..], "needs a draft model"),
         (
             &["--spec-type", "ngram", "--draft-length", "most"][..],
             "not a draft length",

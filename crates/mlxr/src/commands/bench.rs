@@ -123,7 +123,7 @@ fn start_engine(
         max_num_batched_tokens: args.batch_size,
         long_prefill_token_threshold: args.batch_size,
         prefix_caching,
-        speculation: super::speculation(&args.spec)?,
+        speculation: super::speculation(&args.spec),
         draft_model: args.spec.model_draft.clone(),
         ..EngineConfig::default()
     };

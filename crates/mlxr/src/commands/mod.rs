@@ -20,8 +20,7 @@ use anyhow::Result;
 use std::sync::Arc;
 
 use mlxr_engine::{
-    EngineConfig, EngineHandle, KvBudget, LoadedModel, SamplingParams, SpecOverrides, SpecType,
-    Speculation,
+    EngineConfig, EngineHandle, KvBudget, LoadedModel, SamplingParams, SpecOverrides,
 };
 
 use std::path::Path;
@@ -54,34 +53,25 @@ fn start_engine(path: &Path, args: &EngineArgs) -> Result<EngineHandle> {
         kv_budget: args.kv_cache_mem.unwrap_or(KvBudget::Bytes(u64::MAX)),
         kv_dtype: args.kv_dtype,
         max_num_seqs: 1,
-        speculation: speculation(&args.spec)?,
+        speculation: speculation(&args.spec),
         draft_model: args.spec.model_draft.clone(),
         ..EngineConfig::default()
     };
     Ok(EngineHandle::start(lm, config)?)
 }
 
-/// The speculation requests get by default, from the flags (checked here:
-/// a bad value fails at start, not at the first request).
-pub(crate) fn speculation(args: &SpecArgs) -> Result<Speculation> {
-    // A draft model and no type: the engine has the draft model draft.
-    let spec_type = args.spec_type;
-    anyhow::ensure!(
-        spec_type != Some(SpecType::Draft) || args.model_draft.is_some(),
-        "--spec-type draft needs --model-draft FILE (a smaller model with the same vocabulary)"
-    );
-    let s = Speculation::default().with(&SpecOverrides {
-        spec_type,
+/// The speculation requests get by default, as the flags set it (the engine
+/// checks it at start: a bad value fails there, not at the first request).
+pub(crate) fn speculation(args: &SpecArgs) -> SpecOverrides {
+    SpecOverrides {
+        spec_type: args.spec_type,
         n_max: args.draft_max,
         n_min: args.draft_min,
         p_min: args.draft_p_min,
         ngram_min: None,
         ngram_max: None,
         draft_length: args.draft_length,
-    });
-    s.validate()
-        .map_err(|e| anyhow::anyhow!("speculative decoding flags: {e}"))?;
-    Ok(s)
+    }
 }
 
 /// Applies `--threads` and loads the model onto `--device`.

@@ -86,7 +86,7 @@ pub fn serve(mut args: ServeArgs) -> Result<()> {
         max_num_seqs: args.max_num_seqs,
         max_num_batched_tokens: args.max_batched_tokens,
         long_prefill_token_threshold: (args.max_batched_tokens / 2).max(1),
-        speculation: super::speculation(&args.spec)?,
+        speculation: super::speculation(&args.spec),
         draft_model,
         ..EngineConfig::default()
     };

@@ -17,11 +17,10 @@
 pub mod x86 {
     use std::arch::x86_64::*;
 
+    use crate::backend::cpu::kernels::prefetch;
     use crate::backend::cpu::kernels::q4k_tiles::{Tile, Tile6, Tile6p, TILE_ROWS};
     use crate::backend::cpu::kernels::q5k_tiles::Tile5;
     use crate::backend::cpu::kernels::q8k::BlockQ8K;
-
-    const PREFETCH_DISTANCE: usize = 2;
 
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -66,22 +65,15 @@ pub mod x86 {
         _mm256_add_ps(_mm256_add_ps(r0, r2), _mm256_add_ps(r1, r3))
     }
 
-    /// How many tiles ahead the kernels ask for weight lines: decode waits on
-    /// memory on AVX2-only hosts (a quarter of Qwen2.5-1.5B's Q4_K samples
-    /// on a Zen 1 EPYC stalled on a tile's first load).
-    const PREFETCH_TILES: usize = PREFETCH_DISTANCE;
-
-    /// Prefetches line `i` (of 64 bytes) of the tile `PREFETCH_TILES` after
-    /// `tile` in memory, if the tile has that many lines. Past a row group's
-    /// slice that is the next group's tile, which a thread usually takes
-    /// next; a prefetch never faults, so the address may lie past the end.
+    /// Prefetches line `i` (of 64 bytes) of the tile [`prefetch::AHEAD`]
+    /// after `tile` in memory, if the tile has that many lines.
     #[inline(always)]
     fn prefetch_line<U>(tile: &U, i: usize) {
         if i * 64 < std::mem::size_of::<U>() {
-            let at = (tile as *const U as *const i8)
-                .wrapping_add(PREFETCH_TILES * std::mem::size_of::<U>() + 64 * i);
-            // SAFETY: prefetching touches no memory the program can observe.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(at) };
+            prefetch::line(
+                (tile as *const U as *const u8)
+                    .wrapping_add(prefetch::AHEAD * std::mem::size_of::<U>() + 64 * i),
+            );
         }
     }
 

@@ -24,6 +24,8 @@ mod matmul;
 mod neon;
 pub mod ops;
 mod pool;
+#[cfg(target_arch = "x86_64")]
+mod prefetch;
 pub mod q32_tiles;
 mod q32_tiles_avx2;
 pub mod q4k_tiles;

@@ -17,12 +17,10 @@ pub mod x86 {
     use std::arch::x86_64::*;
 
     use crate::backend::cpu::kernels::dot::x86::fifth_bits;
+    use crate::backend::cpu::kernels::prefetch;
     use crate::backend::cpu::kernels::q32_tiles::x86::{kind_of, with_sum, Q4_0, Q5_0, Q5_1, Q8_0};
     use crate::backend::cpu::kernels::q32_tiles::{Line, TileShape};
     use crate::backend::cpu::kernels::q8::BlockQ8;
-
-    /// How many pairs of tiles ahead the first half's walk asks for lines.
-    const PREFETCH_PAIRS: usize = 2;
 
     /// Whether a lane's sum starts from the tiles' `-offset · Σx`.
     const fn offset(code: u8) -> bool {
@@ -117,13 +115,11 @@ pub mod x86 {
             unsafe {
                 let (first, scale_line, d_at) = s.locate(b);
                 if h == 0 && b % 2 == 0 {
-                    // The pair of tiles PREFETCH_PAIRS ahead (past the group:
-                    // the next group's, which this thread usually takes next;
-                    // a prefetch never faults). The second half re-reads
-                    // lines already in cache.
-                    let ahead = base.wrapping_add(64 * (first + PREFETCH_PAIRS * s.pair_lines()));
+                    // The pair of tiles prefetch::AHEAD pairs ahead; the
+                    // second half re-reads lines already in cache.
+                    let ahead = base.wrapping_add(64 * (first + prefetch::AHEAD * s.pair_lines()));
                     for i in 0..s.pair_lines() {
-                        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * i) as *const i8);
+                        prefetch::line(ahead.wrapping_add(64 * i));
                     }
                 }
                 let tile = base.add(64 * first + 32 * h);

@@ -53,38 +53,58 @@ pub fn available() -> bool {
 
 impl Q4KTiles {
     pub fn new(w: &[u8], n: usize, k: usize) -> Self {
-        assert_eq!(n % TILE_ROWS, 0);
-        let blocks = k / 256;
-        let row_bytes = blocks * Q4_K_BYTES;
-        let mut tiles = Vec::with_capacity(n / TILE_ROWS * blocks);
-        for g in 0..n / TILE_ROWS {
-            for b in 0..blocks {
-                let mut t = Tile {
-                    qs: [[0; TILE_ROWS * 4]; 32],
-                    scales: [[0; TILE_ROWS]; 8],
-                    mins: [[0; TILE_ROWS]; 8],
-                    d: [0.0; TILE_ROWS],
-                    dmin: [0.0; TILE_ROWS],
-                };
-                for c in 0..TILE_ROWS {
-                    let at = (g * TILE_ROWS + c) * row_bytes + b * Q4_K_BYTES;
-                    let wb = &w[at..at + Q4_K_BYTES];
-                    t.d[c] = f16::from_bits(u16::from_le_bytes([wb[0], wb[1]])).to_f32();
-                    t.dmin[c] = f16::from_bits(u16::from_le_bytes([wb[2], wb[3]])).to_f32();
-                    let (sc, mn) = q4k_scales_mins(&wb[4..16]);
-                    for s in 0..8 {
-                        t.scales[s][c] = sc[s];
-                        t.mins[s][c] = mn[s];
-                    }
-                    for pg in 0..32 {
-                        t.qs[pg][4 * c..4 * c + 4].copy_from_slice(&wb[16 + 4 * pg..20 + 4 * pg]);
-                    }
+        let tiles = row_group_tiles(w, n, k, Q4_K_BYTES, |rows| {
+            let mut t = Tile {
+                qs: [[0; TILE_ROWS * 4]; 32],
+                scales: [[0; TILE_ROWS]; 8],
+                mins: [[0; TILE_ROWS]; 8],
+                d: [0.0; TILE_ROWS],
+                dmin: [0.0; TILE_ROWS],
+            };
+            for (c, wb) in rows.iter().enumerate() {
+                t.d[c] = f16::from_bits(u16::from_le_bytes([wb[0], wb[1]])).to_f32();
+                t.dmin[c] = f16::from_bits(u16::from_le_bytes([wb[2], wb[3]])).to_f32();
+                let (sc, mn) = q4k_scales_mins(&wb[4..16]);
+                for s in 0..8 {
+                    t.scales[s][c] = sc[s];
+                    t.mins[s][c] = mn[s];
                 }
-                tiles.push(t);
+                for pg in 0..32 {
+                    t.qs[pg][4 * c..4 * c + 4].copy_from_slice(&wb[16 + 4 * pg..20 + 4 * pg]);
+                }
             }
+            t
+        });
+        Self {
+            tiles,
+            blocks: k / 256,
         }
-        Self { tiles, blocks }
     }
+}
+
+/// Every tile of a `[n, k]` matrix of 256-element blocks of `block_bytes`
+/// bytes (`n` a multiple of 16), row group major: tile `(group, block)` at
+/// `group * blocks + block`, made by `tile` from its 16 rows' blocks.
+pub(super) fn row_group_tiles<U>(
+    w: &[u8],
+    n: usize,
+    k: usize,
+    block_bytes: usize,
+    tile: impl Fn([&[u8]; TILE_ROWS]) -> U,
+) -> Vec<U> {
+    assert_eq!(n % TILE_ROWS, 0);
+    let blocks = k / 256;
+    let row_bytes = blocks * block_bytes;
+    let mut tiles = Vec::with_capacity(n / TILE_ROWS * blocks);
+    for g in 0..n / TILE_ROWS {
+        for b in 0..blocks {
+            tiles.push(tile(std::array::from_fn(|c| {
+                let at = (g * TILE_ROWS + c) * row_bytes + b * block_bytes;
+                &w[at..at + block_bytes]
+            })));
+        }
+    }
+    tiles
 }
 
 /// One Q6_K tile: 16 rows × one 256-element block.
@@ -108,22 +128,20 @@ pub struct Q6KTiles {
 impl Q6KTiles {
     pub fn new(w: &[u8], n: usize, k: usize) -> Self {
         Self {
-            tiles: q6k_tiles(w, n, k, |t| t),
+            tiles: row_group_tiles(w, n, k, Q6_K_BYTES, q6k_tile),
             blocks: k / 256,
         }
     }
 }
 
-/// Tile `(g, b)` of a `[.., k]` Q6_K matrix of `row_bytes` a row.
-fn q6k_tile(w: &[u8], row_bytes: usize, g: usize, b: usize) -> Tile6 {
+/// The unpacked Q6_K tile of 16 rows' blocks.
+fn q6k_tile(rows: [&[u8]; TILE_ROWS]) -> Tile6 {
     let mut t = Tile6 {
         qs: [[0; TILE_ROWS * 4]; 64],
         scales: [[0; TILE_ROWS]; 16],
         d: [0.0; TILE_ROWS],
     };
-    for c in 0..TILE_ROWS {
-        let at = (g * TILE_ROWS + c) * row_bytes + b * Q6_K_BYTES;
-        let wb = &w[at..at + Q6_K_BYTES];
+    for (c, wb) in rows.iter().enumerate() {
         t.d[c] = f16::from_bits(u16::from_le_bytes([wb[208], wb[209]])).to_f32();
         for s in 0..16 {
             t.scales[s][c] = wb[192 + s] as i8;
@@ -134,21 +152,6 @@ fn q6k_tile(w: &[u8], row_bytes: usize, g: usize, b: usize) -> Tile6 {
         }
     }
     t
-}
-
-/// Every tile of a `[n, k]` Q6_K matrix, row group major, as `f` makes it
-/// from the unpacked [`Tile6`].
-fn q6k_tiles<U>(w: &[u8], n: usize, k: usize, f: impl Fn(Tile6) -> U) -> Vec<U> {
-    assert_eq!(n % TILE_ROWS, 0);
-    let blocks = k / 256;
-    let row_bytes = blocks * Q6_K_BYTES;
-    let mut tiles = Vec::with_capacity(n / TILE_ROWS * blocks);
-    for g in 0..n / TILE_ROWS {
-        for b in 0..blocks {
-            tiles.push(f(q6k_tile(w, row_bytes, g, b)));
-        }
-    }
-    tiles
 }
 
 /// A Q6_K tile with its six-bit values packed 4 + 2 bits as GGUF keeps
@@ -201,7 +204,7 @@ pub struct Q6KPackedTiles {
 impl Q6KPackedTiles {
     pub fn new(w: &[u8], n: usize, k: usize) -> Self {
         Self {
-            tiles: q6k_tiles(w, n, k, |t| Tile6p::pack(&t)),
+            tiles: row_group_tiles(w, n, k, Q6_K_BYTES, |rows| Tile6p::pack(&q6k_tile(rows))),
             blocks: k / 256,
         }
     }

@@ -15,6 +15,7 @@
 use half::f16;
 
 use super::kquants::q4k_scales_mins;
+use super::q4k_tiles::row_group_tiles;
 use super::q8k::{BlockQ8K, QK_K};
 
 /// Bytes of one Q5_K block: `d, dmin: f16, scales: [u8; 12], qh: [u8; 32],
@@ -140,38 +141,33 @@ pub struct Q5KTiles {
 
 impl Q5KTiles {
     pub fn new(w: &[u8], n: usize, k: usize) -> Self {
-        assert_eq!(n % TILE_ROWS, 0);
-        let blocks = k / QK_K;
-        let row_bytes = blocks * Q5_K_BYTES;
-        let mut tiles = Vec::with_capacity(n / TILE_ROWS * blocks);
-        for g in 0..n / TILE_ROWS {
-            for b in 0..blocks {
-                let mut t = Tile5 {
-                    qs: [[0; TILE_ROWS * 4]; 64],
-                    scales: [[0; TILE_ROWS]; 8],
-                    mins: [[0; TILE_ROWS]; 8],
-                    d: [0.0; TILE_ROWS],
-                    dmin: [0.0; TILE_ROWS],
-                };
-                for c in 0..TILE_ROWS {
-                    let at = (g * TILE_ROWS + c) * row_bytes + b * Q5_K_BYTES;
-                    let wb = &w[at..at + Q5_K_BYTES];
-                    t.d[c] = f16_at(wb, 0);
-                    t.dmin[c] = f16_at(wb, 2);
-                    let (scales, mins) = q4k_scales_mins(&wb[4..16]);
-                    for s in 0..8 {
-                        t.scales[s][c] = scales[s];
-                        t.mins[s][c] = mins[s];
-                    }
-                    let v = q5k_values(wb);
-                    for sg in 0..64 {
-                        t.qs[sg][4 * c..4 * c + 4].copy_from_slice(&v[4 * sg..4 * sg + 4]);
-                    }
+        let tiles = row_group_tiles(w, n, k, Q5_K_BYTES, |rows| {
+            let mut t = Tile5 {
+                qs: [[0; TILE_ROWS * 4]; 64],
+                scales: [[0; TILE_ROWS]; 8],
+                mins: [[0; TILE_ROWS]; 8],
+                d: [0.0; TILE_ROWS],
+                dmin: [0.0; TILE_ROWS],
+            };
+            for (c, wb) in rows.iter().enumerate() {
+                t.d[c] = f16_at(wb, 0);
+                t.dmin[c] = f16_at(wb, 2);
+                let (scales, mins) = q4k_scales_mins(&wb[4..16]);
+                for s in 0..8 {
+                    t.scales[s][c] = scales[s];
+                    t.mins[s][c] = mins[s];
                 }
-                tiles.push(t);
+                let v = q5k_values(wb);
+                for sg in 0..64 {
+                    t.qs[sg][4 * c..4 * c + 4].copy_from_slice(&v[4 * sg..4 * sg + 4]);
+                }
             }
+            t
+        });
+        Self {
+            tiles,
+            blocks: k / QK_K,
         }
-        Self { tiles, blocks }
     }
 }
 

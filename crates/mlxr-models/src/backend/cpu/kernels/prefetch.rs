@@ -1,0 +1,21 @@
+//! Software prefetch for the AVX2 tile kernels. Decode waits on memory on
+//! AVX2-only hosts (a quarter of Qwen2.5-1.5B's Q4_K tile-kernel samples on
+//! a Zen 1 EPYC stalled right after a tile's first load), so each kernel asks
+//! for the lines of the tiles [`AHEAD`] ahead as it reads the current ones.
+//! Past a row group's slice those are the next group's tiles, which a thread
+//! usually takes next.
+
+/// How many tiles ahead (pairs of tiles for the 32-element kernels, which
+/// walk their tiles in pairs) the kernels ask for weight lines.
+pub const AHEAD: usize = 2;
+
+/// Asks for the 64-byte line holding `at`. The address may lie past the end
+/// of the weights: it is formed with wrapping arithmetic and only prefetched,
+/// never read, and a prefetch never faults.
+#[inline(always)]
+pub fn line(at: *const u8) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    // SAFETY: prefetching touches no memory the program can observe; SSE is
+    // part of x86-64's baseline.
+    unsafe { _mm_prefetch::<_MM_HINT_T0>(at as *const i8) };
+}
