@@ -143,7 +143,8 @@ fi
 # Speculative decoding on the GPU: greedy tokens with prompt lookup and with
 # the model drafting for itself must equal those without (the verify rows
 # run the same batch-invariant kernels as plain decode rows); prints the
-# draft counts.
+# draft counts. The self-draft drafts with --draft-p-min 0: a random-weight
+# model's distributions are flat, and at the default 0.75 it drafts nothing.
 if has spec; then
     stage "speculative decoding on CUDA: the same greedy tokens"
     prompt="one two three four five one two three four five one two three four five one two three"
@@ -153,7 +154,7 @@ if has spec; then
         gen >"$OUT/spec-$m-plain.json" 2>"$OUT/spec-$m.err"
         gen --spec-type ngram --draft-max 4 --draft-length max >"$OUT/spec-$m-ngram.json" 2>>"$OUT/spec-$m.err"
         gen --spec-type ngram --draft-max 8 >"$OUT/spec-$m-ngram-goodput.json" 2>>"$OUT/spec-$m.err"
-        gen --model-draft "${MODEL[$m]}" --draft-max 6 --draft-length max >"$OUT/spec-$m-draft.json" 2>>"$OUT/spec-$m.err"
+        gen --model-draft "${MODEL[$m]}" --draft-max 6 --draft-length max --draft-p-min 0 >"$OUT/spec-$m-draft.json" 2>>"$OUT/spec-$m.err"
         if python3 - "$OUT" "$m" <<'PY'; then
 import json, sys
 out, m = sys.argv[1:]

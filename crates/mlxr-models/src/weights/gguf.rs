@@ -40,10 +40,20 @@ impl<'a> GgufWeights<'a> {
 
     /// The tensor `name` in its stored (possibly quantized) type. `shape` is in
     /// row-major order (outermost first), the reverse of GGUF's `ne` order.
+    /// The copy is the tensor's only one: the file's pages of it leave
+    /// memory ([`GgufFile::release`]).
     pub fn qtensor(&self, name: &str, shape: &[usize]) -> Result<QTensor, ModelError> {
         let (dtype, bytes) = self.stored(name, shape)?;
-        qtensor_from_ggml(dtype, bytes, shape.to_vec(), &self.device)
-            .map_err(|e| ModelError::candle(format!("loading tensor '{name}'"), e))
+        let t = qtensor_from_ggml(dtype, bytes, shape.to_vec(), &self.device)
+            .map_err(|e| ModelError::candle(format!("loading tensor '{name}'"), e))?;
+        self.release(name);
+        Ok(t)
+    }
+
+    fn release(&self, name: &str) {
+        if let Some(info) = self.file.tensor(name) {
+            self.file.release(info);
+        }
     }
 
     /// The type and raw data of `name`, checked to have `shape`.
@@ -116,6 +126,7 @@ impl Weights for GgufWeights<'_> {
         let mut bytes = Vec::new();
         for (name, &out) in names.iter().zip(outs) {
             bytes.extend_from_slice(self.stored(name, &[out, inp])?.1);
+            self.release(name);
         }
         let rows = outs.iter().sum();
         let stacked = qtensor_from_ggml(dtype, &bytes, vec![rows, inp], &self.device)

@@ -154,6 +154,51 @@ fn q6k_tile(rows: [&[u8]; TILE_ROWS]) -> Tile6 {
     t
 }
 
+/// The parts of a Q6_K tile a row's values are read from, whichever way the
+/// tile keeps them.
+pub trait Q6Values {
+    /// The six-bit value (32 the zero) of element `e` of row `c`.
+    fn value(&self, c: usize, e: usize) -> u8;
+    fn scale(&self, c: usize, sub_block: usize) -> i8;
+    fn d(&self, c: usize) -> f32;
+}
+
+impl Q6Values for Tile6 {
+    fn value(&self, c: usize, e: usize) -> u8 {
+        self.qs[e / 4][4 * c + e % 4]
+    }
+    fn scale(&self, c: usize, sub_block: usize) -> i8 {
+        self.scales[sub_block][c]
+    }
+    fn d(&self, c: usize) -> f32 {
+        self.d[c]
+    }
+}
+
+/// Row `r` (`out.len()` values) of a Q6_K matrix from its row-group-major
+/// tiles, as candle dequantizes it: `(d · scale) · (q − 32)` per element.
+/// Lets a tied embedding read its rows from the output projection's tiles.
+fn q6k_row<U: Q6Values>(tiles: &[U], blocks: usize, r: usize, out: &mut [f32]) {
+    let (g, c) = (r / TILE_ROWS, r % TILE_ROWS);
+    for (tile, out) in tiles[g * blocks..(g + 1) * blocks]
+        .iter()
+        .zip(out.chunks_exact_mut(256))
+    {
+        let d = tile.d(c);
+        for (e, y) in out.iter_mut().enumerate() {
+            let q = tile.value(c, e) as i8 - 32;
+            *y = d * tile.scale(c, e / 16) as f32 * q as f32;
+        }
+    }
+}
+
+impl Q6KTiles {
+    /// See [`q6k_row`]; `out` holds the `k` values of row `r < n`.
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        q6k_row(&self.tiles, self.blocks, r, out)
+    }
+}
+
 /// A Q6_K tile with its six-bit values packed 4 + 2 bits as GGUF keeps
 /// them: 3,392 bytes against [`Tile6`]'s 4,416. The AVX2 kernels unpack a
 /// line as they read it; decode streams every weight from memory each
@@ -194,6 +239,24 @@ impl Tile6p {
     }
 }
 
+impl Q6Values for Tile6p {
+    fn value(&self, c: usize, e: usize) -> u8 {
+        let (line, i) = (e / 4, 4 * c + e % 4);
+        let low = if line < 32 {
+            self.ql[line][i] & 15
+        } else {
+            self.ql[line - 32][i] >> 4
+        };
+        low | ((self.qh[line % 16][i] >> (2 * (line / 16))) & 3) << 4
+    }
+    fn scale(&self, c: usize, sub_block: usize) -> i8 {
+        self.scales[sub_block][c]
+    }
+    fn d(&self, c: usize) -> f32 {
+        self.d[c]
+    }
+}
+
 /// All packed tiles of a `[n, k]` Q6_K matrix (the AVX2 kernels' layout),
 /// row group major like [`Q6KTiles`].
 pub struct Q6KPackedTiles {
@@ -207,6 +270,11 @@ impl Q6KPackedTiles {
             tiles: row_group_tiles(w, n, k, Q6_K_BYTES, |rows| Tile6p::pack(&q6k_tile(rows))),
             blocks: k / 256,
         }
+    }
+
+    /// See [`q6k_row`]; `out` holds the `k` values of row `r < n`.
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        q6k_row(&self.tiles, self.blocks, r, out)
     }
 }
 

@@ -67,9 +67,11 @@ impl QuantMatMul {
         matches!(self.data, WeightData::Tiles(_))
     }
 
-    /// Whether [`Self::dequantize_row`] works (tiles of the 32-element types).
+    /// Whether [`Self::dequantize_row`] works (tiles of the 32-element types
+    /// and of Q6_K).
     pub fn has_rows(&self) -> bool {
-        matches!(&self.data, WeightData::Tiles(t) if matches!(**t, Tiles::Q32(_)))
+        matches!(&self.data, WeightData::Tiles(t)
+            if matches!(**t, Tiles::Q32(_) | Tiles::Q6K(_) | Tiles::Q6KPacked(_)))
     }
 
     /// Row `r` of `W` (`k` values) as candle would dequantize it, from the
@@ -77,7 +79,16 @@ impl QuantMatMul {
     pub fn dequantize_row(&self, r: usize, out: &mut [f32]) -> bool {
         match &self.data {
             WeightData::Tiles(t) => match &**t {
-                Tiles::Q32(t) if r < self.n && out.len() == self.k => {
+                _ if r >= self.n || out.len() != self.k => false,
+                Tiles::Q32(t) => {
+                    t.dequantize_row(r, out);
+                    true
+                }
+                Tiles::Q6K(t) => {
+                    t.dequantize_row(r, out);
+                    true
+                }
+                Tiles::Q6KPacked(t) => {
                     t.dequantize_row(r, out);
                     true
                 }

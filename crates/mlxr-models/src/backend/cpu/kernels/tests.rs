@@ -260,8 +260,9 @@ fn tile_rows_dequantize_like_candle() {
         GgmlDType::Q5_0,
         GgmlDType::Q5_1,
         GgmlDType::Q8_0,
+        GgmlDType::Q6K,
     ] {
-        let (n, k) = (48, 96);
+        let (n, k) = (48, if dtype == GgmlDType::Q6K { 512 } else { 96 });
         let w = Tensor::from_vec(rand_vec(n * k, 8), (n, k), &Device::Cpu).unwrap();
         let qt = Arc::new(QTensor::quantize(&w, dtype).unwrap());
         let expected = qt
@@ -277,6 +278,30 @@ fn tile_rows_dequantize_like_candle() {
             assert_eq!(&row, want, "{dtype:?} row {r}");
         }
         assert!(!op.dequantize_row(n, &mut vec![0.0; k]));
+    }
+}
+
+/// Both Q6_K tile layouts (whichever this CPU's kernels read) give back
+/// candle's rows.
+#[test]
+fn q6k_tile_rows_in_both_layouts() {
+    let (n, k) = (32, 768);
+    let w = Tensor::from_vec(rand_vec(n * k, 9), (n, k), &Device::Cpu).unwrap();
+    let qt = QTensor::quantize(&w, GgmlDType::Q6K).unwrap();
+    let expected = qt
+        .dequantize(&Device::Cpu)
+        .unwrap()
+        .to_vec2::<f32>()
+        .unwrap();
+    let blocks = qt.data().unwrap();
+    let plain = q4k_tiles::Q6KTiles::new(&blocks, n, k);
+    let packed = q4k_tiles::Q6KPackedTiles::new(&blocks, n, k);
+    for (r, want) in expected.iter().enumerate() {
+        let mut row = vec![0.0f32; k];
+        plain.dequantize_row(r, &mut row);
+        assert_eq!(&row, want, "unpacked tiles, row {r}");
+        packed.dequantize_row(r, &mut row);
+        assert_eq!(&row, want, "packed tiles, row {r}");
     }
 }
 
