@@ -391,6 +391,11 @@ impl Pair<'_> {
                 }
             }
         }
+        // Several tokens of two sequences in one decode-kernel step (the
+        // shape of speculative verification): each token reads the keys of
+        // its sequence's earlier tokens in the step from their rows.
+        let (more0, more1) = (prompt(3, 11, vocab), prompt(4, 13, vocab));
+        self.step(&mut cpu, &mut dev, &[(0, &more0), (1, &more1)], &mut stats);
         // Preemption: sequence 2 recomputed from its prompt beside a decode.
         cpu.truncate(2, 0);
         dev.truncate(2, 0);

@@ -59,7 +59,8 @@ impl CudaBackend {
     /// `MLXR_CUDA_MATVEC` (`block`, `warp`, `rows2`, `rows4`) that lets one binary benchmark
     /// each; likewise `MLXR_CUDA_F16_GEMM_ROWS` moves [`F16_GEMM_ROWS`] and
     /// `MLXR_CUDA_QUANT_ROWS` (0 to 8) the most rows our Q8_K decode
-    /// kernels take, and `MLXR_CUDA_PREFILL` the [`PrefillAttention`].
+    /// kernels take, `MLXR_CUDA_PREFILL` the [`PrefillAttention`] and
+    /// `MLXR_CUDA_ATTN_CHUNK` the decode attention's fewest keys a split.
     pub fn new(kv: KvGeometry, dtype: DType, device: &Device) -> Result<Self> {
         let mat_vec = match std::env::var("MLXR_CUDA_MATVEC") {
             Err(_) => MatVec::default(),
@@ -73,7 +74,7 @@ impl CudaBackend {
             match rows.parse() {
                 Ok(n) if n <= most => Ok(Some(n)),
                 _ => Err(ModelError::InvalidConfig(format!(
-                    "{name}={rows}: not a number of rows up to {most}"
+                    "{name}={rows}: not a number up to {most}"
                 ))),
             }
         };
@@ -82,6 +83,9 @@ impl CudaBackend {
         }
         if let Some(rows) = rows_knob("MLXR_CUDA_QUANT_ROWS", quant_matmul::MAX_TOKENS)? {
             backend.kernels_mut().quant_rows = rows;
+        }
+        if let Some(keys) = rows_knob("MLXR_CUDA_ATTN_CHUNK", 4096)? {
+            backend.kernels_mut().attention.min_chunk = keys.max(1);
         }
         if let Ok(name) = std::env::var("MLXR_CUDA_PREFILL") {
             backend.kernels_mut().attention.prefill =
@@ -198,7 +202,14 @@ impl CandleDevice for CudaKernels {
         k: &Tensor,
         v: &Tensor,
     ) -> Result<Tensor> {
-        self.attention.attend(layer, spec, step, q, k, v)
+        let quantize = q.dim(0)? <= self.quant_rows;
+        let (out, q8) = self
+            .attention
+            .attend(layer, spec, step, q, k, v, quantize)?;
+        if let Some(q8) = q8 {
+            self.q8 = Some((out.id(), q8));
+        }
+        Ok(out)
     }
 
     fn rms_norm(&mut self, x: &Tensor, norm: &RmsNorm) -> Result<Tensor> {
@@ -324,6 +335,8 @@ pub struct PagedAttention {
     /// The decode kernel's merge counters ([`ops::StepMeta`]).
     tickets: Tensor,
     prefill: PrefillAttention,
+    /// The decode kernel's fewest keys a split.
+    min_chunk: usize,
 }
 
 impl PagedAttention {
@@ -357,6 +370,7 @@ impl PagedAttention {
             host: Vec::new(),
             tickets,
             prefill: PrefillAttention::default(),
+            min_chunk: ops::MIN_CHUNK,
         })
     }
 
@@ -371,6 +385,9 @@ impl PagedAttention {
         Ok(())
     }
 
+    /// The attention outputs, and with `quantize` (where the decode kernel
+    /// can: [`ops::StepMeta::quantizes`]) the same in Q8_K.
+    #[allow(clippy::too_many_arguments)]
     fn attend(
         &mut self,
         layer: usize,
@@ -379,7 +396,8 @@ impl PagedAttention {
         q: &Tensor,
         k: &Tensor,
         v: &Tensor,
-    ) -> Result<Tensor> {
+        quantize: bool,
+    ) -> Result<(Tensor, Option<Tensor>)> {
         let (Some(keys), Some(values)) = (self.keys.get(layer), self.values.get(layer)) else {
             return Err(ModelError::InvalidBatch(format!("no layer {layer}")));
         };
@@ -397,14 +415,23 @@ impl PagedAttention {
                 self.kv
             )));
         }
-        meta.write(keys, values, k, v)?;
+        let (k, v) = (k.contiguous()?, v.contiguous()?);
+        let new_kv = if meta.writes_inline() {
+            Some((&k, &v))
+        } else {
+            meta.write(keys, values, &k, &v)?;
+            None
+        };
         meta.attend(
             &q.contiguous()?,
             keys,
             values,
+            new_kv,
+            quantize && meta.quantizes(spec),
             spec,
             self.kv.block_size,
             self.prefill,
+            self.min_chunk,
         )
     }
 }

@@ -2,12 +2,15 @@
 //! values in one launch) and the attention (a candle [`CustomOp3`]), whose
 //! prefill steps take kernels/flash_prefill.cu where it applies.
 
+use std::cell::RefCell;
+
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::{CudaStorage, WrapErr};
 use candle_core::{CpuStorage, CustomOp3, DType, Device, Layout, Shape, Storage, Tensor};
 
 use super::super::AttentionSpec;
+use super::quant_matmul::{q8_bytes, q8_parts, QK_K};
 use crate::backend::step_buffer::StepBuffer;
 use crate::step::Step;
 use crate::{ModelError, Result};
@@ -26,7 +29,7 @@ const THREADS: u32 = 128;
 /// `MAX_SPLITS` blocks per token and KV head whatever the contexts (those
 /// past a token's own splits return at once), so a recorded step (CUDA
 /// graph) serves every context.
-const MIN_CHUNK: usize = 16;
+pub const MIN_CHUNK: usize = 16;
 const MAX_SPLITS: usize = 32;
 /// The most splits the last block of a (token, KV head) merges (a lane
 /// each).
@@ -92,6 +95,10 @@ pub struct StepMeta {
     seqs: usize,
     /// Runs for `paged_prefill` (0: the step takes the decode kernel).
     runs: usize,
+    /// The decode kernel stores the new keys and values itself (a step of
+    /// at most `SPLIT_TOKENS` tokens, each sequence's in consecutive rows
+    /// at consecutive positions).
+    inline_write: bool,
 }
 
 impl StepMeta {
@@ -131,6 +138,12 @@ impl StepMeta {
             0
         };
         let run_entries = if runs > 0 { runs + 1 } else { 0 };
+        let positions = step.positions();
+        let inline_write = tokens <= SPLIT_TOKENS
+            && (1..tokens).all(|t| {
+                host[2 * tokens + t] != host[2 * tokens + t - 1]
+                    || positions[t] == positions[t - 1] + 1
+            });
         host.extend_from_slice(step.block_ids());
         if host.len() != 3 * tokens + step.seqs().len() + run_entries + step.block_ids().len() {
             return Err(ModelError::InvalidBatch(
@@ -143,7 +156,14 @@ impl StepMeta {
             tokens,
             seqs: step.seqs().len(),
             runs,
+            inline_write,
         })
+    }
+
+    /// Whether [`Self::attend`] stores the step's new keys and values (no
+    /// [`Self::write`] first).
+    pub fn writes_inline(&self) -> bool {
+        self.inline_write
     }
 
     /// Stores the new keys `k` and values `v` (`[tokens, width]` f32) in
@@ -225,22 +245,49 @@ impl StepMeta {
         Ok(())
     }
 
+    /// The step's attention outputs `[tokens, n_heads * head_dim]` f32 for
+    /// queries `q`, and with `quantize` (a decode step: see
+    /// [`Self::quantizes`]) the same in Q8_K for the output projection.
+    /// `new_kv`: the step's keys and values where [`Self::writes_inline`].
+    #[allow(clippy::too_many_arguments)]
     pub fn attend(
         &self,
         q: &Tensor,
         keys: &Tensor,
         values: &Tensor,
+        new_kv: Option<(&Tensor, &Tensor)>,
+        quantize: bool,
         spec: &AttentionSpec,
         block_size: usize,
         prefill: PrefillAttention,
-    ) -> Result<Tensor> {
+        min_chunk: usize,
+    ) -> Result<(Tensor, Option<Tensor>)> {
         let op = Attention {
             meta: self,
             spec: *spec,
             block_size,
             prefill,
+            min_chunk,
+            new_kv,
+            quantize,
+            q8: RefCell::new(None),
         };
-        Ok(q.apply_op3_no_bwd(keys, values, &op)?)
+        let out = q.apply_op3_no_bwd(keys, values, &op)?;
+        let q8 = op.q8.into_inner().map(|(buf, dev)| {
+            let bytes = buf.len();
+            let storage = Storage::Cuda(CudaStorage::wrap_cuda_slice(buf, dev));
+            Tensor::from_storage(storage, bytes, candle_core::op::BackpropOp::none(), false)
+        });
+        Ok((out, q8))
+    }
+
+    /// Whether the decode kernel can write its outputs in Q8_K too: a step
+    /// of at most `SPLIT_TOKENS` tokens and query groups of whole
+    /// super-blocks.
+    pub fn quantizes(&self, spec: &AttentionSpec) -> bool {
+        self.runs == 0
+            && self.tokens <= SPLIT_TOKENS
+            && (spec.n_heads / spec.n_kv_heads * spec.head_dim) % QK_K == 0
     }
 }
 
@@ -268,6 +315,13 @@ struct Attention<'a> {
     spec: AttentionSpec,
     block_size: usize,
     prefill: PrefillAttention,
+    /// The decode kernel's fewest keys a split (`MIN_CHUNK` by default).
+    min_chunk: usize,
+    /// The new keys and values the decode kernel stores and reads itself.
+    new_kv: Option<(&'a Tensor, &'a Tensor)>,
+    /// Whether the decode kernel also writes its outputs in Q8_K, into `q8`.
+    quantize: bool,
+    q8: RefCell<Option<(CudaSlice<u8>, candle_core::cuda_backend::CudaDevice)>>,
 }
 
 impl CustomOp3 for Attention<'_> {
@@ -319,6 +373,7 @@ impl CustomOp3 for Attention<'_> {
         let meta = meta.as_cuda_slice::<u32>()?;
         let base = meta_l.start_offset();
         let (t, n) = (tokens, self.meta.seqs);
+        let slots = meta.slice(base..base + t);
         let positions = meta.slice(base + t..base + 2 * t);
         let token_seq = meta.slice(base + 2 * t..base + 3 * t);
         let table_start = meta.slice(base + 3 * t..base + 3 * t + n);
@@ -366,7 +421,7 @@ impl CustomOp3 for Attention<'_> {
             block_dim: (attend_threads, 1, 1),
             shared_mem_bytes: 0,
         };
-        let (min_chunk, max_splits) = (i32_of(MIN_CHUNK)?, i32_of(MAX_SPLITS)?);
+        let (min_chunk, max_splits) = (i32_of(self.min_chunk.max(1))?, i32_of(MAX_SPLITS)?);
         let group = s.n_heads / s.n_kv_heads;
         if runs > 0
             && s.head_dim <= PREFILL_HEAD_DIM
@@ -436,6 +491,47 @@ impl CustomOp3 for Attention<'_> {
                 Shape::from((tokens, width)),
             ));
         }
+        let new_kv = match self.new_kv {
+            Some((k, v)) if self.meta.inline_write => {
+                Some((k.storage_and_layout(), v.storage_and_layout()))
+            }
+            Some(_) => candle_core::bail!("new keys for a step that writes them first"),
+            None => None,
+        };
+        let new_views = match &new_kv {
+            Some(((k, k_l), (v, v_l))) => {
+                let (Storage::Cuda(k), Storage::Cuda(v)) = (&**k, &**v) else {
+                    candle_core::bail!("new keys off the GPU");
+                };
+                if k_l.shape().dims2()? != (tokens, s.n_kv_heads * s.head_dim)
+                    || v_l.shape() != k_l.shape()
+                    || !k_l.is_contiguous()
+                    || !v_l.is_contiguous()
+                {
+                    candle_core::bail!("new keys {:?} and values {:?}", k_l.shape(), v_l.shape());
+                }
+                Some((
+                    k.as_cuda_slice::<f32>()?.slice(k_l.start_offset()..),
+                    v.as_cuda_slice::<f32>()?.slice(v_l.start_offset()..),
+                ))
+            }
+            None => None,
+        };
+        if self.quantize && (group * s.head_dim) % QK_K != 0 {
+            candle_core::bail!(
+                "Q8_K attention outputs for groups of {}",
+                group * s.head_dim
+            );
+        }
+        // SAFETY: with `quantize` the kernel writes every quant, scale and
+        // sum (each (token, KV head) writes its group's super-blocks).
+        let q8 = if self.quantize && tokens > 0 {
+            Some(unsafe { dev.alloc::<u8>(q8_bytes(tokens, width)) }?)
+        } else {
+            None
+        };
+        let q8_views = q8.as_ref().map(|buf| q8_parts(buf, tokens, width));
+        let null = 0u64;
         macro_rules! launch {
             ($t:ty) => {{
                 let keys = keys.as_cuda_slice::<$t>()?.slice(keys_l.start_offset()..);
@@ -453,8 +549,17 @@ impl CustomOp3 for Attention<'_> {
                     .arg(&positions)
                     .arg(&token_seq)
                     .arg(&table_start)
-                    .arg(&block_tables)
-                    .arg(&n_heads)
+                    .arg(&block_tables);
+                match &new_views {
+                    Some((k, v)) => b.arg(k).arg(v),
+                    None => b.arg(&null).arg(&null),
+                };
+                b.arg(&slots);
+                match &q8_views {
+                    Some((qs, d, sums)) => b.arg(qs).arg(d).arg(sums),
+                    None => b.arg(&null).arg(&null).arg(&null),
+                };
+                b.arg(&n_heads)
                     .arg(&n_kv_heads)
                     .arg(&head_dim)
                     .arg(&block_size)
@@ -464,8 +569,10 @@ impl CustomOp3 for Attention<'_> {
                     .arg(&min_chunk)
                     .arg(&max_splits);
                 // SAFETY: reads stay within the step's block tables (checked
-                // against the cache by the runner) and the queries; writes
-                // cover `out` exactly.
+                // against the cache by the runner), the queries and the new
+                // keys (rows of the token's own sequence); writes cover `out`
+                // (and the Q8_K buffer) exactly, and with new keys each
+                // token's slot (below the cache's length, as for `write`).
                 unsafe { b.launch(cfg) }.w()?;
             }};
         }
@@ -477,6 +584,7 @@ impl CustomOp3 for Attention<'_> {
                 other => candle_core::bail!("a KV cache of {other:?}"),
             }
         }
+        *self.q8.borrow_mut() = q8.map(|buf| (buf, dev.clone()));
         Ok((
             CudaStorage::wrap_cuda_slice(out, dev),
             Shape::from((tokens, width)),

@@ -94,7 +94,7 @@ pub fn supports(w: &QTensor) -> bool {
 
 /// Bytes of `tokens` rows of `k` activations in Q8_K: quants, then a scale
 /// per super-block, then an int32 sum per 16 quants.
-fn q8_bytes(tokens: usize, k: usize) -> usize {
+pub(super) fn q8_bytes(tokens: usize, k: usize) -> usize {
     tokens * k + tokens * (k / QK_K) * 4 + tokens * (k / 16) * 4
 }
 
@@ -245,7 +245,7 @@ fn launch(
 }
 
 /// The quants, scales and sums of a Q8_K buffer of `tokens` rows of `k`.
-fn q8_parts(
+pub(super) fn q8_parts(
     buf: &CudaSlice<u8>,
     tokens: usize,
     k: usize,

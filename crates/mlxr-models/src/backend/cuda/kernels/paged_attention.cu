@@ -24,11 +24,24 @@
 // combines them: no second launch (attention_merge took 6.8 µs a layer of
 // the Qwen2.5-1.5B shape's decode: bench/results/gpu-2026-12-04-s38.md).
 // S depends on the token's own context alone, so its result does not depend
-// on the rest of the batch.
+// on the rest of the batch. Blocks past a token's S return at once, and a
+// token of one split writes its output directly.
+//
+// In such steps (decode, speculative verification) the kernel also stores
+// the step's new keys and values (`k_new`, `v_new`: the block of split 0
+// writes its token's) and reads them from those rows rather than the cache,
+// rounded to the cache's type as a cache read would give them: no
+// cache_write launch first. It needs each sequence's tokens in consecutive
+// rows at consecutive positions (the host checks). Where `out_qs` is given,
+// the blocks that write outputs also write them in Q8_K for the output
+// projection (group · head_dim a multiple of 256): no quantize launch after.
 
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <stdint.h>
+#include <climits>
+
+#include "q8_k.cuh"
 
 #define MAX_GROUP 8
 
@@ -38,6 +51,13 @@ __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162flo
 __device__ __forceinline__ void from_f32(float &d, float x) { d = x; }
 __device__ __forceinline__ void from_f32(__half &d, float x) { d = __float2half(x); }
 __device__ __forceinline__ void from_f32(__nv_bfloat16 &d, float x) { d = __float2bfloat16(x); }
+// x as the cache would return it.
+template <typename T>
+__device__ __forceinline__ float through(float x) {
+    T y;
+    from_f32(y, x);
+    return to_f32(y);
+}
 
 __device__ __forceinline__ float warp_sum(float x) {
 #pragma unroll
@@ -67,13 +87,16 @@ __device__ void cache_write(const float *__restrict__ k, const float *__restrict
 }
 
 template <typename T, int DPL, int NW>
-__device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cache,
-                       const T *__restrict__ v_cache, float *__restrict__ out,
+__device__ void attend(const float *__restrict__ q, T *__restrict__ k_cache,
+                       T *__restrict__ v_cache, float *__restrict__ out,
                        float *__restrict__ part_ml, float *__restrict__ part_acc,
                        uint32_t *__restrict__ tickets,
                        const uint32_t *__restrict__ positions, const uint32_t *__restrict__ token_seq,
                        const uint32_t *__restrict__ table_start,
-                       const uint32_t *__restrict__ block_tables, int n_heads, int n_kv_heads,
+                       const uint32_t *__restrict__ block_tables, const float *__restrict__ k_new,
+                       const float *__restrict__ v_new, const uint32_t *__restrict__ slots,
+                       int8_t *__restrict__ out_qs, float *__restrict__ out_d,
+                       int *__restrict__ out_bsums, int n_heads, int n_kv_heads,
                        int head_dim, int block_size, float scale, int window, float softcap,
                        int min_chunk, int max_splits) {
     const int t = blockIdx.x;
@@ -88,12 +111,30 @@ __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cach
     const uint32_t *table = block_tables + table_start[token_seq[t]];
     const int lo = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
     const int context = pos + 1 - lo;
-    const int own_splits = min(max_splits, (context + min_chunk - 1) / min_chunk);
+    // This token's splits: 1 in a launch of one split per token.
+    const int own_splits = splits == 1 ? 1 : min(max_splits, (context + min_chunk - 1) / min_chunk);
+    if (split >= own_splits) return;  // the whole block
     const int chunk = (context + own_splits - 1) / own_splits;
-    // Splits past the token's own (s >= own_splits) start past its keys and
-    // write an empty result.
-    const int start = splits == 1 ? lo : lo + split * chunk;
-    const int end = splits == 1 ? pos + 1 : min(pos + 1, start + chunk);
+    const int start = lo + split * chunk;
+    const int end = min(pos + 1, start + chunk);
+    const int kv_off = kvh * head_dim;
+
+    // Keys from new_from on are this step's: row t - (pos - j) of k_new.
+    int new_from = INT_MAX;
+    if (k_new != nullptr) {
+        const uint32_t seq = token_seq[t];
+        int back = 0;
+        while (back < t && token_seq[t - back - 1] == seq) ++back;
+        new_from = pos - back;
+        if (split == 0) {
+            const size_t dst = (size_t)slots[t] * kv_width + kv_off;
+            const size_t src = (size_t)t * kv_width + kv_off;
+            for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+                from_f32(k_cache[dst + d], k_new[src + d]);
+                from_f32(v_cache[dst + d], v_new[src + d]);
+            }
+        }
+    }
 
     float qr[MAX_GROUP][DPL];
     float acc[MAX_GROUP][DPL];
@@ -114,9 +155,19 @@ __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cach
     // The next key's row is loaded before this key's math, so its latency
     // hides behind the shuffles.
     auto load = [&](int j, float (&kv)[DPL], float (&vv)[DPL]) {
+        if (j >= new_from) {
+            const size_t row = (size_t)(t - (pos - j)) * kv_width + kv_off;
+#pragma unroll
+            for (int i = 0; i < DPL; ++i) {
+                const int d = lane + 32 * i;
+                kv[i] = d < head_dim ? through<T>(k_new[row + d]) : 0.f;
+                vv[i] = d < head_dim ? through<T>(v_new[row + d]) : 0.f;
+            }
+            return;
+        }
         const size_t slot = (size_t)table[j / block_size] * block_size + j % block_size;
-        const T *kr = k_cache + slot * kv_width + kvh * head_dim;
-        const T *vr = v_cache + slot * kv_width + kvh * head_dim;
+        const T *kr = k_cache + slot * kv_width + kv_off;
+        const T *vr = v_cache + slot * kv_width + kv_off;
 #pragma unroll
         for (int i = 0; i < DPL; ++i) {
             const int d = lane + 32 * i;
@@ -169,8 +220,25 @@ __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cach
             for (int i = 0; i < DPL; ++i) sacc[warp][g][lane + 32 * i] = acc[g][i];
         }
     }
+    // The group's outputs (group · head_dim values from column kvh · group ·
+    // head_dim of row t), staged for their Q8_K.
+    __shared__ __align__(16) float staged[MAX_GROUP * 32 * DPL];
+    const int group_width = group * head_dim;
+    float *out_row = out + (size_t)t * n_heads * head_dim + (size_t)kvh * group_width;
+    auto quantize_out = [&]() {
+        if (out_qs == nullptr) return;
+        __syncthreads();
+        const size_t sb0 = ((size_t)t * n_heads * head_dim + (size_t)kvh * group_width) / QK_K;
+        for (int w = warp; w < group_width / QK_K; w += NW) {
+            float v[8];
+#pragma unroll
+            for (int i = 0; i < 8; ++i) v[i] = staged[w * QK_K + lane * 8 + i];
+            quantize_values(v, out_qs + (sb0 + w) * QK_K, out_d + sb0 + w, out_bsums + (sb0 + w) * 16);
+        }
+    };
+
     __syncthreads();
-    for (int idx = threadIdx.x; idx < group * head_dim; idx += blockDim.x) {
+    for (int idx = threadIdx.x; idx < group_width; idx += blockDim.x) {
         const int g = idx / head_dim;
         const int d = idx % head_dim;
         float mx = -INFINITY;
@@ -183,9 +251,11 @@ __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cach
             den += sl[w][g] * c;
         }
         const int h = kvh * group + g;
-        if (splits == 1) {
-            out[(size_t)t * n_heads * head_dim + h * head_dim + d] = den > 0.f ? num / den : 0.f;
-        } else if (split < own_splits) {
+        if (own_splits == 1) {
+            const float y = den > 0.f ? num / den : 0.f;
+            out_row[idx] = y;
+            staged[idx] = y;
+        } else {
             const size_t at = ((size_t)t * n_heads + h) * splits + split;
             part_acc[at * head_dim + d] = num;
             if (d == 0) {
@@ -194,7 +264,10 @@ __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cach
             }
         }
     }
-    if (splits == 1) return;
+    if (own_splits == 1) {
+        quantize_out();
+        return;
+    }
 
     // The last block of (t, kvh) to get here merges the splits.
     __shared__ bool last;
@@ -202,7 +275,7 @@ __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cach
     __syncthreads();
     if (threadIdx.x == 0) {
         uint32_t *ticket = tickets + (size_t)t * n_kv_heads + kvh;
-        last = atomicAdd(ticket, 1u) == (uint32_t)splits - 1;
+        last = atomicAdd(ticket, 1u) == (uint32_t)own_splits - 1;
         if (last) *ticket = 0;
     }
     __syncthreads();
@@ -228,8 +301,7 @@ __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cach
     __syncthreads();
     // Four dimensions a thread (head_dim is a multiple of 4), eight splits'
     // loads in flight: one block does what a launch of a block per query
-    // head did. (Every split below own_splits wrote its entries; an empty
-    // one wrote 0 with weight 0.)
+    // head did. (Every split below own_splits wrote its entries.)
     for (int idx = 4 * threadIdx.x; idx < group * head_dim; idx += 4 * blockDim.x) {
         const int g = idx / head_dim;
         const int d = idx % head_dim;
@@ -246,9 +318,11 @@ __device__ void attend(const float *__restrict__ q, const T *__restrict__ k_cach
             num.w += x.w * c;
         }
         const float inv = inv_den[g];
-        *reinterpret_cast<float4 *>(out + (size_t)t * n_heads * head_dim + h * head_dim + d) =
-            make_float4(num.x * inv, num.y * inv, num.z * inv, num.w * inv);
+        const float4 y = make_float4(num.x * inv, num.y * inv, num.z * inv, num.w * inv);
+        *reinterpret_cast<float4 *>(out_row + idx) = y;
+        *reinterpret_cast<float4 *>(staged + idx) = y;
     }
+    quantize_out();
 }
 
 // Prefill: one block per (run of up to PREFILL_TQ consecutive tokens of
@@ -472,16 +546,17 @@ __device__ void prefill(const float *__restrict__ q, const T *__restrict__ k_cac
 // bench/results/gpu-2026-12-03-s33.md).
 #define ATTEND(T, SUFFIX, DPL, NW)                                                              \
     extern "C" __global__ void __launch_bounds__(NW * 32) paged_attention_##SUFFIX##_##DPL(    \
-        const float *q, const T *k_cache, const T *v_cache, float *out, float *part_ml,       \
+        const float *q, T *k_cache, T *v_cache, float *out, float *part_ml,       \
         float *part_acc, uint32_t *tickets, const uint32_t *positions,                        \
         const uint32_t *token_seq,                                                            \
-        const uint32_t *table_start, const uint32_t *block_tables, int n_heads,               \
-        int n_kv_heads, int head_dim, int block_size, float scale, int window, float softcap, \
-        int min_chunk, int max_splits) {                                                      \
+        const uint32_t *table_start, const uint32_t *block_tables, const float *k_new,        \
+        const float *v_new, const uint32_t *slots, int8_t *out_qs, float *out_d,              \
+        int *out_bsums, int n_heads, int n_kv_heads, int head_dim, int block_size,            \
+        float scale, int window, float softcap, int min_chunk, int max_splits) {              \
         attend<T, DPL, NW>(q, k_cache, v_cache, out, part_ml, part_acc, tickets, positions,   \
-                           token_seq,                                                         \
-                           table_start, block_tables, n_heads, n_kv_heads, head_dim,          \
-                           block_size, scale, window, softcap, min_chunk, max_splits);        \
+                           token_seq, table_start, block_tables, k_new, v_new, slots, out_qs, \
+                           out_d, out_bsums, n_heads, n_kv_heads, head_dim, block_size,       \
+                           scale, window, softcap, min_chunk, max_splits);                    \
     }
 
 #define INSTANTIATE(T, SUFFIX)                                                                  \

@@ -17,48 +17,10 @@
 #include <stdint.h>
 
 #define QK_K 256
+#include "q8_k.cuh"
 #define Q4_K_BYTES 144
 #define Q6_K_BYTES 210
 #define WARPS_PER_ROW 4
-
-// One warp quantizes a super-block of 256 activations; lane l holds
-// elements 8l..8l+8 in `v`. Mirrors quantize_row_q8_K_ref: max = the first
-// element of largest magnitude, iscale = -127 / max, q = min(127,
-// round_half_even(iscale · x)), d = 1 / iscale. The _rn intrinsics keep IEEE
-// rounding under --use_fast_math.
-__device__ __forceinline__ void quantize_values(const float v[8], int8_t *qs, float *d,
-                                                int *bsums) {
-    const int lane = threadIdx.x & 31;
-    float amax = 0.f, max = 0.f;
-    int at = 0x7fffffff;
-    for (int i = 0; i < 8; ++i) {
-        const float ax = fabsf(v[i]);
-        if (ax > amax) { amax = ax; max = v[i]; at = lane * 8 + i; }
-    }
-    for (int off = 16; off > 0; off >>= 1) {
-        const float oa = __shfl_xor_sync(0xffffffff, amax, off);
-        const float om = __shfl_xor_sync(0xffffffff, max, off);
-        const int oi = __shfl_xor_sync(0xffffffff, at, off);
-        if (oa > amax || (oa == amax && oi < at)) { amax = oa; max = om; at = oi; }
-    }
-    int8_t q[8];
-    int sum = 0;
-    float scale = 0.f;
-    if (amax == 0.f) {
-        for (int i = 0; i < 8; ++i) q[i] = 0;
-    } else {
-        const float iscale = __fdiv_rn(-127.f, max);
-        for (int i = 0; i < 8; ++i) {
-            q[i] = (int8_t)fminf(rintf(__fmul_rn(iscale, v[i])), 127.f);
-            sum += q[i];
-        }
-        scale = __fdiv_rn(1.f, iscale);
-    }
-    *(int2 *)(qs + lane * 8) = *(const int2 *)q;
-    sum += __shfl_xor_sync(0xffffffff, sum, 1);
-    if ((lane & 1) == 0) bsums[lane / 2] = sum;
-    if (lane == 0) *d = scale;
-}
 
 __device__ __forceinline__ void load8(const float *src, float v[8]) {
     const float4 a = *(const float4 *)src;
