@@ -56,7 +56,7 @@ pub fn device(ordinal: usize) -> Result<Device> {
 impl CudaBackend {
     /// A cache of `kv` in `dtype` (F16, BF16 or F32) on `device`.
     /// The decode matmuls' shape is [`MatVec::default`], or the debug knob
-    /// `MLXR_CUDA_MATVEC` (`block`, `warp`, `rows2`, `rows4`) that lets one binary benchmark
+    /// `MLXR_CUDA_MATVEC` (`block`, `warp`, `rows2`, `rows4`, `rows`) that lets one binary benchmark
     /// each; likewise `MLXR_CUDA_F16_GEMM_ROWS` moves [`F16_GEMM_ROWS`] and
     /// `MLXR_CUDA_QUANT_ROWS` (0 to 8) the most rows our Q8_K decode
     /// kernels take, `MLXR_CUDA_PREFILL` the [`PrefillAttention`] and

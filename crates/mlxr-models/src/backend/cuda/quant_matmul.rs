@@ -46,11 +46,21 @@ pub enum MatVec {
     /// aggregate decode of 4 sequences 514 → 702 t/s, of 8 645 → 846 with 2
     /// rows (4 rows: 609, 789) (bench/results/gpu-2026-12-04-s36.md).
     WarpPerRows(u8),
+    /// By the launch's rows (never by its tokens, so that a token's result
+    /// does not depend on the batch): `BlockPerRow` for launches of at most
+    /// [`BLOCK_PER_ROW_MOST`] rows, whose warp-per-row grids leave most of
+    /// the GPU idle (the Qwen2.5-1.5B shape's 1,536- and 2,048-row
+    /// projections: 9.66 → 7.94 and 5.57 → 5.43 µs,
+    /// bench/results/gpu-2026-12-04-s38.md), `WarpPerRows(2)` above.
+    ByRows,
 }
+
+/// The most rows [`MatVec::ByRows`] gives a block each.
+pub const BLOCK_PER_ROW_MOST: usize = 2048;
 
 impl Default for MatVec {
     fn default() -> Self {
-        MatVec::WarpPerRows(2)
+        MatVec::ByRows
     }
 }
 
@@ -63,18 +73,23 @@ impl std::str::FromStr for MatVec {
             "warp" => Ok(MatVec::WarpPerRow),
             "rows2" => Ok(MatVec::WarpPerRows(2)),
             "rows4" => Ok(MatVec::WarpPerRows(4)),
+            "rows" => Ok(MatVec::ByRows),
             other => Err(format!(
-                "MLXR_CUDA_MATVEC={other}: give block, warp, rows2 or rows4"
+                "MLXR_CUDA_MATVEC={other}: give block, warp, rows2, rows4 or rows"
             )),
         }
     }
 }
 
 impl MatVec {
-    /// For `tokens` per launch: the kernel's name suffix, the row groups
-    /// per block and the rows per group.
-    fn layout(self, tokens: usize) -> (&'static str, usize, usize) {
+    /// For `tokens` per launch against `rows` weight rows: the kernel's name
+    /// suffix, the row groups per block and the rows per group.
+    fn layout(self, tokens: usize, rows: usize) -> (&'static str, usize, usize) {
         match self {
+            MatVec::ByRows if rows <= BLOCK_PER_ROW_MOST => {
+                MatVec::BlockPerRow.layout(tokens, rows)
+            }
+            MatVec::ByRows => MatVec::WarpPerRows(2).layout(tokens, rows),
             MatVec::BlockPerRow => ("", 1, 1),
             MatVec::WarpPerRow => ("_w", 4, 1),
             MatVec::WarpPerRows(_) if tokens == 1 => ("_w", 4, 1),
@@ -154,7 +169,11 @@ fn launch(
     let mut weights = Vec::with_capacity(3);
     let mut guards = Vec::with_capacity(3);
     let mut ys = Vec::with_capacity(3);
-    let (suffix, groups_per_block, rows_per_group) = shape.layout(tokens);
+    let rows: usize = ws
+        .iter()
+        .map(|(w, _)| w.shape().dims().first().copied().unwrap_or(0))
+        .sum();
+    let (suffix, groups_per_block, rows_per_group) = shape.layout(tokens, rows);
     let mut groups = 0;
     let bias_storage: Vec<_> = ws
         .iter()
