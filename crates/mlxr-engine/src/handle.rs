@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use candle_core::Device;
 use mlxr_models::backend::cpu::paged::PagedKvStore;
@@ -47,11 +48,12 @@ fn runner_for(
 pub type RequestId = SeqId;
 
 /// A running engine. Clones share it; the engine thread stops once every
-/// handle is dropped and the requests in flight are done.
+/// handle is dropped and the requests in flight are done
+/// ([`EngineHandle::shutdown`] waits for that).
 #[derive(Clone)]
 pub struct EngineHandle {
-    shared: Arc<Shared>,
     commands: Sender<Command>,
+    shared: Arc<Shared>,
 }
 
 struct Shared {
@@ -64,6 +66,7 @@ struct Shared {
     speculation: Speculation,
     /// A draft model is loaded (`speculative.type: draft` is possible).
     has_draft: bool,
+    worker: JoinHandle<()>,
 }
 
 /// Requests' default speculation: what the configuration sets; with a draft
@@ -159,11 +162,12 @@ impl EngineHandle {
             draft,
             costs: Default::default(),
         };
-        std::thread::Builder::new()
+        let worker = std::thread::Builder::new()
             .name("mlxr-engine".into())
             .spawn(move || engine.run())
             .map_err(EngineError::Thread)?;
         Ok(Self {
+            commands,
             shared: Arc::new(Shared {
                 model,
                 metrics,
@@ -173,9 +177,27 @@ impl EngineHandle {
                 block_size,
                 speculation,
                 has_draft,
+                worker,
             }),
-            commands,
         })
+    }
+
+    /// Drops this handle and, if it was the last (then it returns true),
+    /// waits for the engine thread to finish its requests and free the model
+    /// and KV cache: a command that exits next frees device memory before
+    /// the process exit tears the device runtime down, not on the engine
+    /// thread meanwhile.
+    pub fn shutdown(self) -> bool {
+        let EngineHandle { commands, shared } = self;
+        drop(commands);
+        match Arc::try_unwrap(shared) {
+            Ok(shared) => {
+                // A panic on the engine thread was reported there.
+                let _ = shared.worker.join();
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     pub fn model(&self) -> &Arc<LoadedModel> {

@@ -1,7 +1,8 @@
 //! The engine with real models: sequences batched together give exactly the
 //! tokens each gives alone (also with tiny prefill chunks and with a KV
 //! budget that forces preemption), the prefix cache reports its hits without
-//! changing outputs, and aborted or abandoned requests free their blocks.
+//! changing outputs, aborted or abandoned requests free their blocks, and
+//! shutting down waits for the engine thread.
 
 mod common;
 
@@ -232,4 +233,29 @@ fn requests_that_cannot_fit_are_refused_at_submission() {
     assert!(err.to_string().contains("tokens"), "{err}");
     let err = engine.submit(&request("")).err().expect("empty prompt");
     assert!(err.to_string().contains("empty"), "{err}");
+}
+
+#[test]
+fn shutdown_of_the_last_handle_waits_for_its_requests_and_frees_the_model() {
+    let Some(lm) = load(SMOLLM2) else { return };
+    let engine = EngineHandle::start(lm.clone(), config()).unwrap();
+    let other = engine.clone();
+    let mut req = request("Count:");
+    req.max_tokens = Some(8);
+    let mut stream = engine.submit(&req).unwrap();
+    assert!(!engine.shutdown(), "another handle is alive");
+    assert!(other.shutdown());
+    // The engine thread has ended and dropped its model (only ours is left),
+    // after finishing the request in flight.
+    assert_eq!(Arc::strong_count(&lm), 1);
+    let mut tokens = 0;
+    let finish = loop {
+        match stream.blocking_next().unwrap() {
+            Event::Token(_) => tokens += 1,
+            Event::Done { finish_reason, .. } => break finish_reason,
+            Event::Error(e) => panic!("{e}"),
+        }
+    };
+    assert_eq!((tokens, finish), (8, FinishReason::Length));
+    assert!(stream.blocking_next().is_none());
 }

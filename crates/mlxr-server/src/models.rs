@@ -453,6 +453,20 @@ impl ModelManager {
         }
     }
 
+    /// Unloads every model, waiting for each engine thread to free its
+    /// model and KV cache (the server is stopping; no request holds one).
+    pub async fn unload_all(&self) {
+        let loaded: Vec<Loaded> = self.loaded.lock().await.drain().map(|(_, l)| l).collect();
+        let _ = tokio::task::spawn_blocking(move || {
+            for l in loaded {
+                if let Backend::Engine(engine) = l.backend {
+                    engine.shutdown();
+                }
+            }
+        })
+        .await;
+    }
+
     pub async fn unload(&self, name: &str) -> bool {
         self.loaded.lock().await.remove(&with_tag(name)).is_some()
     }

@@ -257,6 +257,7 @@ pub async fn serve(
         None => tcp_server.await,
     };
     expiry.abort();
+    models.unload_all().await;
     result
 }
 

@@ -174,6 +174,7 @@ fn bench_parallel(args: &BenchArgs) -> Result<()> {
             }
         }
     }
+    engine.shutdown();
     match args.output {
         BenchOutput::Json => println!("{}", serde_json::to_string_pretty(&results)?),
         BenchOutput::Md => {
@@ -234,6 +235,7 @@ fn run_tests(args: &BenchArgs, threads: Option<usize>) -> Result<Vec<TestResult>
             results.push(result);
         }
     }
+    engine.shutdown();
     Ok(results)
 }
 

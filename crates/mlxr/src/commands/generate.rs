@@ -43,6 +43,7 @@ pub fn generate(args: GenerateArgs) -> Result<()> {
         }
         true
     })?;
+    engine.shutdown();
     if args.json {
         let mut out = json!({
             "text": generation.text,

@@ -47,11 +47,13 @@ pub fn run(args: RunArgs) -> Result<()> {
         eprintln!("load duration:        {}", duration(load_ms));
     }
     let backend = Local {
-        engine,
+        engine: engine.clone(),
         sampling: &args.sampling,
         verbose: args.verbose,
     };
-    chat(backend, args.system.as_deref(), prompt.as_deref())
+    let result = chat(backend, args.system.as_deref(), prompt.as_deref());
+    engine.shutdown();
+    result
 }
 
 /// One reply to `prompt`, or an interactive chat when there is none.
