@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Speculative decoding benchmark (issue 19): one stream, the same GGUF file
+# Speculative decoding benchmark (issue 19): one stream (or -c N), the same GGUF file
 # and thread count, `mlxr serve` with and without prompt lookup (per-request
 # `speculative.*` keys) and `llama-server` without
 # and with its n-gram speculation (`--spec-type ngram-simple`, its defaults
@@ -20,6 +20,8 @@
 #   bench/speculative.sh --variants "none draft draft-max" --no-llama
 #                                                       ngram and draft choose each draft's length by
 #                                                       goodput; ngram-max and draft-max always draft k
+#   bench/speculative.sh -c 16 --no-llama -s rewrite    16 requests in flight (aggregate tok/s; the
+#                                                       servers' decode tok/s is then per stream)
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -29,7 +31,7 @@ source bench/host.sh
 # shellcheck source=bench/servers.sh
 source bench/servers.sh
 
-out="" threads=2 max_tokens=128 k=8 sets="rewrite completion"
+out="" threads=2 max_tokens=128 k=8 sets="rewrite completion" concurrency=1
 variants="none ngram" llama_variants="none ngram-simple ngram-tuned" isa=""
 models="${MLXR_MODELS_DIR:-$HOME/.cache/mlxr/models}"
 model="$models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
@@ -39,6 +41,7 @@ while [ $# -gt 0 ]; do
     -t|--threads) threads="$2"; shift 2 ;;
     -n|--max-tokens) max_tokens="$2"; shift 2 ;;
     -k|--draft-max) k="$2"; shift 2 ;;
+    -c|--concurrency) concurrency="$2"; shift 2 ;;
     -s|--sets) sets="$2"; shift 2 ;;
     -m|--model) model="$2"; shift 2 ;;
     -d|--draft) draft="$2"; shift 2 ;;
@@ -47,7 +50,7 @@ while [ $# -gt 0 ]; do
     --no-llama) llama_variants=""; shift ;;
     --isa) isa="$2"; shift 2 ;;
     -o|--out) out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -66,7 +69,7 @@ server_scratch
 client() {  # url label-prefix set json-out variants...
   local url="$1" set="$2" json="$3"; shift 3
   python3 bench/speculative.py --url "$url" --model bench --prompts "bench/prompts/spec-$set.jsonl" \
-    --max-tokens "$max_tokens" "$@" --json-out "$json" >&2
+    --max-tokens "$max_tokens" --concurrency "$concurrency" "$@" --json-out "$json" >&2
 }
 
 load_before="$(load_avg)"
@@ -108,7 +111,7 @@ for set in $sets; do
              label="llama-server draft-simple $(basename "$draft") (its defaults)" ;;
       *) echo "unknown llama variant $spec" >&2; exit 2 ;;
     esac
-    "$LLAMA_SERVER" -m "$model" -t "$threads" -c 4096 "${flags[@]}" \
+    "$LLAMA_SERVER" -m "$model" -t "$threads" -np "$concurrency" -c $((4096 * concurrency)) "${flags[@]}" \
       --host 127.0.0.1 --port 18081 > "$work/server.log" 2>&1 &
     server_pid=$!
     wait_ready "http://127.0.0.1:18081"
@@ -121,19 +124,21 @@ load_after="$(load_avg)"
 out="${out:-bench/results/speculative-$(date +%Y-%m-%d).md}"
 mkdir -p bench/results
 {
-  echo "# Speculative decoding (prompt lookup), one stream: mlxr vs llama-server, $(date +%Y-%m-%d)"
+  streams="one stream"
+  [ "$concurrency" = 1 ] || streams="$concurrency streams"
+  echo "# Speculative decoding, $streams: mlxr vs llama-server, $(date +%Y-%m-%d)"
   echo
   echo "$built;" \
     "${LLAMA_CPP_COMMIT:+llama.cpp \`$LLAMA_CPP_COMMIT\` ($LLAMA_BUILD_NOTE); }$(cpu_cores);" \
     "load average (1, 5, 15 min) $load_before before, $load_after after;" \
-    "${isa:+mlxr under \`MLXR_CPU_ISA=$isa\`; }command: \`bench/speculative.sh ${isa:+--isa $isa }-t $threads -n $max_tokens -k $k -s '$sets' --variants '$variants' --llama-variants '$llama_variants'\`."
+    "${isa:+mlxr under \`MLXR_CPU_ISA=$isa\`; }command: \`bench/speculative.sh ${isa:+--isa $isa }-t $threads -n $max_tokens -k $k -s '$sets' -c $concurrency --variants '$variants' --llama-variants '$llama_variants'\`."
   echo
   cpu_flags_line
   echo
-  echo "Model \`$(basename "$model")\`, $threads threads. Each prompt of the set once per variant, one request at a" \
+  echo "Model \`$(basename "$model")\`, $threads threads. Each prompt of the set once per variant, $concurrency request(s) at a" \
     "time (/v1/chat/completions, temperature 0, max_tokens $max_tokens), after one untimed warm-up request." \
     "Each server started afresh per variant: \`mlxr serve -t $threads\` (the variant as per-request" \
-    "\`speculative.*\` keys), \`llama-server -t $threads -c 4096\` (speculation is a launch flag there)." \
+    "\`speculative.*\` keys), \`llama-server -t $threads -np $concurrency -c $((4096 * concurrency))\` (speculation is a launch flag there)." \
     "e2e tok/s: all completion tokens over all client wall time (prompt included); decode tok/s: the servers'" \
     "own \`timings\` (first to last token)."
   echo

@@ -51,7 +51,8 @@ pub enum MatVec {
     /// [`BLOCK_PER_ROW_MOST`] rows, whose warp-per-row grids leave most of
     /// the GPU idle (the Qwen2.5-1.5B shape's 1,536- and 2,048-row
     /// projections: 9.66 → 7.94 and 5.57 → 5.43 µs,
-    /// bench/results/gpu-2026-12-04-s38.md), `WarpPerRows(2)` above.
+    /// bench/results/gpu-2026-12-04-s38.md), `WarpPerRows(2)` above. Not
+    /// the default until it has run on a GPU (knob value `rows`).
     ByRows,
 }
 
@@ -60,7 +61,7 @@ pub const BLOCK_PER_ROW_MOST: usize = 2048;
 
 impl Default for MatVec {
     fn default() -> Self {
-        MatVec::ByRows
+        MatVec::WarpPerRows(2)
     }
 }
 
