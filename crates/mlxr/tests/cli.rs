@@ -383,37 +383,22 @@ fn prompt_lookup_flags_change_speed_not_text() {
         assert_eq!(plain["timings"]["draft_n"], 0);
     }
     // A draft model (here the model itself: every draft stands).
-    let self_draft = json_generate(
-        &model,
-        &[
+    let with_draft = |extra: &[&str]| {
+        let args = [
             "--temperature",
             "0",
             "-n",
             "48",
             "--model-draft",
             model.to_str().unwrap(),
-            "--draft-length",
-            "max",
-        ],
-        prompt,
-    );
+        ];
+        json_generate(&model, &[&args[..], extra].concat(), prompt)
+    };
+    let self_draft = with_draft(&["--draft-length", "max"]);
     let plain = json_generate(&model, &["--temperature", "0", "-n", "48"], prompt);
     assert_eq!(self_draft["tokens"], plain["tokens"]);
     // A draft model loaded and speculation turned off: nothing drafts.
-    let off = json_generate(
-        &model,
-        &[
-            "--temperature",
-            "0",
-            "-n",
-            "48",
-            "--model-draft",
-            model.to_str().unwrap(),
-            "--spec-type",
-            "none",
-        ],
-        prompt,
-    );
+    let off = with_draft(&["--spec-type", "none"]);
     assert_eq!(off["tokens"], plain["tokens"]);
     assert_eq!(off["timings"]["draft_n"], 0, "{}", off["timings"]);
     let goodput = json_generate(

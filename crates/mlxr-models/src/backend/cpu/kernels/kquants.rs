@@ -33,7 +33,7 @@ pub const Q4_K_BYTES: usize = 144;
 pub const Q6_K_BYTES: usize = 210;
 
 #[inline(always)]
-fn f16_at(b: &[u8], at: usize) -> f32 {
+pub(super) fn f16_at(b: &[u8], at: usize) -> f32 {
     f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
 }
 

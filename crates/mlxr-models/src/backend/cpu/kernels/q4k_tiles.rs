@@ -10,9 +10,7 @@
 //! Without AVX-512 the same tiles are read by the AVX2 kernels of
 //! `kquant_tiles_avx2.rs`.
 
-use half::f16;
-
-use super::kquants::{q4k_scales_mins, q6k_values, Q4_K_BYTES, Q6_K_BYTES};
+use super::kquants::{f16_at, q4k_scales_mins, q6k_values, Q4_K_BYTES, Q6_K_BYTES};
 
 /// Rows per tile.
 pub const TILE_ROWS: usize = 16;
@@ -51,6 +49,25 @@ pub fn available() -> bool {
     false
 }
 
+/// Row `c`'s share of a Q4_K or Q5_K block `wb`'s header (d, dmin and the
+/// 6-bit scales and mins) in a tile's columns.
+pub(super) fn k_header(
+    c: usize,
+    wb: &[u8],
+    d: &mut [f32; TILE_ROWS],
+    dmin: &mut [f32; TILE_ROWS],
+    scales: &mut [[u8; TILE_ROWS]; 8],
+    mins: &mut [[u8; TILE_ROWS]; 8],
+) {
+    d[c] = f16_at(wb, 0);
+    dmin[c] = f16_at(wb, 2);
+    let (sc, mn) = q4k_scales_mins(&wb[4..16]);
+    for s in 0..8 {
+        scales[s][c] = sc[s];
+        mins[s][c] = mn[s];
+    }
+}
+
 impl Q4KTiles {
     pub fn new(w: &[u8], n: usize, k: usize) -> Self {
         let tiles = row_group_tiles(w, n, k, Q4_K_BYTES, |rows| {
@@ -62,13 +79,7 @@ impl Q4KTiles {
                 dmin: [0.0; TILE_ROWS],
             };
             for (c, wb) in rows.iter().enumerate() {
-                t.d[c] = f16::from_bits(u16::from_le_bytes([wb[0], wb[1]])).to_f32();
-                t.dmin[c] = f16::from_bits(u16::from_le_bytes([wb[2], wb[3]])).to_f32();
-                let (sc, mn) = q4k_scales_mins(&wb[4..16]);
-                for s in 0..8 {
-                    t.scales[s][c] = sc[s];
-                    t.mins[s][c] = mn[s];
-                }
+                k_header(c, wb, &mut t.d, &mut t.dmin, &mut t.scales, &mut t.mins);
                 for pg in 0..32 {
                     t.qs[pg][4 * c..4 * c + 4].copy_from_slice(&wb[16 + 4 * pg..20 + 4 * pg]);
                 }
@@ -142,7 +153,7 @@ fn q6k_tile(rows: [&[u8]; TILE_ROWS]) -> Tile6 {
         d: [0.0; TILE_ROWS],
     };
     for (c, wb) in rows.iter().enumerate() {
-        t.d[c] = f16::from_bits(u16::from_le_bytes([wb[208], wb[209]])).to_f32();
+        t.d[c] = f16_at(wb, 208);
         for s in 0..16 {
             t.scales[s][c] = wb[192 + s] as i8;
         }

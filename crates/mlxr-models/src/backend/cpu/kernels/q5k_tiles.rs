@@ -12,10 +12,9 @@
 //! sum `s1` and min sum `s2` in i32, `r = fma(-dmin, s2, s1 · d)`, then
 //! `acc = fma(r, y.d, acc)`.
 
-use half::f16;
-
+use super::kquants::f16_at;
 use super::kquants::q4k_scales_mins;
-use super::q4k_tiles::row_group_tiles;
+use super::q4k_tiles::{k_header, row_group_tiles};
 use super::q8k::{BlockQ8K, QK_K};
 
 /// Bytes of one Q5_K block: `d, dmin: f16, scales: [u8; 12], qh: [u8; 32],
@@ -24,11 +23,6 @@ pub const Q5_K_BYTES: usize = 176;
 
 /// Rows per tile.
 pub const TILE_ROWS: usize = 16;
-
-#[inline(always)]
-fn f16_at(b: &[u8], at: usize) -> f32 {
-    f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
-}
 
 /// The 256 five-bit values (0..32) of a Q5_K block.
 pub fn q5k_values(wb: &[u8]) -> [u8; QK_K] {
@@ -150,13 +144,7 @@ impl Q5KTiles {
                 dmin: [0.0; TILE_ROWS],
             };
             for (c, wb) in rows.iter().enumerate() {
-                t.d[c] = f16_at(wb, 0);
-                t.dmin[c] = f16_at(wb, 2);
-                let (scales, mins) = q4k_scales_mins(&wb[4..16]);
-                for s in 0..8 {
-                    t.scales[s][c] = scales[s];
-                    t.mins[s][c] = mins[s];
-                }
+                k_header(c, wb, &mut t.d, &mut t.dmin, &mut t.scales, &mut t.mins);
                 let v = q5k_values(wb);
                 for sg in 0..64 {
                     t.qs[sg][4 * c..4 * c + 4].copy_from_slice(&v[4 * sg..4 * sg + 4]);
