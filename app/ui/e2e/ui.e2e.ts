@@ -84,6 +84,12 @@ describe("chat", () => {
   it("streams a reply to a message", async () => {
     await page.goto("/ui/chat");
     await pickModel(page, MODEL);
+    // The daemon's default is no token limit at temperature 0.8: a sampled
+    // reply may ramble for minutes on a slow host, so this one is bounded.
+    await page.getByText("System prompt and sampling").click();
+    await page.getByRole("spinbutton", { name: "Max tokens" }).fill("96");
+    await page.getByRole("spinbutton", { name: "Seed" }).fill("7");
+    await page.getByText("System prompt and sampling").click();
     await page.getByRole("textbox", { name: "Message" }).fill("Write one sentence about the sea.");
     await startRecording();
     const started = Date.now();
@@ -113,6 +119,7 @@ describe("chat", () => {
     await page.getByText("System prompt and sampling").click();
     await page.getByRole("spinbutton", { name: "Max tokens" }).fill("2000");
     await page.getByRole("spinbutton", { name: "Temperature" }).fill("0.8");
+    await page.getByRole("spinbutton", { name: "Seed" }).fill("");
     await page.getByText("System prompt and sampling").click();
     const stop = page.getByRole("button", { name: "Stop" });
     // A small model may end a reply on its own within a second: try a few prompts.
