@@ -11,7 +11,7 @@
 //! `scale · Σ` in one step. All of it is exact: a Q4_K pair is at most
 //! 2·15·128 = 3840, so the 8 groups of a sub-block still fit in i16 before
 //! scaling; a Q5_K pair at most 2·31·128 = 7936 and a Q6_K pair
-//! 2·63·128 = 16128, both scaled per group.
+//! 2·63·128 = 16128, both scaled per group (a Q6_K tiled sum per two groups).
 
 #[cfg(target_arch = "x86_64")]
 pub mod x86 {
@@ -317,46 +317,80 @@ pub mod x86 {
         // SAFETY: 8 readable f32.
         let d = unsafe { _mm256_loadu_ps(t.d()[8 * h..].as_ptr()) };
         let dd: [__m256; T] = std::array::from_fn(|r| _mm256_mul_ps(d, _mm256_set1_ps(yb[r].d)));
-        // Lines in memory order: sub-block `s`, group `g` feeds lane
-        // `4 (s % 2) + g` (the tiled order only needs the exact total: lane 0,
-        // so that 4 tokens fit in the registers).
-        let mut lanes = [[_mm256_setzero_si256(); 8]; T];
-        for (s, &scale) in sc.iter().enumerate() {
-            for g in 0..4 {
+        if TILED {
+            let mut sum = [_mm256_setzero_si256(); T];
+            for (s, &scale) in sc.iter().enumerate() {
+                // Two groups' pairs summed in i16 (at most 2·16128, exact)
+                // before one scaling `madd`: the tiled order only needs the total.
+                for g in [0, 2] {
+                    prefetch_line(t, 4 * s + g + 64 * h);
+                    prefetch_line(t, 4 * s + g + 1 + 64 * h);
+                    // SAFETY: 4s + g + 1 < 64, h < 2; AVX2.
+                    let (w0, w1) = unsafe { (t.line(4 * s + g, h), t.line(4 * s + g + 1, h)) };
+                    for r in 0..T {
+                        let x0 = bcast4(&yb[r].qs, 16 * s + 4 * g);
+                        let x1 = bcast4(&yb[r].qs, 16 * s + 4 * g + 4);
+                        let p = _mm256_add_epi16(
+                            _mm256_maddubs_epi16(w0, x0),
+                            _mm256_maddubs_epi16(w1, x1),
+                        );
+                        sum[r] = _mm256_add_epi32(sum[r], _mm256_madd_epi16(p, scale));
+                    }
+                }
+            }
+            for l in 0..8 {
+                let off = q6k_offsets::<T>(&sc, yb, l);
+                for r in 0..T {
+                    sum[r] = _mm256_sub_epi32(sum[r], off[r]);
+                }
+            }
+            for r in 0..T {
+                let f = _mm256_mul_ps(_mm256_cvtepi32_ps(sum[r]), d);
+                tacc[r] = _mm256_fmadd_ps(f, _mm256_set1_ps(yb[r].d), tacc[r]);
+            }
+            return;
+        }
+        // Lane `l` gathers group `l % 4` of the sub-blocks `s` with
+        // `s % 2 == l / 4`; one lane at a time keeps only `T` integer sums
+        // live (an exact sum in any order).
+        for l in 0..8 {
+            let g = l % 4;
+            let mut sum = [_mm256_setzero_si256(); T];
+            for s in (l / 4..16).step_by(2) {
                 prefetch_line(t, 4 * s + g + 64 * h);
                 // SAFETY: 4s + g < 64, h < 2; AVX2.
                 let w = unsafe { t.line(4 * s + g, h) };
-                let l = if TILED { 0 } else { 4 * (s % 2) + g };
                 for r in 0..T {
                     let x = bcast4(&yb[r].qs, 16 * s + 4 * g);
-                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), scale);
-                    lanes[r][l] = _mm256_add_epi32(lanes[r][l], p);
+                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), sc[s]);
+                    sum[r] = _mm256_add_epi32(sum[r], p);
                 }
             }
-        }
-        let mut s1 = [_mm256_setzero_si256(); T];
-        for l in 0..8 {
-            // Low i16 of each lane: scale 2l; high: scale 2l + 1.
-            let scales = _mm256_blend_epi16(sc[2 * l], sc[2 * l + 1], 0xAA);
+            let off = q6k_offsets::<T>(&sc, yb, l);
             for r in 0..T {
-                let bs = pair16(yb[r].bsums[2 * l] as i32, yb[r].bsums[2 * l + 1] as i32);
-                let off = _mm256_slli_epi32(_mm256_madd_epi16(scales, bs), 5);
-                if TILED {
-                    s1[r] = _mm256_sub_epi32(s1[r], off);
-                } else {
-                    let v = _mm256_sub_epi32(lanes[r][l], off);
-                    acc[r][l] = _mm256_fmadd_ps(dd[r], _mm256_cvtepi32_ps(v), acc[r][l]);
-                }
-            }
-        }
-        if TILED {
-            for r in 0..T {
-                let s1 = _mm256_add_epi32(lanes[r][0], s1[r]);
-                let f = _mm256_mul_ps(_mm256_cvtepi32_ps(s1), d);
-                tacc[r] = _mm256_fmadd_ps(f, _mm256_set1_ps(yb[r].d), tacc[r]);
+                let v = _mm256_sub_epi32(sum[r], off[r]);
+                acc[r][l] = _mm256_fmadd_ps(dd[r], _mm256_cvtepi32_ps(v), acc[r][l]);
             }
         }
     }
+
+    /// The `-32` of every Q6_K value that lane `l` of the vec_dot order
+    /// subtracts, `32 Σ scale · bsum` over sub-blocks `2l` and `2l + 1`, per token.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn q6k_offsets<const T: usize>(
+        sc: &[__m256i; 16],
+        yb: [&BlockQ8K; T],
+        l: usize,
+    ) -> [__m256i; T] {
+        // Low i16 of each lane: scale 2l; high: scale 2l + 1.
+        let scales = _mm256_blend_epi16(sc[2 * l], sc[2 * l + 1], 0xAA);
+        std::array::from_fn(|r| {
+            let bs = pair16(yb[r].bsums[2 * l] as i32, yb[r].bsums[2 * l + 1] as i32);
+            _mm256_slli_epi32(_mm256_madd_epi16(scales, bs), 5)
+        })
+    }
+
     /// 16 Q5_K rows against `T` Q8_K rows: with `TILED` the order of ggml's
     /// tiled kernel, else `ggml_vec_dot_q5_K_q8_K`'s (8 lanes per row, lane
     /// `g` gathering group `g` of every sub-block, the mins summed apart), as

@@ -282,14 +282,16 @@ impl<T> SendPtr<T> {
     }
 }
 
-/// Four tokens of one row group at once, where a tile kernel has it.
+/// `W` tokens of one row group at once, where a tile kernel has it.
 #[cfg(target_arch = "x86_64")]
-type Four<'a> = Option<&'a (dyn Fn(usize, usize) -> [[f32; TILE]; 4] + Sync)>;
+type Wide<'a, const W: usize> = Option<&'a (dyn Fn(usize, usize) -> [[f32; TILE]; W] + Sync)>;
+#[cfg(target_arch = "x86_64")]
+type Four<'a> = Wide<'a, 4>;
 
 /// The driver of every 16-row tile kernel: row groups split over
 /// `n_threads`; in each group tokens go in runs of [`TOKEN_TILE`], while
-/// `pairs(tok)` allows four at a time through `four(g, tok)` where given,
-/// then two at a time through `two(g, tok)`, else one at a time through
+/// `pairs(tok)` allows eight or four at a time through `eight(g, tok)` or
+/// `four(g, tok)` where given, then two at a time through `two(g, tok)`, else one at a time through
 /// `one(g, tok)`; each call's 16 results land in `out[tok, 16g..16g + 16]`.
 #[cfg(target_arch = "x86_64")]
 fn run_tiles(
@@ -297,7 +299,7 @@ fn run_tiles(
     (m, n): (usize, usize),
     out: &mut [f32],
     pairs: impl Fn(usize) -> bool + Sync,
-    four: Four,
+    (eight, four): (Wide<8>, Four),
     two: impl Fn(usize, usize) -> [[f32; TILE]; 2] + Sync,
     one: impl Fn(usize, usize) -> [f32; TILE] + Sync,
 ) {
@@ -316,6 +318,12 @@ fn run_tiles(
             let t1 = (t0 + TOKEN_TILE).min(m);
             for g in (t * per_thread).min(groups)..((t + 1) * per_thread).min(groups) {
                 let mut tok = t0;
+                while let Some(eight) = eight.filter(|_| tok + 8 <= t1 && pairs(tok)) {
+                    for (j, v) in eight(g, tok).into_iter().enumerate() {
+                        emit(g, tok + j, v);
+                    }
+                    tok += 8;
+                }
                 while let Some(four) = four.filter(|_| tok + 4 <= t1 && pairs(tok)) {
                     for (j, v) in four(g, tok).into_iter().enumerate() {
                         emit(g, tok + j, v);
@@ -432,12 +440,13 @@ fn q32_tile_matmul(
         unsafe { q32_group::<4>(avx512, kind, gt, ys, os) }
     };
     let four: Four = (!avx512 && kind == WeightKind::Q5_0).then_some(&four);
-    run_tiles(n_threads, (m, n), out, |_| pairs, four, two, one);
+    run_tiles(n_threads, (m, n), out, |_| pairs, (None, four), two, one);
 }
 
 /// The AVX2 Q6_K tile kernels over `tiles` (either layout) against the
 /// Q8_K rows `xq` (`kb` blocks each): ggml's tiled order with `tiled`
-/// (four tokens at a time, each with its exact sum), else its vec_dot order.
+/// (each token's exact sum), else its vec_dot order; up to eight tokens
+/// share each unpacked line.
 #[cfg(target_arch = "x86_64")]
 fn q6k_avx2_tiles<L: kquant_tiles_avx2::x86::Q6Tile>(
     tiles: &[L],
@@ -471,10 +480,31 @@ fn q6k_avx2_tiles<L: kquant_tiles_avx2::x86::Q6Tile>(
     };
     // SAFETY: as above.
     let four = |g: usize, tok: usize| unsafe {
-        q6k_tiles::<4, true, L>(group(g), std::array::from_fn(|j| xrow(tok + j)))
+        let ys = std::array::from_fn(|j| xrow(tok + j));
+        if tiled {
+            q6k_tiles::<4, true, L>(group(g), ys)
+        } else {
+            q6k_tiles::<4, false, L>(group(g), ys)
+        }
     };
-    let four: Four = tiled.then_some(&four);
-    run_tiles(n_threads, (m, n), out, |_| true, four, two, one);
+    // SAFETY: as above.
+    let eight = |g: usize, tok: usize| unsafe {
+        let ys = std::array::from_fn(|j| xrow(tok + j));
+        if tiled {
+            q6k_tiles::<8, true, L>(group(g), ys)
+        } else {
+            q6k_tiles::<8, false, L>(group(g), ys)
+        }
+    };
+    run_tiles(
+        n_threads,
+        (m, n),
+        out,
+        |_| true,
+        (Some(&eight), Some(&four)),
+        two,
+        one,
+    );
 }
 
 /// [`matmul`] for Q4_K/Q6_K weights: activations in Q8_K; for Q4_K the
@@ -572,7 +602,7 @@ fn kquant_matmul(
             }
         };
         let four: Four = Some(&four);
-        run_tiles(n_threads, (m, n), out, |_| true, four, two, one);
+        run_tiles(n_threads, (m, n), out, |_| true, (None, four), two, one);
         return;
     }
     #[cfg(target_arch = "x86_64")]
@@ -602,7 +632,7 @@ fn kquant_matmul(
         };
         let four: Four = (!tiled).then_some(&four);
         // The tiled order goes one token at a time.
-        run_tiles(n_threads, (m, n), out, |_| !tiled, four, two, one);
+        run_tiles(n_threads, (m, n), out, |_| !tiled, (None, four), two, one);
         return;
     }
     #[cfg(target_arch = "x86_64")]
@@ -638,7 +668,7 @@ fn kquant_matmul(
         };
         let four: Four = (!avx512 && tiled).then_some(&four);
         let n_threads = if avx512 { current_threads() } else { n_threads };
-        run_tiles(n_threads, (m, n), out, |_| !avx512, four, two, one);
+        run_tiles(n_threads, (m, n), out, |_| !avx512, (None, four), two, one);
         return;
     }
     let _ = tiles;

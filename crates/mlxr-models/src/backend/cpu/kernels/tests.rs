@@ -384,7 +384,7 @@ fn q8_rounds_ties_to_even_and_stores_f32_sum_product() {
 
 /// The AVX2 tile kernels, called directly (whatever `MLXR_CPU_ISA` says,
 /// where the CPU has AVX2, FMA and F16C), against the portable twins of
-/// each order, bit for bit: one token, two and four at once, for every 32-element
+/// each order, bit for bit: one token, two, four and eight at once, for every 32-element
 /// type, Q4_K in the gemv and gemm orders, Q6_K in the vec_dot and tiled
 /// orders. Weights from candle's quantizer, activations scaled up so that
 /// the integer sums reach their largest sizes.
@@ -608,18 +608,36 @@ fn avx2_tile_kernels_equal_the_portable_dots() {
                     );
                 }
             }
+            // Four and eight tokens sharing each line, in both orders.
+            let ys8 = [ys[0], ys[1], ys[1], ys[0], ys[1], ys[0], ys[0], ys[1]];
             let ys4 = [ys[0], ys[1], ys[1], ys[0]];
-            // SAFETY: as above.
-            let four = unsafe { q6k_avx2::<4, true, L>(group, ys4) };
-            for (j, (out, y)) in four.iter().zip(ys4).enumerate() {
-                for (c, v) in out.iter().enumerate() {
-                    let r = 16 * g + c;
-                    let want = dot_q6_k_scalar(&w[r * row_bytes..(r + 1) * row_bytes], y, true);
-                    assert_eq!(
-                        v.to_bits(),
-                        want.to_bits(),
-                        "Q6_K ({layout}) row {r}, {j} of 4"
-                    );
+            for tiled in [false, true] {
+                // SAFETY: as above.
+                let (four, eight) = unsafe {
+                    if tiled {
+                        (
+                            q6k_avx2::<4, true, L>(group, ys4),
+                            q6k_avx2::<8, true, L>(group, ys8),
+                        )
+                    } else {
+                        (
+                            q6k_avx2::<4, false, L>(group, ys4),
+                            q6k_avx2::<8, false, L>(group, ys8),
+                        )
+                    }
+                };
+                let wide = four.iter().zip(ys4).chain(eight.iter().zip(ys8));
+                for (j, (out, y)) in wide.enumerate() {
+                    for (c, v) in out.iter().enumerate() {
+                        let r = 16 * g + c;
+                        let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
+                        let want = dot_q6_k_scalar(wrow, y, tiled);
+                        assert_eq!(
+                            v.to_bits(),
+                            want.to_bits(),
+                            "Q6_K ({layout}) row {r}, token {j} of 4 + 8, tiled {tiled}"
+                        );
+                    }
                 }
             }
         }
