@@ -304,6 +304,8 @@ pub mod x86 {
     /// # Safety
     /// AVX2, FMA and F16C; `h < 2`.
     #[inline]
+    // `l` also picks the lane's lines and offsets, not only its accumulator.
+    #[allow(clippy::needless_range_loop)]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn q6k_block_half<const T: usize, const TILED: bool, L: Q6Tile>(
         t: &L,

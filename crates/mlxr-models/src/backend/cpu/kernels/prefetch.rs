@@ -1,4 +1,4 @@
-//! Software prefetch for the AVX2 tile kernels. Decode waits on memory on
+//! Software prefetch for the tile kernels. Decode waits on memory on
 //! AVX2-only hosts (a quarter of Qwen2.5-1.5B's Q4_K tile-kernel samples on
 //! a Zen 1 EPYC stalled right after a tile's first load), so each kernel asks
 //! for the lines of the tiles [`AHEAD`] ahead as it reads the current ones.
@@ -18,4 +18,15 @@ pub fn line(at: *const u8) {
     // SAFETY: prefetching touches no memory the program can observe; SSE is
     // part of x86-64's baseline.
     unsafe { _mm_prefetch::<_MM_HINT_T0>(at as *const i8) };
+}
+
+/// Asks for every line of the tile [`AHEAD`] tiles after `tile` (for a
+/// kernel that reads a tile's lines out of memory order).
+#[inline(always)]
+pub fn tile<U>(tile: &U) {
+    let size = std::mem::size_of::<U>();
+    let ahead = (tile as *const U as *const u8).wrapping_add(AHEAD * size);
+    for i in (0..size).step_by(64) {
+        line(ahead.wrapping_add(i));
+    }
 }

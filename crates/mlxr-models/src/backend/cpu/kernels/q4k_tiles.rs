@@ -296,6 +296,7 @@ impl Q6KPackedTiles {
 pub mod x86 {
     use std::arch::x86_64::*;
 
+    use super::super::prefetch;
     use super::super::q8k::BlockQ8K;
     use super::{Tile, Tile6};
 
@@ -447,6 +448,8 @@ pub mod x86 {
     ///
     /// # Safety
     /// The CPU must support AVX-512 F/BW/VNNI; `tiles.len() == ys[t].len()`.
+    // `l` also picks the lane's lines and offsets, not only its accumulator.
+    #[allow(clippy::needless_range_loop)]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     pub unsafe fn q6k_gemv_tiles<const T: usize>(
         tiles: &[Tile6],
@@ -457,38 +460,40 @@ pub mod x86 {
             // SAFETY: every row has one block per tile.
             let yb: [&BlockQ8K; T] = std::array::from_fn(|r| unsafe { ys[r].get_unchecked(b) });
             let scale = |s: usize| widen_i8(&t.scales[s]);
+            // The lanes below read the lines out of order, which the
+            // hardware prefetcher does not follow: ask for the tiles ahead.
+            prefetch::tile(t);
             // Each 4-element sum fits in i16 (|Σ| ≤ 4·63·127), so `vpdpwssd`
             // against the scale's low 16 bits (high half cleared) adds
             // `scale · Σ` exactly in one instruction.
             let low16 = _mm512_set1_epi32(0xFFFF);
-            let mut lanes = [[_mm512_setzero_si512(); 8]; T];
-            for s in 0..16 {
-                let sc = _mm512_and_si512(scale(s), low16);
-                for g in 0..4 {
+            let sc: [__m512i; 16] = std::array::from_fn(|s| _mm512_and_si512(scale(s), low16));
+            // SAFETY: 64-byte aligned.
+            let d = unsafe { _mm512_load_ps(t.d.as_ptr()) };
+            // One lane at a time (an exact integer sum in any order): only
+            // `T` sums stay live, so eight tokens fit in the registers.
+            for l in 0..8 {
+                let g = l % 4;
+                let mut lane = [_mm512_setzero_si512(); T];
+                for s in (l / 4..16).step_by(2) {
                     // SAFETY: `qs[4s + g]` is 64 readable bytes.
                     let w = unsafe { _mm512_loadu_si512(t.qs[4 * s + g].as_ptr() as *const _) };
-                    let l = 4 * (s % 2) + g;
                     for r in 0..T {
                         let p = _mm512_dpbusd_epi32(
                             _mm512_setzero_si512(),
                             w,
                             bcast4(&yb[r].qs, 16 * s + 4 * g),
                         );
-                        lanes[r][l] = _mm512_dpwssd_epi32(lanes[r][l], p, sc);
+                        lane[r] = _mm512_dpwssd_epi32(lane[r], p, sc[s]);
                     }
                 }
-            }
-            // SAFETY: 64-byte aligned.
-            let d = unsafe { _mm512_load_ps(t.d.as_ptr()) };
-            for r in 0..T {
-                let dd = _mm512_mul_ps(d, _mm512_set1_ps(yb[r].d));
-                let off = |s: usize| {
-                    _mm512_mullo_epi32(scale(s), _mm512_set1_epi32(32 * yb[r].bsums[s] as i32))
-                };
-                for (l, a) in acc[r].iter_mut().enumerate() {
-                    let lane =
-                        _mm512_sub_epi32(lanes[r][l], _mm512_add_epi32(off(2 * l), off(2 * l + 1)));
-                    *a = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(lane), *a);
+                for r in 0..T {
+                    let dd = _mm512_mul_ps(d, _mm512_set1_ps(yb[r].d));
+                    let off = |s: usize| {
+                        _mm512_mullo_epi32(scale(s), _mm512_set1_epi32(32 * yb[r].bsums[s] as i32))
+                    };
+                    let v = _mm512_sub_epi32(lane[r], _mm512_add_epi32(off(2 * l), off(2 * l + 1)));
+                    acc[r][l] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(v), acc[r][l]);
                 }
             }
         }

@@ -34,7 +34,7 @@ fn independent_rows_do_not_depend_on_the_batch() {
         let w = Tensor::from_vec(rand_vec(n * k, 7), (n, k), &Device::Cpu).unwrap();
         let qt = Arc::new(QTensor::quantize(&w, dtype).unwrap());
         let op = QuantMatMul::new(qt, RowOrder::Independent).unwrap();
-        let m = 11;
+        let m = 19;
         let x = Tensor::from_vec(rand_vec(m * k, 9), (m, k), &Device::Cpu).unwrap();
         let all = op.forward(&x).unwrap().to_vec2::<f32>().unwrap();
         for (r, row) in all.iter().enumerate() {
