@@ -8,7 +8,9 @@ use std::thread::JoinHandle;
 
 use candle_core::Device;
 use mlxr_models::backend::cpu::paged::PagedKvStore;
-use mlxr_models::{CpuBackend, KvGeometry, ModelRunner, ReferenceBackend, StepRunner};
+use mlxr_models::{
+    CpuBackend, DecoderModel, KvGeometry, ModelRunner, ReferenceBackend, StepRunner,
+};
 use mlxr_tokenizer::TokenId;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
@@ -64,8 +66,8 @@ struct Shared {
     num_blocks: usize,
     block_size: usize,
     speculation: Speculation,
-    /// A draft model is loaded (`speculative.type: draft` is possible).
-    has_draft: bool,
+    /// The draft model, when one is loaded (`speculative.type: draft` is possible).
+    draft: Option<Arc<LoadedModel>>,
     worker: JoinHandle<()>,
 }
 
@@ -88,6 +90,14 @@ fn default_speculation(
     checked(speculation, has_draft)
 }
 
+/// Whether `a` and `b` name one file.
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
 /// `speculation` if it is in range and its proposer is loaded.
 fn checked(speculation: Speculation, has_draft: bool) -> Result<Speculation, EngineError> {
     speculation.validate().map_err(EngineError::Speculation)?;
@@ -104,13 +114,28 @@ fn checked(speculation: Speculation, has_draft: bool) -> Result<Speculation, Eng
 impl EngineHandle {
     /// Allocates the KV cache from `config.kv_budget` and starts the engine thread.
     pub fn start(model: Arc<LoadedModel>, config: EngineConfig) -> Result<Self, EngineError> {
+        Self::start_sharing(model, config, None)
+    }
+
+    /// [`Self::start`] with the draft model's weights already loaded
+    /// (`draft_weights`, from `config.draft_model`'s file onto the model's
+    /// device, e.g. those of an engine serving it).
+    pub fn start_sharing(
+        model: Arc<LoadedModel>,
+        config: EngineConfig,
+        draft_weights: Option<Arc<DecoderModel>>,
+    ) -> Result<Self, EngineError> {
         let dtype = config.kv_dtype.dtype();
         let block_size = config.block_size.max(1);
         let speculation = default_speculation(&config.speculation, config.draft_model.is_some())?;
         let draft = match &config.draft_model {
             Some(path) => {
                 let device = DeviceChoice::of(model.model.device());
-                let draft = LoadedModel::load_on(path, Some(model.context_size), device)?;
+                let context = Some(model.context_size);
+                // A model drafting for itself reads its own weights.
+                let same_file = same_file(path, &model.path);
+                let weights = draft_weights.or_else(|| same_file.then(|| model.model.clone()));
+                let draft = LoadedModel::load_sharing(path, context, device, weights)?;
                 check_compatible(&model, &draft)?;
                 Some(Arc::new(draft))
             }
@@ -145,7 +170,7 @@ impl EngineHandle {
             .map_or(model.context_size, |d| d.model.context_size)
             .min(model.context_size)
             .min(num_blocks * block_size);
-        let has_draft = draft.is_some();
+        let draft_model = draft.as_ref().map(|d| d.model.clone());
         let metrics = Arc::new(EngineMetrics::default());
         let (commands, rx) = mpsc::channel();
         let engine = EngineLoop {
@@ -176,7 +201,7 @@ impl EngineHandle {
                 num_blocks,
                 block_size,
                 speculation,
-                has_draft,
+                draft: draft_model,
                 worker,
             }),
         })
@@ -202,6 +227,11 @@ impl EngineHandle {
 
     pub fn model(&self) -> &Arc<LoadedModel> {
         &self.shared.model
+    }
+
+    /// The draft model, when the engine has one.
+    pub fn draft_model(&self) -> Option<&Arc<LoadedModel>> {
+        self.shared.draft.as_ref()
     }
 
     pub fn metrics(&self) -> &EngineMetrics {
@@ -262,7 +292,7 @@ impl EngineHandle {
         };
         let speculation = checked(
             self.shared.speculation.with(&req.speculation),
-            self.shared.has_draft,
+            self.shared.draft.is_some(),
         )?;
         let id = SeqId(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
         let mut seq = Sequence::new(id, req, prompt.clone(), max_tokens, speculation)?;

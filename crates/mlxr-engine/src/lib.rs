@@ -36,6 +36,7 @@ pub use events::{Event, FinishReason, Timings, TokenEvent, TokenLogprob, Usage};
 pub use handle::{EngineHandle, Generation, RequestId, RequestStream};
 pub use loaded_model::LoadedModel;
 pub use metrics::EngineMetrics;
+pub use mlxr_models::DecoderModel;
 pub use request::{tokenize_prompt, GenerateRequest, Prompt};
 pub use spec::cost::DraftLength;
 pub use spec::{SpecOverrides, SpecType, Speculation};

@@ -1,6 +1,7 @@
 //! A model file opened for inference: weights, tokenizer and chat template.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use candle_core::Device;
 use mlxr_formats::gguf::GgufFile;
@@ -12,7 +13,8 @@ use crate::{DeviceChoice, EngineError};
 
 pub struct LoadedModel {
     pub path: PathBuf,
-    pub model: DecoderModel,
+    /// The weights, which another engine loaded from the same file may share.
+    pub model: Arc<DecoderModel>,
     pub tokenizer: Tokenizer,
     pub template: ChatTemplate,
     /// Tokens one sequence may hold (prompt and reply together).
@@ -32,9 +34,22 @@ impl LoadedModel {
         context_size: Option<usize>,
         device: DeviceChoice,
     ) -> Result<Self, EngineError> {
+        Self::load_sharing(path, context_size, device, None)
+    }
+
+    /// [`Self::load_on`], taking `weights` (already loaded from the same
+    /// file onto the same device, e.g. by the engine that serves a draft
+    /// model) instead of loading them again; tokenizer and template come
+    /// from the file.
+    pub fn load_sharing(
+        path: &Path,
+        context_size: Option<usize>,
+        device: DeviceChoice,
+        weights: Option<Arc<DecoderModel>>,
+    ) -> Result<Self, EngineError> {
         let device = device.candle()?;
         if path.is_dir() {
-            return Self::load_dir(path, context_size, &device);
+            return Self::load_dir(path, context_size, &device, weights);
         }
         let path = path.to_path_buf();
         let file = GgufFile::open(&path).map_err(|source| EngineError::Open {
@@ -60,7 +75,12 @@ impl LoadedModel {
         // what else is in the batch (batched equals alone). Other devices
         // than the CPU take the weights in candle's form.
         let kernels = device.is_cpu().then_some(RowOrder::Independent);
-        let model = DecoderModel::load_with_kernels(&file, &device, kernels).map_err(model_err)?;
+        let model = match weights {
+            Some(weights) => weights,
+            None => Arc::new(
+                DecoderModel::load_with_kernels(&file, &device, kernels).map_err(model_err)?,
+            ),
+        };
         Ok(Self::new(path, model, tokenizer, template, context_size))
     }
 
@@ -69,6 +89,7 @@ impl LoadedModel {
         dir: &Path,
         context_size: Option<usize>,
         device: &Device,
+        weights: Option<Arc<DecoderModel>>,
     ) -> Result<Self, EngineError> {
         let path = dir.to_path_buf();
         let tokenizer_err = |source| EngineError::Tokenizer {
@@ -80,16 +101,21 @@ impl LoadedModel {
             Some(source) => template_for(&tokenizer, &source)?,
             None => ChatTemplate::fallback(),
         };
-        let model = DecoderModel::load_dir(dir, device).map_err(|source| EngineError::Model {
-            path: path.clone(),
-            source,
-        })?;
+        let model = match weights {
+            Some(weights) => weights,
+            None => Arc::new(DecoderModel::load_dir(dir, device).map_err(|source| {
+                EngineError::Model {
+                    path: path.clone(),
+                    source,
+                }
+            })?),
+        };
         Ok(Self::new(path, model, tokenizer, template, context_size))
     }
 
     fn new(
         path: PathBuf,
-        model: DecoderModel,
+        model: Arc<DecoderModel>,
         tokenizer: Tokenizer,
         template: ChatTemplate,
         context_size: Option<usize>,

@@ -150,6 +150,14 @@ fn speculation_is_token_identical(
     };
     // Without speculation, batched (batches equal requests alone: engine.rs).
     let engine = EngineHandle::start(lm.clone(), config()).unwrap();
+    if draft == Some(file) {
+        // Drafting for itself, the model reads one copy of its weights.
+        let drafting = engine.draft_model().expect("a draft model");
+        assert!(
+            Arc::ptr_eq(&drafting.model, &lm.model),
+            "{file}: weights loaded twice"
+        );
+    }
     let plain: Vec<GenerateRequest> = prompts
         .iter()
         .map(|p| request(p, SpecOverrides::off()))
@@ -270,15 +278,28 @@ fn qwen_coder_drafting_for_itself_and_a_foreign_vocabulary_refused() {
         return;
     };
     let err = EngineHandle::start(
-        smol,
+        smol.clone(),
         EngineConfig {
-            draft_model: Some(qwen),
+            draft_model: Some(qwen.clone()),
             ..config()
         },
     )
     .err()
     .expect("another vocabulary");
     assert!(err.to_string().contains("cannot draft for"), "{err}");
+
+    // A draft whose weights another engine already loaded (as `serve`
+    // passes those of a model it serves) takes them instead of a copy.
+    let served = load(QWEN_CODER_05B).unwrap();
+    let target = load(QWEN_CODER_05B).unwrap();
+    let config = EngineConfig {
+        draft_model: Some(qwen),
+        ..config()
+    };
+    let engine = EngineHandle::start_sharing(target, config, Some(served.model.clone())).unwrap();
+    let drafting = engine.draft_model().expect("a draft model");
+    assert!(Arc::ptr_eq(&drafting.model, &served.model));
+    assert_eq!(drafting.path, served.path);
 }
 
 #[test]

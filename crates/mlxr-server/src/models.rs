@@ -2,11 +2,12 @@
 //! request, unload the least recently used one when too many are loaded.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use mlxr_engine::{DeviceChoice, EngineConfig, EngineHandle, LoadedModel};
+use mlxr_engine::{DecoderModel, DeviceChoice, EngineConfig, EngineHandle, LoadedModel};
 use tokio::sync::Mutex;
 
 use mlxr_embed::EmbeddingModel;
@@ -116,6 +117,29 @@ pub struct LoadedInfo {
 enum Backend {
     Engine(EngineHandle),
     Embedder(Arc<EmbeddingModel>),
+}
+
+/// The weights every loaded engine holds (its model's and its draft
+/// model's), by file.
+type LoadedWeights = HashMap<PathBuf, Arc<DecoderModel>>;
+
+fn loaded_weights(loaded: &HashMap<String, Loaded>) -> LoadedWeights {
+    let mut weights = LoadedWeights::new();
+    for l in loaded.values() {
+        if let Backend::Engine(engine) = &l.backend {
+            for lm in std::iter::once(engine.model()).chain(engine.draft_model()) {
+                weights
+                    .entry(file_key(&lm.path))
+                    .or_insert_with(|| lm.model.clone());
+            }
+        }
+    }
+    weights
+}
+
+/// One key for every way of naming a file.
+fn file_key(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 struct Loaded {
@@ -358,7 +382,8 @@ impl ModelManager {
                 tracing::info!(model = %oldest, "unloading (model count or memory cap reached)");
                 loaded.remove(&oldest);
             }
-            let backend = self.load(&spec).await?;
+            let weights = loaded_weights(&loaded);
+            let backend = self.load(&spec, &weights).await?;
             loaded.insert(
                 key.clone(),
                 Loaded {
@@ -386,15 +411,19 @@ impl ModelManager {
         self.loading.load(std::sync::atomic::Ordering::Relaxed) > 0
     }
 
-    async fn load(&self, spec: &ModelSpec) -> Result<Backend, ApiError> {
+    async fn load(&self, spec: &ModelSpec, weights: &LoadedWeights) -> Result<Backend, ApiError> {
         use std::sync::atomic::Ordering::Relaxed;
         self.loading.fetch_add(1, Relaxed);
-        let result = self.load_now(spec).await;
+        let result = self.load_now(spec, weights).await;
         self.loading.fetch_sub(1, Relaxed);
         result
     }
 
-    async fn load_now(&self, spec: &ModelSpec) -> Result<Backend, ApiError> {
+    async fn load_now(
+        &self,
+        spec: &ModelSpec,
+        weights: &LoadedWeights,
+    ) -> Result<Backend, ApiError> {
         tracing::info!(model = %spec.name, path = %spec.path.display(), "loading");
         if spec.kind == ModelKind::Embed {
             let path = spec.path.clone();
@@ -408,12 +437,22 @@ impl ModelManager {
         let context = self.context_size;
         let config = self.engine_config_for(spec)?;
         let template = spec.template.clone();
+        // A model and a draft model loaded from the same file share one copy
+        // of the weights.
+        let shared = weights.get(&file_key(&path)).cloned();
+        let draft_shared = config
+            .draft_model
+            .as_deref()
+            .and_then(|p| weights.get(&file_key(p)).cloned());
+        if shared.is_some() || draft_shared.is_some() {
+            tracing::info!(model = %spec.name, "sharing weights already loaded from the same file");
+        }
         tokio::task::spawn_blocking(move || {
-            let mut lm = LoadedModel::load_on(&path, context, config.device)?;
+            let mut lm = LoadedModel::load_sharing(&path, context, config.device, shared)?;
             if let Some(source) = template {
                 lm.set_chat_template(&source)?;
             }
-            EngineHandle::start(Arc::new(lm), config)
+            EngineHandle::start_sharing(Arc::new(lm), config, draft_shared)
         })
         .await
         .map_err(|e| ApiError::internal(format!("loading the model panicked: {e}")))?
