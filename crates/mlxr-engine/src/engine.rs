@@ -150,11 +150,8 @@ impl EngineLoop {
             return;
         }
         if let Some(draft) = &mut self.draft {
-            let start = Instant::now();
             match draft.draft(&mut self.scheduler, &mut chunks, self.block_size) {
-                Ok(passes) => self
-                    .costs
-                    .observe_draft(passes, start.elapsed().as_secs_f64()),
+                Ok(passes) => self.costs.observe_draft(passes.steady, passes.secs),
                 Err(e) => {
                     self.fail_chunks(&chunks, &format!("draft model: {e}"));
                     return;

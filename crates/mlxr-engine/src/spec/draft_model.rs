@@ -15,6 +15,7 @@
 //! likely than `p_min`, and a draft shorter than `n_min` is dropped.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use mlxr_models::{Step as ForwardStep, StepRunner};
 
@@ -76,14 +77,15 @@ impl DraftModel {
     /// Fills the drafts of `chunks` whose sequences draft with this model
     /// (the scheduler reserved `chunk.draft` slots, holding placeholders):
     /// real tokens replace the placeholders, and a chunk whose draft came
-    /// out shorter gives the rest of its slots back. Returns how many
-    /// passes the draft model made.
+    /// out shorter gives the rest of its slots back. Returns what the
+    /// passes after the first cost.
     pub fn draft(
         &mut self,
         scheduler: &mut Scheduler,
         chunks: &mut [ScheduledChunk],
         block_size: usize,
-    ) -> Result<usize, EngineError> {
+    ) -> Result<DraftPasses, EngineError> {
+        let mut timing = DraftPasses::default();
         // (chunk index, drafts made so far, still drafting)
         let mut active: Vec<(usize, usize, bool)> = chunks
             .iter()
@@ -97,6 +99,7 @@ impl DraftModel {
         let mut passes = 0;
         while active.iter().any(|a| a.2) {
             passes += 1;
+            let started = Instant::now();
             self.step.clear();
             for &(i, made, drafting) in &active {
                 if !drafting {
@@ -116,6 +119,10 @@ impl DraftModel {
             }
             self.step.finish(block_size)?;
             let logits = self.runner.execute(&self.model.model, &self.step)?;
+            if passes > 1 {
+                timing.steady += 1;
+                timing.secs += started.elapsed().as_secs_f64();
+            }
             let mut rows = logits.chunks_exact(vocab);
             for (i, made, drafting) in active.iter_mut() {
                 if !*drafting {
@@ -140,8 +147,19 @@ impl DraftModel {
             let c = &mut chunks[i];
             scheduler.set_draft(c, made);
         }
-        Ok(passes)
+        Ok(timing)
     }
+}
+
+/// What one round of drafting cost, without its first pass: that one also
+/// feeds the draft model every token since its last draft (after a pause,
+/// the whole prompt or a long stretch of text), which would make drafting
+/// look dear exactly when it has been off.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DraftPasses {
+    /// Passes after the first.
+    pub steady: usize,
+    pub secs: f64,
 }
 
 /// The most likely token of `logits` and its probability.
