@@ -291,8 +291,9 @@ type Four<'a> = Wide<'a, 4>;
 /// The driver of every 16-row tile kernel: row groups split over
 /// `n_threads`; in each group tokens go in runs of [`TOKEN_TILE`], while
 /// `pairs(tok)` allows eight or four at a time through `eight(g, tok)` or
-/// `four(g, tok)` where given, then two at a time through `two(g, tok)`, else one at a time through
-/// `one(g, tok)`; each call's 16 results land in `out[tok, 16g..16g + 16]`.
+/// `four(g, tok)` where given, then two at a time through `two(g, tok)`,
+/// else one at a time through `one(g, tok)`; each call's 16 results land in
+/// `out[tok, 16g..16g + 16]`.
 #[cfg(target_arch = "x86_64")]
 fn run_tiles(
     n_threads: usize,
