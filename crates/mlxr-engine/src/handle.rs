@@ -18,6 +18,7 @@ use crate::config::EngineConfig;
 use crate::engine::{Command, EngineLoop};
 use crate::events::{Event, FinishReason, Timings, TokenLogprob, Usage};
 use crate::kv::SeqId;
+use crate::loaded_model::file_key;
 use crate::metrics::EngineMetrics;
 use crate::request::GenerateRequest;
 use crate::scheduler::Scheduler;
@@ -90,14 +91,6 @@ fn default_speculation(
     checked(speculation, has_draft)
 }
 
-/// Whether `a` and `b` name one file.
-fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => a == b,
-    }
-}
-
 /// `speculation` if it is in range and its proposer is loaded.
 fn checked(speculation: Speculation, has_draft: bool) -> Result<Speculation, EngineError> {
     speculation.validate().map_err(EngineError::Speculation)?;
@@ -133,7 +126,7 @@ impl EngineHandle {
                 let device = DeviceChoice::of(model.model.device());
                 let context = Some(model.context_size);
                 // A model drafting for itself reads its own weights.
-                let same_file = same_file(path, &model.path);
+                let same_file = file_key(path) == file_key(&model.path);
                 let weights = draft_weights.or_else(|| same_file.then(|| model.model.clone()));
                 let draft = LoadedModel::load_sharing(path, context, device, weights)?;
                 check_compatible(&model, &draft)?;

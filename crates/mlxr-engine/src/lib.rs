@@ -34,7 +34,7 @@ pub use device::DeviceChoice;
 pub use error::EngineError;
 pub use events::{Event, FinishReason, Timings, TokenEvent, TokenLogprob, Usage};
 pub use handle::{EngineHandle, Generation, RequestId, RequestStream};
-pub use loaded_model::LoadedModel;
+pub use loaded_model::{file_key, LoadedModel};
 pub use metrics::EngineMetrics;
 pub use mlxr_models::DecoderModel;
 pub use request::{tokenize_prompt, GenerateRequest, Prompt};

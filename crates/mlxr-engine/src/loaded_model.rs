@@ -152,6 +152,11 @@ impl LoadedModel {
     }
 }
 
+/// One key for every way of naming a file (what weights are shared by).
+pub fn file_key(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
 fn template_for(tokenizer: &Tokenizer, source: &str) -> Result<ChatTemplate, EngineError> {
     let text = |id: Option<TokenId>| {
         id.and_then(|id| tokenizer.token_text(id))

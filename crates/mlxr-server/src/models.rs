@@ -2,12 +2,12 @@
 //! request, unload the least recently used one when too many are loaded.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use mlxr_engine::{DecoderModel, DeviceChoice, EngineConfig, EngineHandle, LoadedModel};
+use mlxr_engine::{file_key, DecoderModel, DeviceChoice, EngineConfig, EngineHandle, LoadedModel};
 use tokio::sync::Mutex;
 
 use mlxr_embed::EmbeddingModel;
@@ -135,11 +135,6 @@ fn loaded_weights(loaded: &HashMap<String, Loaded>) -> LoadedWeights {
         }
     }
     weights
-}
-
-/// One key for every way of naming a file.
-fn file_key(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 struct Loaded {

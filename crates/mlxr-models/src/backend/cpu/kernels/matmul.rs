@@ -459,44 +459,36 @@ fn q6k_avx2_tiles<L: kquant_tiles_avx2::x86::Q6Tile>(
     out: &mut [f32],
 ) {
     use kquant_tiles_avx2::x86::q6k_tiles;
+    /// Tokens `tok..tok + T` through the kernel of `tiled`'s order.
+    ///
+    /// # Safety
+    /// As [`q6k_tiles`]'; `xq` holds `kb` blocks for each of the tokens.
+    #[inline(always)]
+    unsafe fn wide<const T: usize, L: kquant_tiles_avx2::x86::Q6Tile>(
+        tiled: bool,
+        group: &[L],
+        (xq, kb, tok): (&[q8k::BlockQ8K], usize, usize),
+    ) -> [[f32; TILE]; T] {
+        let ys = std::array::from_fn(|j| &xq[(tok + j) * kb..(tok + j + 1) * kb]);
+        // SAFETY: forwarded.
+        unsafe {
+            if tiled {
+                q6k_tiles::<T, true, L>(group, ys)
+            } else {
+                q6k_tiles::<T, false, L>(group, ys)
+            }
+        }
+    }
     let group = |g: usize| &tiles[g * kb..(g + 1) * kb];
-    let xrow = |tok: usize| &xq[tok * kb..(tok + 1) * kb];
     // SAFETY (all kernels): the tiles exist only where the CPU has the
     // features; each group has one tile per activation block.
-    let two = |g: usize, tok: usize| unsafe {
-        let ys = [xrow(tok), xrow(tok + 1)];
-        if tiled {
-            q6k_tiles::<2, true, L>(group(g), ys)
-        } else {
-            q6k_tiles::<2, false, L>(group(g), ys)
-        }
-    };
+    let one = |g: usize, tok: usize| unsafe { wide::<1, L>(tiled, group(g), (xq, kb, tok))[0] };
     // SAFETY: as above.
-    let one = |g: usize, tok: usize| unsafe {
-        if tiled {
-            q6k_tiles::<1, true, L>(group(g), [xrow(tok)])[0]
-        } else {
-            q6k_tiles::<1, false, L>(group(g), [xrow(tok)])[0]
-        }
-    };
+    let two = |g: usize, tok: usize| unsafe { wide::<2, L>(tiled, group(g), (xq, kb, tok)) };
     // SAFETY: as above.
-    let four = |g: usize, tok: usize| unsafe {
-        let ys = std::array::from_fn(|j| xrow(tok + j));
-        if tiled {
-            q6k_tiles::<4, true, L>(group(g), ys)
-        } else {
-            q6k_tiles::<4, false, L>(group(g), ys)
-        }
-    };
+    let four = |g: usize, tok: usize| unsafe { wide::<4, L>(tiled, group(g), (xq, kb, tok)) };
     // SAFETY: as above.
-    let eight = |g: usize, tok: usize| unsafe {
-        let ys = std::array::from_fn(|j| xrow(tok + j));
-        if tiled {
-            q6k_tiles::<8, true, L>(group(g), ys)
-        } else {
-            q6k_tiles::<8, false, L>(group(g), ys)
-        }
-    };
+    let eight = |g: usize, tok: usize| unsafe { wide::<8, L>(tiled, group(g), (xq, kb, tok)) };
     run_tiles(
         n_threads,
         (m, n),
