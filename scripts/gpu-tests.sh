@@ -105,6 +105,7 @@ make_model() { # name shape type vocab
 for m in ${GPU_MODELS:-smollm2-q8_0 qwen1.5b-q4_k_m llama8b-q4_k_m}; do
     case $m in
     smollm2-q8_0) make_model "$m" smollm2-135m q8_0 starcoder ;;
+    smollm2-q4_1) make_model "$m" smollm2-135m q4_1 starcoder ;;
     smollm2-f16) make_model "$m" smollm2-135m f16 starcoder ;;
     qwen1.5b-q4_k_m) make_model "$m" qwen2.5-1.5b q4_k_m qwen2 ;;
     llama8b-q4_k_m) make_model "$m" llama3-8b q4_k_m starcoder ;;
@@ -117,7 +118,7 @@ wait_models
 if has test && [[ -x $WORK/bin/gpu ]]; then
     stage "tests/gpu: CUDA vs CPU backend"
     small=()
-    for m in smollm2-q8_0 smollm2-f16 qwen1.5b-q4_k_m; do [[ -n ${MODEL[$m]:-} ]] && small+=("${MODEL[$m]}"); done
+    for m in smollm2-q8_0 smollm2-q4_1 smollm2-f16 qwen1.5b-q4_k_m; do [[ -n ${MODEL[$m]:-} ]] && small+=("${MODEL[$m]}"); done
     if "$WORK/bin/gpu" "$ROOT/tests/fixtures/tiny-models" "${small[@]}" 2>&1 | tee "$OUT/gpu-test.log"; then
         result PASS "tests/gpu ($(grep -c ' rows, ' "$OUT/gpu-test.log") models)"
     else
@@ -148,7 +149,7 @@ fi
 if has spec; then
     stage "speculative decoding on CUDA: the same greedy tokens"
     prompt="one two three four five one two three four five one two three four five one two three"
-    for m in smollm2-q8_0 qwen1.5b-q4_k_m; do
+    for m in smollm2-q8_0 smollm2-q4_1 qwen1.5b-q4_k_m; do
         [[ -n ${MODEL[$m]:-} ]] || continue
         gen() { "$MLXR" generate --device cuda -m "${MODEL[$m]}" --temperature 0 -n 96 --json "$@" "$prompt"; }
         gen >"$OUT/spec-$m-plain.json" 2>"$OUT/spec-$m.err"

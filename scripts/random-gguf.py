@@ -13,7 +13,8 @@ comparisons need.
 SHAPE: smollm2-135m | qwen2.5-1.5b | llama3-8b (Llama 3 8B's layers with a
 49,152-token vocabulary: 7.38 B parameters, as issue 17's anchors).
 TYPE: q4_k_m (llama.cpp's Q4_K_M mix: Q6_K for the output, for half of
-attn_v/ffn_down, Q4_K elsewhere), q8_0 or f16. The tokenizer (tokens,
+attn_v/ffn_down, Q4_K elsewhere), q4_1 (as SmolLM2-135M-Instruct's Q4_1
+file: Q8_0 for the output, Q4_1 elsewhere), q8_0 or f16. The tokenizer (tokens,
 merges, special ids) is copied from a vocab-only GGUF of llama.cpp's
 (models/ggml-vocab-*.gguf in the llama-cpp-python sdist): its token count
 sets the vocabulary. Needs numpy and llama.cpp's gguf-py on PYTHONPATH.
@@ -36,7 +37,7 @@ SHAPES = {
     "llama3-8b": ("llama", 4096, 32, 32, 8, 14336, 500000.0, False, False),
 }
 
-BLOCK = {Q.Q4_K: (256, 144), Q.Q6_K: (256, 210), Q.Q8_0: (32, 34)}
+BLOCK = {Q.Q4_K: (256, 144), Q.Q6_K: (256, 210), Q.Q8_0: (32, 34), Q.Q4_1: (32, 20)}
 STD = 0.02
 
 
@@ -58,6 +59,11 @@ def quantized(rng, rows, cols, qtype):
     if qtype == Q.Q8_0:
         # d * q, q uniform in [-128, 127]: std 74 d.
         raw[:, 0:2] = f16_scale(rng, n, STD / 74).view(np.uint8).reshape(n, 2)
+    elif qtype == Q.Q4_1:
+        # d * q + m, q uniform in [0, 15]: m = -7.5 d centres them, std 4.6 d.
+        d = f16_scale(rng, n, STD / 4.6)
+        raw[:, 0:2] = d.view(np.uint8).reshape(n, 2)
+        raw[:, 2:4] = (d.astype(np.float32) * -7.5).astype(np.float16).view(np.uint8).reshape(n, 2)
     elif qtype == Q.Q4_K:
         # d * sc * q - dmin * m with 6-bit sc, m and 4-bit q; dmin = 7.5 d
         # centres the weights: std about 245 d.
@@ -96,6 +102,8 @@ def tensor_types(kind, n_layers):
         return lambda role, layer: Q.F16
     if kind == "q8_0":
         return lambda role, layer: Q.Q8_0
+    if kind == "q4_1":
+        return lambda role, layer: Q.Q8_0 if role == "output" else Q.Q4_1
 
     def q4_k_m(role, layer):
         if role == "output":
@@ -130,7 +138,7 @@ def copy_tokenizer(writer, vocab_path):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("shape", choices=SHAPES)
-    p.add_argument("type", choices=["q4_k_m", "q8_0", "f16"])
+    p.add_argument("type", choices=["q4_k_m", "q4_1", "q8_0", "f16"])
     p.add_argument("out")
     p.add_argument("--vocab-from", required=True)
     p.add_argument("--seed", type=int, default=17)
@@ -151,7 +159,7 @@ def main():
     w.add_rope_freq_base(rope_base)
     w.add_layer_norm_rms_eps(1e-6 if arch == "qwen2" else 1e-5)
     w.add_vocab_size(n_vocab)
-    w.add_file_type({"q4_k_m": 15, "q8_0": 7, "f16": 1}[a.type])
+    w.add_file_type({"q4_k_m": 15, "q4_1": 3, "q8_0": 7, "f16": 1}[a.type])
 
     types = tensor_types(a.type, n_layers)
     count = 0

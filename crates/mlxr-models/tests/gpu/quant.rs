@@ -1,7 +1,10 @@
 //! Our Q4_K/Q6_K CUDA matmuls, one matrix at a time, against the CPU
 //! backend's own dot products (`kquants`, on activations quantized by its
-//! `q8k`): every output within `KERNEL_TOLERANCE` of its row's largest, and
-//! each token's outputs the same bits in every batch. The same for inputs
+//! `q8k`), and our Q4_0/Q4_1/Q5_0/Q8_0 ones against the dequantized weights
+//! times the activations quantized on the host as the kernels do (a scale
+//! per 256, or per 32 on widths that are not whole super-blocks), in f64:
+//! every output within `KERNEL_TOLERANCE` of its row's largest, and each
+//! token's outputs the same bits in every batch. The same for inputs
 //! quantized in the launch of the RMSNorm or SwiGLU that made them, whose
 //! f32 outputs are held to the CPU's `ggml_f32` within `KERNEL_TOLERANCE`.
 
@@ -27,6 +30,16 @@ const KERNEL_TOLERANCE: f32 = 1e-5;
 /// of 5 super-blocks.
 const N: usize = 259;
 const K: usize = 5 * QK_K;
+/// A width of 32-element blocks that is not whole super-blocks (38 blocks:
+/// the last warp of the norm kernels and of the matmuls' sweeps partial).
+const K_BLOCKS: usize = 38 * 32;
+/// The types with 32-element blocks.
+const BLOCK_TYPES: [GgmlDType; 4] = [
+    GgmlDType::Q4_0,
+    GgmlDType::Q4_1,
+    GgmlDType::Q5_0,
+    GgmlDType::Q8_0,
+];
 /// Every kernel (1, 2, 4 and 8 tokens per row), full and partial; the
 /// backend takes candle's matmul beyond 8.
 const TOKENS: [usize; 6] = [1, 2, 3, 4, 5, 8];
@@ -53,8 +66,12 @@ const SHAPES: [MatVec; 4] = [
 
 pub fn kernels(device: &Device) -> Vec<Outcome> {
     let mut out = Vec::new();
+    let cases = [(GgmlDType::Q4K, K), (GgmlDType::Q6K, K)]
+        .into_iter()
+        .chain(BLOCK_TYPES.iter().flat_map(|&t| [(t, K), (t, K_BLOCKS)]));
+    let cases: Vec<_> = cases.collect();
     for shape in SHAPES {
-        for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
+        for &(dtype, k) in &cases {
             for input in [
                 Input::Plain,
                 Input::RmsNorm,
@@ -63,9 +80,9 @@ pub fn kernels(device: &Device) -> Vec<Outcome> {
             ] {
                 out.push(Outcome {
                     label: format!(
-                        "{dtype:?} matmul kernel ({shape:?}, {input:?} input) vs the CPU"
+                        "{dtype:?} matmul kernel, k = {k} ({shape:?}, {input:?} input) vs the CPU"
                     ),
-                    failures: check(dtype, input, shape, device),
+                    failures: check(dtype, input, shape, k, device),
                 });
             }
         }
@@ -265,18 +282,23 @@ fn backend(shape: MatVec, device: &Device) -> CudaBackend {
     CudaBackend::with_mat_vec(kv, candle_core::DType::F32, device, shape).unwrap()
 }
 
-/// Q, K and V-like weights of both types and odd heights through
+/// Q, K and V-like weights of mixed types and odd heights through
 /// [`Backend::matmuls`] (one launch) equal each through [`Backend::matmul`]
 /// bit for bit.
 fn check_grouped(shape: MatVec, device: &Device) -> Vec<String> {
-    let ws = [
-        layer(GgmlDType::Q4K, 70, 1, device),
-        layer(GgmlDType::Q6K, 37, 2, device),
-        layer(GgmlDType::Q4K, 5, 3, device),
-    ];
     let mut b = backend(shape, device);
     let mut failures = Vec::new();
-    for tokens in [1, 5] {
+    let groups = [
+        [GgmlDType::Q4K, GgmlDType::Q6K, GgmlDType::Q4K],
+        [GgmlDType::Q8_0, GgmlDType::Q4_1, GgmlDType::Q4_0],
+        [GgmlDType::Q4K, GgmlDType::Q5_0, GgmlDType::Q6K],
+    ];
+    for (types, tokens) in groups.iter().flat_map(|g| [(g, 1), (g, 5)]) {
+        let ws = [
+            layer(types[0], 70, 1, device),
+            layer(types[1], 37, 2, device),
+            layer(types[2], 5, 3, device),
+        ];
         let x: Vec<f32> = (0..tokens * K)
             .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
             .collect();
@@ -290,13 +312,14 @@ fn check_grouped(shape: MatVec, device: &Device) -> Vec<String> {
             let mut alone = None;
             b.matmul(&x, w, &mut alone).unwrap();
             if to_host(got) != to_host(alone) {
-                failures.push(format!("{tokens} tokens: weight {j} differs"));
+                failures.push(format!("{types:?}, {tokens} tokens: weight {j} differs"));
             }
         }
     }
     // A bias added in the kernel equals the unbiased output plus the bias.
     let bias: Vec<f32> = (0..70).map(|i| (i as f32 - 35.0) / 9.0).collect();
     let bias = Tensor::from_slice(&bias, 70, device).unwrap();
+    let plain_layer = layer(GgmlDType::Q4K, 70, 1, device);
     let biased = layer(GgmlDType::Q4K, 70, 1, device)
         .biased(bias.clone())
         .unwrap();
@@ -307,7 +330,7 @@ fn check_grouped(shape: MatVec, device: &Device) -> Vec<String> {
         let x = Some(Tensor::from_slice(&x, (tokens, K), device).unwrap());
         let (mut got, mut plain) = (None, None);
         b.matmul(&x, &biased, &mut got).unwrap();
-        b.matmul(&x, &ws[0], &mut plain).unwrap();
+        b.matmul(&x, &plain_layer, &mut plain).unwrap();
         let want = plain.unwrap().broadcast_add(&bias).unwrap();
         if to_host(got) != to_host(Some(want)) {
             failures.push(format!(
@@ -335,28 +358,28 @@ fn to_host(t: Option<Tensor>) -> Vec<f32> {
 fn prepare(
     backend: &mut CudaBackend,
     input: Input,
-    xs: &[f32],
+    (xs, k): (&[f32], usize),
     tokens: usize,
     device: &Device,
     failures: &mut Vec<String>,
 ) -> (Option<Tensor>, Vec<f32>) {
-    let on = |v: &[f32]| Some(Tensor::from_slice(v, (tokens, K), device).unwrap());
+    let on = |v: &[f32]| Some(Tensor::from_slice(v, (tokens, k), device).unwrap());
     let mut out = None;
     let want: Vec<f32> = match input {
         Input::Plain => return (on(xs), xs.to_vec()),
         Input::RmsNorm => {
-            let w: Vec<f32> = (0..K).map(|i| 0.5 + (i % 7) as f32 * 0.25).collect();
-            let norm = RmsNorm::new(Tensor::from_slice(&w, K, device).unwrap(), 1e-6).unwrap();
+            let w: Vec<f32> = (0..k).map(|i| 0.5 + (i % 7) as f32 * 0.25).collect();
+            let norm = RmsNorm::new(Tensor::from_slice(&w, k, device).unwrap(), 1e-6).unwrap();
             backend.rms_norm(&on(xs), &norm, &mut out).unwrap();
             let mut want = vec![0f32; xs.len()];
-            for (x, y) in xs.chunks_exact(K).zip(want.chunks_exact_mut(K)) {
+            for (x, y) in xs.chunks_exact(k).zip(want.chunks_exact_mut(k)) {
                 ggml_f32::rms_norm(x, &w, 1e-6, y);
             }
             want
         }
         Input::AddRmsNorm => {
-            let w: Vec<f32> = (0..K).map(|i| 0.5 + (i % 7) as f32 * 0.25).collect();
-            let norm = RmsNorm::new(Tensor::from_slice(&w, K, device).unwrap(), 1e-6).unwrap();
+            let w: Vec<f32> = (0..k).map(|i| 0.5 + (i % 7) as f32 * 0.25).collect();
+            let norm = RmsNorm::new(Tensor::from_slice(&w, k, device).unwrap(), 1e-6).unwrap();
             // Each token's own values, scaled (a token's row must not depend
             // on the batch).
             let residual: Vec<f32> = xs.iter().map(|v| 0.5 * v + 0.25).collect();
@@ -369,7 +392,7 @@ fn prepare(
                 failures.push(format!("{tokens} tokens: the residual sum differs"));
             }
             let mut want = vec![0f32; xs.len()];
-            for (x, y) in sum.chunks_exact(K).zip(want.chunks_exact_mut(K)) {
+            for (x, y) in sum.chunks_exact(k).zip(want.chunks_exact_mut(k)) {
                 ggml_f32::rms_norm(x, &w, 1e-6, y);
             }
             want
@@ -378,15 +401,15 @@ fn prepare(
             // Each token's own values reversed (a token's row must not
             // depend on the batch).
             let up: Vec<f32> = xs
-                .chunks_exact(K)
+                .chunks_exact(k)
                 .flat_map(|r| r.iter().rev().copied())
                 .collect();
             backend.glu(&on(xs), &on(&up), Glu::Silu, &mut out).unwrap();
             let mut want = vec![0f32; xs.len()];
             for ((g, u), y) in xs
-                .chunks_exact(K)
-                .zip(up.chunks_exact(K))
-                .zip(want.chunks_exact_mut(K))
+                .chunks_exact(k)
+                .zip(up.chunks_exact(k))
+                .zip(want.chunks_exact_mut(k))
             {
                 ggml_f32::swiglu_row(g, u, y);
             }
@@ -403,19 +426,53 @@ fn prepare(
     (out, got)
 }
 
-fn check(dtype: GgmlDType, input: Input, shape: MatVec, device: &Device) -> Vec<String> {
+/// `x` in 8 bits as the kernels quantize it (quantize_row_q8_K_ref's rule
+/// per group of `g`): the quants, and a scale per group.
+fn quantize_groups(x: &[f32], g: usize) -> (Vec<i8>, Vec<f32>) {
+    let mut q = vec![0i8; x.len()];
+    let mut d = Vec::with_capacity(x.len() / g);
+    for (xs, qs) in x.chunks_exact(g).zip(q.chunks_exact_mut(g)) {
+        let (mut amax, mut max) = (0f32, 0f32);
+        for &v in xs {
+            if v.abs() > amax {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        if amax == 0.0 {
+            d.push(0.0);
+            continue;
+        }
+        let iscale = -127.0 / max;
+        for (q, &v) in qs.iter_mut().zip(xs) {
+            *q = (iscale * v).round_ties_even().min(127.0) as i8;
+        }
+        d.push(1.0 / iscale);
+    }
+    (q, d)
+}
+
+fn check(dtype: GgmlDType, input: Input, shape: MatVec, k: usize, device: &Device) -> Vec<String> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-    let w: Vec<f32> = (0..N * K).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let w: Vec<f32> = (0..N * k).map(|_| rng.random_range(-1.0..1.0)).collect();
     let cpu_w =
-        QTensor::quantize(&Tensor::from_vec(w, (N, K), &Device::Cpu).unwrap(), dtype).unwrap();
+        QTensor::quantize(&Tensor::from_vec(w, (N, k), &Device::Cpu).unwrap(), dtype).unwrap();
     let bytes = cpu_w.data().unwrap();
     let row_bytes = bytes.len() / N;
-    let dev_w = qtensor_from_ggml(dtype, &bytes, vec![N, K], device).unwrap();
+    let kquant = matches!(dtype, GgmlDType::Q4K | GgmlDType::Q6K);
+    let dequantized: Vec<f32> = cpu_w
+        .dequantize(&Device::Cpu)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    let dev_w = qtensor_from_ggml(dtype, &bytes, vec![N, k], device).unwrap();
     let linear = Linear::ggml(Arc::new(dev_w), None).unwrap();
     let mut backend = backend(shape, device);
     let max_tokens = *TOKENS.iter().max().unwrap();
     // Activations of every scale, some with ties of +max and -max.
-    let x: Vec<f32> = (0..max_tokens * K)
+    let x: Vec<f32> = (0..max_tokens * k)
         .map(|i| match i % 97 {
             0 => 3.0,
             1 => -3.0,
@@ -428,7 +485,7 @@ fn check(dtype: GgmlDType, input: Input, shape: MatVec, device: &Device) -> Vec<
         let (x_dev, xs) = prepare(
             &mut backend,
             input,
-            &x[..tokens * K],
+            (&x[..tokens * k], k),
             tokens,
             device,
             &mut failures,
@@ -437,17 +494,32 @@ fn check(dtype: GgmlDType, input: Input, shape: MatVec, device: &Device) -> Vec<
         backend.matmul(&x_dev, &linear, &mut out).unwrap();
         let got = to_host(out);
         for t in 0..tokens {
-            let mut q = vec![BlockQ8K::default(); K / QK_K];
-            quantize_row(&xs[t * K..(t + 1) * K], &mut q, Q8KFlavor::Reference);
-            let want: Vec<f32> = (0..N)
-                .map(|r| {
-                    let row = &bytes[r * row_bytes..(r + 1) * row_bytes];
-                    match dtype {
-                        GgmlDType::Q4K => dot_q4_k_scalar(row, &q, false),
-                        _ => dot_q6_k_scalar(row, &q, false),
-                    }
-                })
-                .collect();
+            let x_row = &xs[t * k..(t + 1) * k];
+            let want: Vec<f32> = if kquant {
+                let mut q = vec![BlockQ8K::default(); k / QK_K];
+                quantize_row(x_row, &mut q, Q8KFlavor::Reference);
+                (0..N)
+                    .map(|r| {
+                        let row = &bytes[r * row_bytes..(r + 1) * row_bytes];
+                        match dtype {
+                            GgmlDType::Q4K => dot_q4_k_scalar(row, &q, false),
+                            _ => dot_q6_k_scalar(row, &q, false),
+                        }
+                    })
+                    .collect()
+            } else {
+                let g = if k % QK_K == 0 { QK_K } else { 32 };
+                let (q, d) = quantize_groups(x_row, g);
+                (0..N)
+                    .map(|r| {
+                        let w = &dequantized[r * k..(r + 1) * k];
+                        let dot: f64 = (0..k)
+                            .map(|i| w[i] as f64 * q[i] as f64 * d[i / g] as f64)
+                            .sum();
+                        dot as f32
+                    })
+                    .collect()
+            };
             let row = &got[t * N..(t + 1) * N];
             let diff = rel_diff(row, &want);
             if diff > KERNEL_TOLERANCE {
@@ -463,7 +535,7 @@ fn check(dtype: GgmlDType, input: Input, shape: MatVec, device: &Device) -> Vec<
         }
     }
     println!(
-        "{dtype:?} kernel ({shape:?}), {input:?} input: {N} x {K}, batches {TOKENS:?}: {}",
+        "{dtype:?} kernel ({shape:?}), {input:?} input: {N} x {k}, batches {TOKENS:?}: {}",
         if failures.is_empty() {
             "ok".to_string()
         } else {

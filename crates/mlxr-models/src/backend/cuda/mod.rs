@@ -149,13 +149,12 @@ pub struct CudaKernels {
 }
 
 /// Whether `x` is f32 `[tokens, k]` of at most `rows` tokens, a step our
-/// Q8_K kernels take.
+/// 8-bit activation kernels take.
 fn takes(x: &Tensor, rows: usize) -> bool {
     x.dtype() == DType::F32
         && x.dims2().is_ok_and(|(tokens, k)| {
             (1..=rows.min(quant_matmul::MAX_TOKENS)).contains(&tokens)
-                && k > 0
-                && k % quant_matmul::QK_K == 0
+                && quant_matmul::quantizable(k)
         })
 }
 

@@ -1,7 +1,8 @@
-//! The launches of kernels/quant_matmul.cu: activations to Q8_K
+//! The launches of kernels/quant_matmul.cu: activations to 8 bits
 //! ([`quantize`], or with the RMSNorm or SwiGLU that makes them:
-//! [`rms_norm_q8`], [`swiglu_q8`]), then Q4_K/Q6_K weights against them
-//! ([`matmuls`]), the CPU backend's integer arithmetic on the GPU.
+//! [`rms_norm_q8`], [`swiglu_q8`]), then Q4_K/Q6_K and Q4_0/Q4_1/Q5_0/Q8_0
+//! weights against them ([`matmuls`]), the CPU backend's integer arithmetic
+//! on the GPU (for the K-quants to the bit).
 
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{
@@ -17,6 +18,9 @@ use crate::Result;
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/quant_matmul.ptx"));
 const MODULE: &str = "mlxr_quant_matmul";
 pub const QK_K: usize = 256;
+/// The elements of a Q4_0/Q4_1/Q5_0/Q8_0 block, and of the activations'
+/// scale blocks on widths that are not whole super-blocks.
+pub const QK: usize = 32;
 /// The most rows [`matmuls`] is for: its kernels take up to 8 tokens per
 /// weight row read.
 pub const MAX_TOKENS: usize = 8;
@@ -100,27 +104,59 @@ impl MatVec {
     }
 }
 
+/// The kernels' code for a weight type, and the widths it takes.
+fn kind(dtype: GgmlDType) -> Option<(i32, usize)> {
+    Some(match dtype {
+        GgmlDType::Q4K => (0, QK_K),
+        GgmlDType::Q6K => (1, QK_K),
+        GgmlDType::Q4_0 => (2, QK),
+        GgmlDType::Q4_1 => (3, QK),
+        GgmlDType::Q5_0 => (4, QK),
+        GgmlDType::Q8_0 => (5, QK),
+        _ => return None,
+    })
+}
+
 /// Whether [`matmuls`] takes `w` (`[n, k]`) against f32 activations of width
 /// `k`.
 pub fn supports(w: &QTensor) -> bool {
-    matches!(w.dtype(), GgmlDType::Q4K | GgmlDType::Q6K)
-        && w.device().is_cuda()
-        && w.shape().dims2().is_ok_and(|(_, k)| k % QK_K == 0 && k > 0)
+    kind(w.dtype()).is_some_and(|(_, block)| {
+        w.device().is_cuda()
+            && w.shape()
+                .dims2()
+                .is_ok_and(|(_, k)| k % block == 0 && k > 0)
+    })
 }
 
-/// Bytes of `tokens` rows of `k` activations in Q8_K: quants, then a scale
-/// per super-block, then an int32 sum per 16 quants.
+/// Whether activations of width `k` can be quantized for [`matmuls`].
+pub fn quantizable(k: usize) -> bool {
+    k > 0 && k % QK == 0
+}
+
+/// Elements per scale of activations of width `k`: a super-block (Q8_K,
+/// what the K-quants need) where `k` is a multiple of 256, else 32.
+pub(super) fn scale_block(k: usize) -> usize {
+    if k % QK_K == 0 {
+        QK_K
+    } else {
+        QK
+    }
+}
+
+/// Bytes of `tokens` rows of `k` activations quantized: quants, then a
+/// scale per [`scale_block`], then an int32 sum per 16 quants.
 pub(super) fn q8_bytes(tokens: usize, k: usize) -> usize {
-    tokens * k + tokens * (k / QK_K) * 4 + tokens * (k / 16) * 4
+    tokens * k + tokens * (k / scale_block(k)) * 4 + tokens * (k / 16) * 4
 }
 
-/// `x` (`[tokens, k]` f32, `k` a multiple of 256) in Q8_K, one U8 buffer.
+/// `x` (`[tokens, k]` f32, `k` a multiple of 32) quantized for [`matmuls`]
+/// (in Q8_K where `k` is a multiple of 256), one U8 buffer.
 pub fn quantize(x: &Tensor) -> Result<Tensor> {
     Ok(x.contiguous()?.apply_op1_no_bwd(&QuantizeQ8K)?)
 }
 
 /// `x · w_jᵀ` (`[tokens, n_j]` f32) for each of `ws` (all of width `k`),
-/// for `xq`, `tokens` rows of `k` in Q8_K ([`quantize`]): up to three
+/// for `xq`, `tokens` rows of `k` quantized ([`quantize`]): up to three
 /// weights per launch.
 pub fn matmuls(
     xq: &Tensor,
@@ -154,7 +190,7 @@ fn launch(
 ) -> candle_core::Result<Vec<Tensor>> {
     let bytes = q8_bytes(tokens, k);
     if xq.dims() != [bytes] || !(1..=MAX_TOKENS).contains(&tokens) {
-        candle_core::bail!("Q8_K activations {:?} for {tokens} x {k}", xq.shape());
+        candle_core::bail!("quantized activations {:?} for {tokens} x {k}", xq.shape());
     }
     let (storage, layout) = xq.storage_and_layout();
     let Storage::Cuda(storage) = &*storage else {
@@ -163,7 +199,7 @@ fn launch(
     let dev = storage.device().clone();
     let xq = storage.as_cuda_slice::<u8>()?;
     if layout.start_offset() != 0 {
-        candle_core::bail!("Q8_K activations at an offset");
+        candle_core::bail!("quantized activations at an offset");
     }
     let (qs, d, sums) = q8_parts(xq, tokens, k);
     let stream = dev.cuda_stream();
@@ -193,10 +229,9 @@ fn launch(
             let (ptr, _sync) = storage.as_cuda_slice::<f32>()?.device_ptr(&stream);
             bias_ptrs[j] = ptr;
         }
-        let kind = match w.dtype() {
-            GgmlDType::Q4K => 0i32,
-            GgmlDType::Q6K => 1,
-            other => candle_core::bail!("no CUDA kernel of ours for {other:?}"),
+        let kind = match kind(w.dtype()) {
+            Some((kind, block)) if k % block == 0 => kind,
+            _ => candle_core::bail!("no CUDA kernel of ours for {:?} of width {k}", w.dtype()),
         };
         if wk != k {
             candle_core::bail!("a weight of width {wk} against activations of width {k}");
@@ -247,7 +282,7 @@ fn launch(
         let (w, n, kind) = weights.get(j).unwrap_or(&unused);
         b.arg(w).arg(y).arg(&bias_ptrs[j]).arg(n).arg(kind);
     }
-    // SAFETY: weight j holds n_j rows of k / 256 blocks of its type
+    // SAFETY: weight j holds n_j rows of k / 256 (K-quants) or k / 32 blocks of its type
     // (candle's storage of a `[n_j, k]` tensor, kept alive by `guards`),
     // its bias (when not null) n_j f32 (checked above, kept alive by
     // `bias_storage`); `xq` holds `tokens` rows of `k` (checked above); the
@@ -264,13 +299,13 @@ fn launch(
         .collect())
 }
 
-/// The quants, scales and sums of a Q8_K buffer of `tokens` rows of `k`.
+/// The quants, scales and sums of a quantized buffer of `tokens` rows of `k`.
 pub(super) fn q8_parts(
     buf: &CudaSlice<u8>,
     tokens: usize,
     k: usize,
 ) -> (CudaView<'_, u8>, CudaView<'_, u8>, CudaView<'_, u8>) {
-    let blocks = tokens * (k / QK_K);
+    let blocks = tokens * (k / scale_block(k));
     (
         buf.slice(..tokens * k),
         buf.slice(tokens * k..tokens * k + blocks * 4),
@@ -298,7 +333,7 @@ pub(super) fn tensor<T: CudaDType>(
 
 /// Warps of 256-wide super-blocks (`ROW_WARPS` to a block) over every token
 /// row: `kernel` writes `outputs` f32 `[tokens, k]` rows (the last is the one
-/// quantized) and that row in Q8_K, from `inputs` (contiguous f32 `[tokens,
+/// quantized) and that row quantized, from `inputs` (contiguous f32 `[tokens,
 /// k]` or `[k]`).
 fn row_kernel_q8(
     kernel: &str,
@@ -332,7 +367,11 @@ fn row_kernel_q8(
         let func = dev.get_or_load_custom_func(kernel, MODULE, PTX)?;
         let k32 = i32_of(k)?;
         let cfg = LaunchConfig {
-            grid_dim: ((k / QK_K).div_ceil(ROW_WARPS) as u32, tokens as u32, 1),
+            grid_dim: (
+                k.div_ceil(QK_K).div_ceil(ROW_WARPS) as u32,
+                tokens as u32,
+                1,
+            ),
             block_dim: (32 * ROW_WARPS as u32, 1, 1),
             shared_mem_bytes: 0,
         };
@@ -359,20 +398,20 @@ fn row_kernel_q8(
     Ok((ys, tensor(q, &dev, q8_bytes(tokens, k))))
 }
 
-/// The one output of a row kernel and its Q8_K.
+/// The one output of a row kernel, quantized too.
 fn single((mut ys, q): (Vec<Tensor>, Tensor)) -> (Tensor, Tensor) {
     (ys.remove(0), q)
 }
 
-/// `rms_norm(x) · w` for `x` f32 `[tokens, k]` (`k` a multiple of 256,
-/// `w` f32 `[k]`), and the same in Q8_K for [`matmuls`].
+/// `rms_norm(x) · w` for `x` f32 `[tokens, k]` (`k` a multiple of 32, `w`
+/// f32 `[k]`), and the same quantized for [`matmuls`].
 pub fn rms_norm_q8(x: &Tensor, w: &Tensor, eps: f32) -> Result<(Tensor, Tensor)> {
     let (tokens, k) = x.dims2()?;
-    row_kernel_q8("rms_norm_q8_K", &[x, w], 1, tokens, k, Some(eps)).map(single)
+    row_kernel_q8("rms_norm_q8", &[x, w], 1, tokens, k, Some(eps)).map(single)
 }
 
-/// `s = x + r` and `rms_norm(s) · w` (as [`rms_norm_q8`]), and the latter in
-/// Q8_K: the residual add and the next norm in one launch.
+/// `s = x + r` and `rms_norm(s) · w` (as [`rms_norm_q8`]), and the latter
+/// quantized: the residual add and the next norm in one launch.
 pub fn add_rms_norm_q8(
     x: &Tensor,
     r: &Tensor,
@@ -380,17 +419,17 @@ pub fn add_rms_norm_q8(
     eps: f32,
 ) -> Result<(Tensor, Tensor, Tensor)> {
     let (tokens, k) = x.dims2()?;
-    let (mut ys, q) = row_kernel_q8("add_rms_norm_q8_K", &[x, r, w], 2, tokens, k, Some(eps))?;
+    let (mut ys, q) = row_kernel_q8("add_rms_norm_q8", &[x, r, w], 2, tokens, k, Some(eps))?;
     let normed = ys.pop().expect("two outputs");
     let sum = ys.pop().expect("two outputs");
     Ok((sum, normed, q))
 }
 
-/// `silu(gate) · up` for f32 `[tokens, k]` (`k` a multiple of 256), and the
-/// same in Q8_K for [`matmuls`].
+/// `silu(gate) · up` for f32 `[tokens, k]` (`k` a multiple of 32), and the
+/// same quantized for [`matmuls`].
 pub fn swiglu_q8(gate: &Tensor, up: &Tensor) -> Result<(Tensor, Tensor)> {
     let (tokens, k) = gate.dims2()?;
-    row_kernel_q8("swiglu_q8_K", &[gate, up], 1, tokens, k, None).map(single)
+    row_kernel_q8("swiglu_q8", &[gate, up], 1, tokens, k, None).map(single)
 }
 
 fn cpu_only(name: &str) -> candle_core::Error {
@@ -406,7 +445,7 @@ struct QuantizeQ8K;
 
 impl CustomOp1 for QuantizeQ8K {
     fn name(&self) -> &'static str {
-        "mlxr-quantize-q8k"
+        "mlxr-quantize-q8"
     }
 
     fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
@@ -415,33 +454,31 @@ impl CustomOp1 for QuantizeQ8K {
 
     fn cuda_fwd(&self, x: &CudaStorage, x_l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
         let (tokens, k) = x_l.shape().dims2()?;
-        if k % QK_K != 0 || !x_l.is_contiguous() || x.dtype() != DType::F32 {
-            candle_core::bail!("Q8_K of {:?} {:?}", x.dtype(), x_l.shape());
+        if !quantizable(k) || !x_l.is_contiguous() || x.dtype() != DType::F32 {
+            candle_core::bail!("8-bit activations of {:?} {:?}", x.dtype(), x_l.shape());
         }
         let dev = x.device().clone();
         let bytes = q8_bytes(tokens, k);
         // SAFETY: the kernel writes every quant, scale and sum.
         let out = unsafe { dev.alloc::<u8>(bytes.max(1)) }?;
-        let blocks = tokens * (k / QK_K);
-        if blocks > 0 {
-            let func = dev.get_or_load_custom_func("quantize_q8_K", MODULE, PTX)?;
+        if tokens > 0 {
+            let func = dev.get_or_load_custom_func("quantize_q8", MODULE, PTX)?;
             let x = x.as_cuda_slice::<f32>()?.slice(x_l.start_offset()..);
             let (qs, d, sums) = q8_parts(&out, tokens, k);
-            let (k32, tokens32) = (i32_of(k)?, i32_of(tokens)?);
+            let k32 = i32_of(k)?;
             let cfg = LaunchConfig {
-                grid_dim: (blocks.div_ceil(WARPS) as u32, 1, 1),
+                grid_dim: (
+                    k.div_ceil(QK_K).div_ceil(WARPS) as u32,
+                    i32_of(tokens)? as u32,
+                    1,
+                ),
                 block_dim: (32 * WARPS as u32, 1, 1),
                 shared_mem_bytes: 0,
             };
             let mut b = func.builder();
-            b.arg(&x)
-                .arg(&qs)
-                .arg(&d)
-                .arg(&sums)
-                .arg(&k32)
-                .arg(&tokens32);
-            // SAFETY: one warp per super-block of `x`; each writes its own
-            // 256 quants, scale and 16 sums, all inside `out`.
+            b.arg(&x).arg(&qs).arg(&d).arg(&sums).arg(&k32);
+            // SAFETY: one warp per super-block of each row of `x`; each
+            // writes its own quants, scales and sums, all inside `out`.
             unsafe { b.launch(cfg) }.w()?;
         }
         Ok((

@@ -233,7 +233,7 @@ __device__ void attend(const float *__restrict__ q, T *__restrict__ k_cache,
             float v[8];
 #pragma unroll
             for (int i = 0; i < 8; ++i) v[i] = staged[w * QK_K + lane * 8 + i];
-            quantize_values(v, out_qs + (sb0 + w) * QK_K, out_d + sb0 + w, out_bsums + (sb0 + w) * 16);
+            quantize_values<32>(v, out_qs + (sb0 + w) * QK_K, out_d + sb0 + w, out_bsums + (sb0 + w) * 16);
         }
     };
 

@@ -1,16 +1,21 @@
 // Quantized matmuls of the CUDA backend: y[t, n] = Σ_k W[n, k] · x[t, k] for
-// GGML Q4_K and Q6_K weights, with the activations quantized to Q8_K first,
-// exactly as the CPU backend (and ggml's CPU) quantizes them. The integer
-// part of every super-block's dot product is then the CPU's to the bit; only
-// the order in which the float terms are added differs.
+// GGML Q4_K, Q6_K, Q4_0, Q4_1, Q5_0 and Q8_0 weights, with the activations
+// quantized to 8 bits first. For the K-quants they are in Q8_K, exactly as
+// the CPU backend (and ggml's CPU) quantizes them: the integer part of every
+// super-block's dot product is then the CPU's to the bit; only the order in
+// which the float terms are added differs. The other types read the same
+// buffer (a scale per 256), or, on widths that are not whole super-blocks,
+// the same format with a scale per 32 (the CPU's q8_0 and q8_1 blocks hold
+// the same integers' counterparts with a scale per 32 too, rounded another
+// way).
 //
 // Every token is computed the same way whatever the batch size (a column's
 // arithmetic does not depend on its neighbours), so a sequence gets the same
 // logits alone or batched, in prefill or decode.
 //
-// Activation buffer (one allocation, from quantize_q8_K):
+// Activation buffer (one allocation, from quantize_q8):
 //   qs    int8  [tokens, k]
-//   d     f32   [tokens, k / 256]
+//   d     f32   [tokens, k / 256], or [tokens, k / 32] where k % 256 != 0
 //   bsums int32 [tokens, k / 16]   (sums of 16 consecutive quants)
 
 #include <cuda_fp16.h>
@@ -20,6 +25,7 @@
 #include "q8_k.cuh"
 #define Q4_K_BYTES 144
 #define Q6_K_BYTES 210
+#define QK 32
 #define WARPS_PER_ROW 4
 
 __device__ __forceinline__ void load8(const float *src, float v[8]) {
@@ -34,17 +40,43 @@ __device__ __forceinline__ void store8(float *dst, const float v[8]) {
     *(float4 *)(dst + 4) = make_float4(v[4], v[5], v[6], v[7]);
 }
 
-// One warp per super-block of the [tokens, k] activations.
-extern "C" __global__ void quantize_q8_K(const float *__restrict__ x,
-                                         int8_t *__restrict__ qs,
-                                         float *__restrict__ d,
-                                         int *__restrict__ bsums, int k,
-                                         int tokens) {
-    const long sb = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (sb >= (long)(k / QK_K) * tokens) return;
+// Super-block sb (elements 256 sb .. 256 sb + 256) of row t of the [tokens,
+// k] activations, lane l holding elements 8l .. 8l + 8 in `v`, into the
+// buffer's format for width k (k a multiple of 32; a scale per 256 where k
+// is a multiple of 256, else per 32 and lanes past the row's end idle).
+__device__ __forceinline__ void quantize_sb(const float v[8], int8_t *__restrict__ qs,
+                                            float *__restrict__ d, int *__restrict__ bsums,
+                                            long t, int sb, int k) {
+    const long base = t * k + (long)sb * QK_K;
+    if (k % QK_K == 0) {
+        quantize_values<32>(v, qs + base, d + base / QK_K, bsums + base / 16);
+    } else {
+        const bool active = sb * QK_K + (int)(threadIdx.x & 31) * 8 < k;
+        quantize_values<4>(v, qs + base, d + base / QK, bsums + base / 16, active);
+    }
+}
+
+// Lane l's 8 values of super-block sb of a row (zeros past its end).
+__device__ __forceinline__ void load_sb(const float *__restrict__ row, int sb, int k, float v[8]) {
+    const int at = sb * QK_K + (threadIdx.x & 31) * 8;
+    if (at < k) {
+        load8(row + at, v);
+    } else {
+        for (int i = 0; i < 8; ++i) v[i] = 0.f;
+    }
+}
+
+// Grid (super-blocks / warps per block, tokens): one warp per super-block.
+extern "C" __global__ void quantize_q8(const float *__restrict__ x,
+                                       int8_t *__restrict__ qs,
+                                       float *__restrict__ d,
+                                       int *__restrict__ bsums, int k) {
+    const long t = blockIdx.y;
+    const int sb = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (sb >= (k + QK_K - 1) / QK_K) return;
     float v[8];
-    load8(x + sb * QK_K + (threadIdx.x & 31) * 8, v);
-    quantize_values(v, qs + sb * QK_K, d + sb, bsums + sb * 16);
+    load_sb(x + t * k, sb, k, v);
+    quantize_sb(v, qs, d, bsums, t, sb, k);
 }
 
 __device__ __forceinline__ float block_sum(float v) {
@@ -66,7 +98,7 @@ __device__ __forceinline__ float block_sum(float v) {
 // y = x / sqrt(mean(x²) + eps) · w (ggml's order: scale, then the weight).
 // Every block of a row sums the row's squares itself, in the same order, so
 // the blocks agree and a row's result does not depend on the batch.
-extern "C" __global__ void rms_norm_q8_K(const float *__restrict__ x,
+extern "C" __global__ void rms_norm_q8(const float *__restrict__ x,
                                          const float *__restrict__ w,
                                          float *__restrict__ y,
                                          int8_t *__restrict__ qs,
@@ -86,22 +118,20 @@ extern "C" __global__ void rms_norm_q8_K(const float *__restrict__ x,
     }
     ss = block_sum(ss);
     const float scale = __fdiv_rn(1.f, __fsqrt_rn(__fdiv_rn(ss, (float)k) + eps));
-    const int nsb = k / QK_K;
     const int sb = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (sb >= nsb) return;
+    if (sb >= (k + QK_K - 1) / QK_K) return;
     const int at = sb * QK_K + (threadIdx.x & 31) * 8;
     float v[8], wv[8];
-    load8(xr + at, v);
-    load8(w + at, wv);
+    load_sb(xr, sb, k, v);
+    load_sb(w, sb, k, wv);
     for (int i = 0; i < 8; ++i) v[i] = __fmul_rn(__fmul_rn(v[i], scale), wv[i]);
-    store8(y + t * k + at, v);
-    const long row_sb = t * nsb + sb;
-    quantize_values(v, qs + row_sb * QK_K, d + row_sb, bsums + row_sb * 16);
+    if (at < k) store8(y + t * k + at, v);
+    quantize_sb(v, qs, d, bsums, t, sb, k);
 }
 
 // s = x + r (the residual add), then y = rms_norm(s) · w as rms_norm_q8_K
 // does it; writes s, y and y in Q8_K.
-extern "C" __global__ void add_rms_norm_q8_K(const float *__restrict__ x,
+extern "C" __global__ void add_rms_norm_q8(const float *__restrict__ x,
                                              const float *__restrict__ r,
                                              const float *__restrict__ w,
                                              float *__restrict__ sum,
@@ -127,41 +157,37 @@ extern "C" __global__ void add_rms_norm_q8_K(const float *__restrict__ x,
     }
     ss = block_sum(ss);
     const float scale = __fdiv_rn(1.f, __fsqrt_rn(__fdiv_rn(ss, (float)k) + eps));
-    const int nsb = k / QK_K;
     const int sb = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (sb >= nsb) return;
+    if (sb >= (k + QK_K - 1) / QK_K) return;
     const int at = sb * QK_K + (threadIdx.x & 31) * 8;
     float v[8], rv[8], wv[8];
-    load8(xr + at, v);
-    load8(rr + at, rv);
-    load8(w + at, wv);
+    load_sb(xr, sb, k, v);
+    load_sb(rr, sb, k, rv);
+    load_sb(w, sb, k, wv);
     for (int i = 0; i < 8; ++i) v[i] = __fadd_rn(v[i], rv[i]);
-    store8(sum + t * k + at, v);
+    if (at < k) store8(sum + t * k + at, v);
     for (int i = 0; i < 8; ++i) v[i] = __fmul_rn(__fmul_rn(v[i], scale), wv[i]);
-    store8(y + t * k + at, v);
-    const long row_sb = t * nsb + sb;
-    quantize_values(v, qs + row_sb * QK_K, d + row_sb, bsums + row_sb * 16);
+    if (at < k) store8(y + t * k + at, v);
+    quantize_sb(v, qs, d, bsums, t, sb, k);
 }
 
 // y = silu(gate) · up (ggml's swiglu).
-extern "C" __global__ void swiglu_q8_K(const float *__restrict__ gate,
+extern "C" __global__ void swiglu_q8(const float *__restrict__ gate,
                                        const float *__restrict__ up,
                                        float *__restrict__ y,
                                        int8_t *__restrict__ qs,
                                        float *__restrict__ d,
                                        int *__restrict__ bsums, int k) {
     const long t = blockIdx.y;
-    const int nsb = k / QK_K;
     const int sb = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (sb >= nsb) return;
-    const long at = t * k + sb * QK_K + (threadIdx.x & 31) * 8;
+    if (sb >= (k + QK_K - 1) / QK_K) return;
+    const int at = sb * QK_K + (threadIdx.x & 31) * 8;
     float g[8], u[8];
-    load8(gate + at, g);
-    load8(up + at, u);
+    load_sb(gate + t * k, sb, k, g);
+    load_sb(up + t * k, sb, k, u);
     for (int i = 0; i < 8; ++i) g[i] = __fmul_rn(__fdiv_rn(g[i], 1.f + expf(-g[i])), u[i]);
-    store8(y + at, g);
-    const long row_sb = t * nsb + sb;
-    quantize_values(g, qs + row_sb * QK_K, d + row_sb, bsums + row_sb * 16);
+    if (at < k) store8(y + t * k + at, g);
+    quantize_sb(g, qs, d, bsums, t, sb, k);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -368,8 +394,119 @@ __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
     store_rows<B, W, R, RW>(acc, y, bias, n, nb, row, nrows);
 }
 
+// The 32-element block types: Q4_0 (d; 16 bytes of nibbles: element i the
+// low nibble of qs[i], 16 + i the high one; q - 8), Q4_1 (d, m; nibbles as
+// Q4_0; d q + m), Q5_0 (d; 32 high bits qh; nibbles as Q4_0; q - 16) and
+// Q8_0 (d; 32 int8), all scales f16. Lane (b, h) takes elements 16h .. 16h +
+// 16 of block b: one sum of 16 activation quants (bsums) covers them, so
+// the offsets (- 8, - 16) and Q4_1's m are one multiply each. 16 blocks per
+// warp at a time. Blocks are 2-byte aligned (18, 20, 22 and 34 bytes).
+#define TYPE_Q4_0 2
+#define TYPE_Q4_1 3
+#define TYPE_Q5_0 4
+#define TYPE_Q8_0 5
+
+template <int T> struct Block;
+template <> struct Block<TYPE_Q4_0> { static constexpr int bytes = 18, qs = 2; };
+template <> struct Block<TYPE_Q4_1> { static constexpr int bytes = 20, qs = 4; };
+template <> struct Block<TYPE_Q5_0> { static constexpr int bytes = 22, qs = 6; };
+template <> struct Block<TYPE_Q8_0> { static constexpr int bytes = 34, qs = 2; };
+
+// Four high bits (bit i of `b` to bit 4 of byte i).
+__device__ __forceinline__ int spread4(int b) {
+    return ((b & 1) << 4) | ((b & 2) << 11) | ((b & 4) << 18) | ((b & 8) << 25);
+}
+
+template <int B, int W, int R, int RW, int T>
+__device__ __forceinline__ void block_rows(const uint8_t *__restrict__ w,
+                                           const int8_t *__restrict__ xq,
+                                           const float *__restrict__ xd,
+                                           const int *__restrict__ xs,
+                                           float *__restrict__ y,
+                                           const float *__restrict__ bias, int n, int k,
+                                           int nb, int row, int nrows) {
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) % W;
+    const int nblk = k / QK, h = lane & 1;
+    // The activations' scale of block b of token t: [t · k/32 + b] >> shift.
+    const int shift = k % QK_K == 0 ? 3 : 0;
+    float acc[RW][B];
+#pragma unroll
+    for (int r = 0; r < RW; ++r)
+#pragma unroll
+        for (int b = 0; b < B; ++b) acc[r][b] = 0.f;
+    const uint8_t *wrows[RW];
+#pragma unroll
+    for (int r = 0; r < RW; ++r)
+        wrows[r] = w + (long)(row + min(r, nrows - 1)) * nblk * Block<T>::bytes;
+#pragma unroll 2
+    for (int blk = 16 * warp + (lane >> 1); blk < nblk; blk += 16 * W) {
+        float dw[RW], mw[RW];
+        int qv[RW][4];
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+            const uint8_t *p = wrows[r] + (long)blk * Block<T>::bytes;
+            dw[r] = __half2float(*(const half *)p);
+            mw[r] = T == TYPE_Q4_1 ? __half2float(*(const half *)(p + 2)) : 0.f;
+            const uint8_t *q = p + Block<T>::qs;
+            if (T == TYPE_Q8_0) {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) qv[r][j] = load_u32_2aligned(q + 16 * h + 4 * j);
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const int word = load_u32_2aligned(q + 4 * j);
+                    qv[r][j] = (word >> (4 * h)) & 0x0F0F0F0F;
+                }
+                if (T == TYPE_Q5_0) {
+                    const int qh = load_u32_2aligned(p + 2) >> (16 * h);
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) qv[r][j] |= spread4((qh >> (4 * j)) & 0xF);
+                }
+            }
+        }
+#pragma unroll
+        for (int b = 0; b < B; ++b) {
+            if (b >= nb) break;
+            const long t = b;
+            const int4 a = *(const int4 *)(xq + t * k + blk * QK + 16 * h);
+            const int bsum = xs[t * (k / 16) + 2 * blk + h];
+            const float dx = xd[(t * nblk + blk) >> shift];
+#pragma unroll
+            for (int r = 0; r < RW; ++r) {
+                int sum = __dp4a(qv[r][3], a.w, __dp4a(qv[r][2], a.z,
+                          __dp4a(qv[r][1], a.y, __dp4a(qv[r][0], a.x, 0))));
+                if (T == TYPE_Q4_0) sum -= 8 * bsum;
+                if (T == TYPE_Q5_0) sum -= 16 * bsum;
+                const float part = T == TYPE_Q4_1 ? dw[r] * (float)sum + mw[r] * (float)bsum
+                                                  : dw[r] * (float)sum;
+                acc[r][b] += dx * part;
+            }
+        }
+    }
+    store_rows<B, W, R, RW>(acc, y, bias, n, nb, row, nrows);
+}
+
+// The rows of a weight of type `type` (the same in the whole grid).
+template <int B, int W, int R, int RW>
+__device__ __forceinline__ void rows_of(int type, const uint8_t *__restrict__ w,
+                                        const int8_t *__restrict__ xq,
+                                        const float *__restrict__ xd,
+                                        const int *__restrict__ xs, float *__restrict__ y,
+                                        const float *__restrict__ bias, int n, int k, int nb,
+                                        int row, int nrows) {
+    switch (type) {
+    case 0: q4_K_rows<B, W, R, RW>(w, xq, xd, xs, y, bias, n, k, nb, row, nrows); break;
+    case 1: q6_K_rows<B, W, R, RW>(w, xq, xd, y, bias, n, k, nb, row, nrows); break;
+    case TYPE_Q4_0: block_rows<B, W, R, RW, TYPE_Q4_0>(w, xq, xd, xs, y, bias, n, k, nb, row, nrows); break;
+    case TYPE_Q4_1: block_rows<B, W, R, RW, TYPE_Q4_1>(w, xq, xd, xs, y, bias, n, k, nb, row, nrows); break;
+    case TYPE_Q5_0: block_rows<B, W, R, RW, TYPE_Q5_0>(w, xq, xd, xs, y, bias, n, k, nb, row, nrows); break;
+    default: block_rows<B, W, R, RW, TYPE_Q8_0>(w, xq, xd, xs, y, bias, n, k, nb, row, nrows); break;
+    }
+}
+
 // Up to three weights against the same activations in one launch (Q, K
-// and V; gate and up): weight j is a Q4_K (type 0) or Q6_K (type 1) matrix
+// and V; gate and up): weight j is a Q4_K (type 0), Q6_K (1), Q4_0 (2), Q4_1
+// (3), Q5_0 (4) or Q8_0 (5) matrix
 // of n_j rows, written to y_j ([tokens, n_j]) with bias b_j added (when not
 // null); all `tokens` (at most B) at once. A row is W warps (partial sums
 // added in a fixed order), a block R row groups of RW rows (grid: Σ
@@ -400,10 +537,7 @@ __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
         }                                                                      \
         const int row = group * RW, nrows = min(RW, n - row);                  \
         const int nb = min(B, tokens);                                         \
-        if (type == 0)                                                         \
-            q4_K_rows<B, W, R, RW>(w, xq, xd, xs, y, bias, n, k, nb, row, nrows); \
-        else                                                                   \
-            q6_K_rows<B, W, R, RW>(w, xq, xd, y, bias, n, k, nb, row, nrows);  \
+        rows_of<B, W, R, RW>(type, w, xq, xd, xs, y, bias, n, k, nb, row, nrows); \
     }
 
 MMVQ(mmvq1, 1, WARPS_PER_ROW, 1, 1)
