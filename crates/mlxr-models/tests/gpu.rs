@@ -27,7 +27,9 @@
 //!   scripts/random-gguf.py): first dequantized to f32 on both sides (the
 //!   same checks), then as each device serves them: candle's CUDA kernels
 //!   (activations in q8_1, or an F16-dequantized matmul for more than 64 rows)
-//!   and, for Q4_K and Q6_K in steps of up to 8 rows, ours, against the
+//!   and, for Q4_K, Q6_K, Q4_0, Q4_1, Q5_0 and Q8_0 in steps of up to 8
+//!   rows, ours (where k + 1 tokens in one step must give the logits of one
+//!   token a step, bit for bit: speculative verification), against the
 //!   CPU's q8_K/q8_0 arithmetic (llama.cpp's): a row passes within
 //!   `QUANTIZED_TOLERANCE` of the CPU's, or when it is no further from the
 //!   exact logits (the f32-dequantized model on the CPU, fed alongside) than
@@ -347,9 +349,52 @@ impl Pair<'_> {
             .collect()
     }
 
+    /// Speculative verification's premise on the device: the last of k + 1
+    /// tokens fed in one step (at most 8 rows: the decode kernels) has the
+    /// logits of the same tokens fed one step each, bit for bit. Returns the
+    /// largest difference.
+    fn verify_invariance(&self, stats: &mut Stats) -> f32 {
+        let vocab = self.cpu.config().vocab_size;
+        let start = prompt(21, 5, vocab);
+        let mut worst = 0f32;
+        for k in [1usize, 4, 7] {
+            let drafts = prompt(k + 1, 17 + k, vocab);
+            let mut one = self.alone();
+            one.feed(self.dev, &[(0, &start)]);
+            let mut last = Vec::new();
+            for t in &drafts {
+                last = one.feed(self.dev, &[(0, std::slice::from_ref(t))]);
+            }
+            let mut together = self.alone();
+            together.feed(self.dev, &[(0, &start)]);
+            let got = together.feed(self.dev, &[(0, &drafts)]);
+            let diff = got
+                .iter()
+                .zip(&last)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            stats.check(
+                &format!(
+                    "{} tokens in one step vs one a step: logits differ by {diff:.2e}",
+                    k + 1
+                ),
+                diff == 0.0,
+            );
+            worst = worst.max(diff);
+        }
+        worst
+    }
+
     fn run(&self) -> Stats {
         let vocab = self.cpu.config().vocab_size;
         let mut stats = Stats::default();
+        if !self.exact && self.device.is_cuda() {
+            let worst = self.verify_invariance(&mut stats);
+            println!(
+                "{}: 2, 5 and 8 tokens in one step vs one a step: last logits differ by {worst:.2e} (must be 0)",
+                self.label
+            );
+        }
         if !self.exact && self.device.is_cuda() {
             for (dtype, flash, simt) in self.flash_against_simt() {
                 println!(
@@ -568,10 +613,18 @@ fn gguf(path: &Path, device: &Device) -> Vec<Outcome> {
         None,
     ));
     drop(dev);
-    let ours = file
-        .tensors()
-        .iter()
-        .all(|t| matches!(t.ggml_type, GgmlType::F32 | GgmlType::Q4_K | GgmlType::Q6_K));
+    let ours = file.tensors().iter().all(|t| {
+        matches!(
+            t.ggml_type,
+            GgmlType::F32
+                | GgmlType::Q4_K
+                | GgmlType::Q6_K
+                | GgmlType::Q4_0
+                | GgmlType::Q4_1
+                | GgmlType::Q5_0
+                | GgmlType::Q8_0
+        )
+    });
     let cpu = DecoderModel::load_with_kernels(&file, &Device::Cpu, order).unwrap();
     let dev = DecoderModel::load_with_kernels(&file, device, None).unwrap();
     let kernels = if ours {

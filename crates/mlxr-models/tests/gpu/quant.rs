@@ -57,11 +57,12 @@ enum Input {
     AddRmsNorm,
 }
 
-const SHAPES: [MatVec; 4] = [
+const SHAPES: [MatVec; 5] = [
     MatVec::BlockPerRow,
     MatVec::WarpPerRow,
     MatVec::WarpPerRows(2),
     MatVec::WarpPerRows(4),
+    MatVec::ByRows,
 ];
 
 pub fn kernels(device: &Device) -> Vec<Outcome> {

@@ -55,8 +55,11 @@ pub enum MatVec {
     /// [`BLOCK_PER_ROW_MOST`] rows, whose warp-per-row grids leave most of
     /// the GPU idle (the Qwen2.5-1.5B shape's 1,536- and 2,048-row
     /// projections: 9.66 → 7.94 and 5.57 → 5.43 µs,
-    /// bench/results/gpu-2026-12-04-s38.md), `WarpPerRows(2)` above. Not
-    /// the default until it has run on a GPU (knob value `rows`).
+    /// bench/results/gpu-2026-12-04-s38.md), `WarpPerRows(2)` above. The
+    /// default: tg128 on an H100 against `WarpPerRows(2)`, SmolLM2-shaped
+    /// Q4_1 934 → 984 t/s, Q8_0 924 → 967, Qwen2.5-1.5B-shaped Q4_K_M 441 →
+    /// 473 (bench/results/gpu-2026-12-05-s45.md); the 8B shape's launches
+    /// all have more rows.
     ByRows,
 }
 
@@ -65,7 +68,7 @@ pub const BLOCK_PER_ROW_MOST: usize = 2048;
 
 impl Default for MatVec {
     fn default() -> Self {
-        MatVec::WarpPerRows(2)
+        MatVec::ByRows
     }
 }
 

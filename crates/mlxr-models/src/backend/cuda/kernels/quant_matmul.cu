@@ -477,9 +477,11 @@ __device__ __forceinline__ void block_rows(const uint8_t *__restrict__ w,
                           __dp4a(qv[r][1], a.y, __dp4a(qv[r][0], a.x, 0))));
                 if (T == TYPE_Q4_0) sum -= 8 * bsum;
                 if (T == TYPE_Q5_0) sum -= 16 * bsum;
-                const float part = T == TYPE_Q4_1 ? dw[r] * (float)sum + mw[r] * (float)bsum
-                                                  : dw[r] * (float)sum;
-                acc[r][b] += dx * part;
+                // Rounded as written, whatever the compiler would contract:
+                // every kernel shape (and so every batch) the same bits.
+                float part = __fmul_rn(dw[r], (float)sum);
+                if (T == TYPE_Q4_1) part = __fmaf_rn(mw[r], (float)bsum, part);
+                acc[r][b] = __fmaf_rn(dx, part, acc[r][b]);
             }
         }
     }
