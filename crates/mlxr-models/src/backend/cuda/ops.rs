@@ -10,7 +10,7 @@ use candle_core::cuda_backend::{CudaStorage, WrapErr};
 use candle_core::{CpuStorage, CustomOp3, DType, Device, Layout, Shape, Storage, Tensor};
 
 use super::super::AttentionSpec;
-use super::quant_matmul::{q8_bytes, q8_parts, QK_K};
+use super::quant_matmul::{q8_bytes, q8_parts, scale_block};
 use crate::backend::step_buffer::StepBuffer;
 use crate::step::Step;
 use crate::{ModelError, Result};
@@ -247,7 +247,7 @@ impl StepMeta {
 
     /// The step's attention outputs `[tokens, n_heads * head_dim]` f32 for
     /// queries `q`, and with `quantize` (a decode step: see
-    /// [`Self::quantizes`]) the same in Q8_K for the output projection.
+    /// [`Self::quantizes`]) the same in 8 bits for the output projection.
     /// `new_kv`: the step's keys and values where [`Self::writes_inline`].
     #[allow(clippy::too_many_arguments)]
     pub fn attend(
@@ -281,14 +281,21 @@ impl StepMeta {
         Ok((out, q8))
     }
 
-    /// Whether the decode kernel can write its outputs in Q8_K too: a step
+    /// Whether the decode kernel can write its outputs in 8 bits too: a step
     /// of at most `SPLIT_TOKENS` tokens and query groups of whole
     /// super-blocks.
     pub fn quantizes(&self, spec: &AttentionSpec) -> bool {
-        self.runs == 0
-            && self.tokens <= SPLIT_TOKENS
-            && (spec.n_heads / spec.n_kv_heads * spec.head_dim) % QK_K == 0
+        self.runs == 0 && self.tokens <= SPLIT_TOKENS && group_quantizes(spec)
     }
+}
+
+/// Whether a KV head's group of outputs (`n_heads / n_kv_heads · head_dim`
+/// values) is whole blocks of the output projection's activation format
+/// (quant_matmul's [`scale_block`] of the row's width): each (token, KV
+/// head) block of the kernel quantizes its own group.
+fn group_quantizes(spec: &AttentionSpec) -> bool {
+    let group = spec.n_heads / spec.n_kv_heads * spec.head_dim;
+    group % scale_block(spec.n_heads * spec.head_dim) == 0
 }
 
 fn suffix(dtype: DType) -> candle_core::Result<&'static str> {
@@ -319,7 +326,7 @@ struct Attention<'a> {
     min_chunk: usize,
     /// The new keys and values the decode kernel stores and reads itself.
     new_kv: Option<(&'a Tensor, &'a Tensor)>,
-    /// Whether the decode kernel also writes its outputs in Q8_K, into `q8`.
+    /// Whether the decode kernel also writes its outputs in 8 bits, into `q8`.
     quantize: bool,
     q8: RefCell<Option<(CudaSlice<u8>, candle_core::cuda_backend::CudaDevice)>>,
 }
@@ -517,9 +524,9 @@ impl CustomOp3 for Attention<'_> {
             }
             None => None,
         };
-        if self.quantize && (group * s.head_dim) % QK_K != 0 {
+        if self.quantize && !group_quantizes(s) {
             candle_core::bail!(
-                "Q8_K attention outputs for groups of {}",
+                "8-bit attention outputs for groups of {}",
                 group * s.head_dim
             );
         }

@@ -33,8 +33,10 @@
 // rounded to the cache's type as a cache read would give them: no
 // cache_write launch first. It needs each sequence's tokens in consecutive
 // rows at consecutive positions (the host checks). Where `out_qs` is given,
-// the blocks that write outputs also write them in Q8_K for the output
-// projection (group · head_dim a multiple of 256): no quantize launch after.
+// the blocks that write outputs also write them in 8 bits for the output
+// projection (Q8_K where the width is whole super-blocks and so is
+// group · head_dim; else a scale per 32, group · head_dim a multiple of 32):
+// no quantize launch after.
 
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -228,12 +230,22 @@ __device__ void attend(const float *__restrict__ q, T *__restrict__ k_cache,
     auto quantize_out = [&]() {
         if (out_qs == nullptr) return;
         __syncthreads();
-        const size_t sb0 = ((size_t)t * n_heads * head_dim + (size_t)kvh * group_width) / QK_K;
-        for (int w = warp; w < group_width / QK_K; w += NW) {
+        // The buffer's format for the row's width (quant_matmul.cu's
+        // quantize_sb): a scale per 256 where it is whole super-blocks (and
+        // so is the group: the host checks), else per 32.
+        const int width = n_heads * head_dim;
+        const size_t base = (size_t)t * width + (size_t)kvh * group_width;
+        for (int w = warp; w * QK_K < group_width; w += NW) {
+            const int at = w * QK_K + lane * 8;
+            const bool active = at < group_width;
             float v[8];
 #pragma unroll
-            for (int i = 0; i < 8; ++i) v[i] = staged[w * QK_K + lane * 8 + i];
-            quantize_values<32>(v, out_qs + (sb0 + w) * QK_K, out_d + sb0 + w, out_bsums + (sb0 + w) * 16);
+            for (int i = 0; i < 8; ++i) v[i] = active ? staged[at + i] : 0.f;
+            const size_t o = base + (size_t)w * QK_K;
+            if (width % QK_K == 0)
+                quantize_values<32>(v, out_qs + o, out_d + o / QK_K, out_bsums + o / 16);
+            else
+                quantize_values<4>(v, out_qs + o, out_d + o / 32, out_bsums + o / 16, active);
         }
     };
 
