@@ -1,6 +1,7 @@
 """Model lifecycle: the memory cap unloads the least recently used model,
-a model larger than the cap is refused with a clear error, and a request
-kept waiting by another request's load past --load-timeout gets 503."""
+counts weights held by several models (a model and its draft) once, a model
+larger than the cap is refused with a clear error, and a request kept
+waiting by another request's load past --load-timeout gets 503."""
 
 import threading
 import time
@@ -11,6 +12,7 @@ import pytest
 import requests
 
 from conftest import EMBED_MODEL, MODEL, Server, models_dir
+from test_speculative import create
 
 # `--kv-cache-mem 256MiB` (set by Server): SmolLM2 needs ~94 MiB of weights + 256 MiB
 # of KV cache; the embedding model ~87 MiB.
@@ -24,6 +26,22 @@ def test_memory_cap_unloads_least_recently_used(tmp_path):
         assert [m.model for m in client.ps().models] == ["smollm2:latest"]
         client.embed(model=EMBED_MODEL, input="hello")
         assert [m.model for m in client.ps().models] == ["all-minilm:latest"]
+    finally:
+        s.stop()
+
+
+def test_draft_weights_already_loaded_count_once(tmp_path):
+    """A copy of SmolLM2 drafted by the loaded SmolLM2 shares its draft's
+    weights: 2 x (94 MiB + 256 MiB of KV cache) = 700 MiB fit under 720 MiB,
+    where counting the draft's weights again (794 MiB) would unload SmolLM2."""
+    s = Server(tmp_path, "--max-loaded-memory", "720MiB", "--max-loaded-models", "5")
+    try:
+        client = ollama.Client(host=s.url)
+        client.generate(model=MODEL, prompt="hi", options={"num_predict": 1})
+        r = create(s, "smollm2-drafted", {"speculative.model_draft": MODEL})
+        assert r.status_code == 200, r.text
+        client.generate(model="smollm2-drafted", prompt="hi", options={"num_predict": 1})
+        assert sorted(m.model for m in client.ps().models) == ["smollm2-drafted:latest", "smollm2:latest"]
     finally:
         s.stop()
 

@@ -137,11 +137,24 @@ fn loaded_weights(loaded: &HashMap<String, Loaded>) -> LoadedWeights {
     weights
 }
 
+/// The weight files the loaded engines hold, each once, with its size.
+fn held_files(loaded: &HashMap<String, Loaded>) -> HashMap<PathBuf, u64> {
+    loaded
+        .values()
+        .flat_map(|l| l.files.iter().cloned())
+        .collect()
+}
+
 struct Loaded {
     backend: Backend,
     spec: ModelSpec,
-    /// [`ModelManager::memory_estimate`] when it loaded.
+    /// Bytes of its own: the KV cache a generation engine allocates, an
+    /// embedding model's weights.
     memory: u64,
+    /// The weight files a generation engine holds (its model's and its
+    /// draft model's), by [`file_key`], with their sizes: a file held by
+    /// several engines is in memory once.
+    files: Vec<(PathBuf, u64)>,
     expires: Option<Instant>,
     last_used: Instant,
 }
@@ -219,22 +232,27 @@ impl ModelManager {
         self
     }
 
-    /// Weights (a draft model's too) plus the KV cache a generation engine
-    /// allocates.
-    fn memory_estimate(&self, spec: &ModelSpec) -> u64 {
+    /// What loading `spec` takes beside its weight files: the KV cache a
+    /// generation engine allocates (a draft model's shares its budget), an
+    /// embedding model's weights; and the weight files ([`Loaded::files`]).
+    fn memory_estimate(&self, spec: &ModelSpec) -> (u64, Vec<(PathBuf, u64)>) {
         match spec.kind {
             ModelKind::Generate => {
-                // A draft model's weights load beside it (its KV cache
-                // shares the budget).
+                let mut files = vec![(file_key(&spec.path), spec.size)];
                 let draft = self
                     .engine_config_for(spec)
                     .ok()
-                    .and_then(|c| c.draft_model)
-                    .and_then(|path| std::fs::metadata(path).ok())
-                    .map_or(0, |m| m.len());
-                spec.size + draft + self.engine_config.kv_budget.bytes()
+                    .and_then(|c| c.draft_model);
+                if let Some(draft) = draft {
+                    let key = file_key(&draft);
+                    if key != files[0].0 {
+                        let size = std::fs::metadata(&draft).map_or(0, |m| m.len());
+                        files.push((key, size));
+                    }
+                }
+                (self.engine_config.kv_budget.bytes(), files)
             }
-            ModelKind::Embed => spec.size,
+            ModelKind::Embed => (spec.size, Vec::new()),
         }
     }
 
@@ -352,21 +370,33 @@ impl ModelManager {
             ));
         };
         if !loaded.contains_key(&key) {
-            let needed = self.memory_estimate(&spec);
+            let (own, files) = self.memory_estimate(&spec);
+            let alone = own + files.iter().map(|(_, size)| size).sum::<u64>();
             if let Some(cap) = self.max_memory {
-                if needed > cap {
+                if alone > cap {
                     return Err(ApiError::bad_request(format!(
                         "model '{name}' needs about {} MiB (weights and KV cache) but the server \
                          may hold {} MiB of models (--max-loaded-memory)",
-                        needed >> 20,
+                        alone >> 20,
                         cap >> 20
                     )));
                 }
             }
+            // Weight files already held (by another model, or as a draft
+            // model) are shared, not loaded again.
             let over = |loaded: &HashMap<String, Loaded>| {
-                let held: u64 = loaded.values().map(|l| l.memory).sum();
+                let held = held_files(loaded);
+                let new_files: u64 = files
+                    .iter()
+                    .filter(|(path, _)| !held.contains_key(path))
+                    .map(|(_, size)| size)
+                    .sum();
+                let held_bytes: u64 =
+                    loaded.values().map(|l| l.memory).sum::<u64>() + held.values().sum::<u64>();
                 loaded.len() >= self.max_loaded
-                    || self.max_memory.is_some_and(|cap| held + needed > cap)
+                    || self
+                        .max_memory
+                        .is_some_and(|cap| held_bytes + own + new_files > cap)
             };
             while !loaded.is_empty() && over(&loaded) {
                 let oldest = loaded
@@ -384,7 +414,8 @@ impl ModelManager {
                 Loaded {
                     backend,
                     spec: spec.clone(),
-                    memory: needed,
+                    memory: own,
+                    files,
                     expires: None,
                     last_used: Instant::now(),
                 },
