@@ -34,7 +34,7 @@ const WARPS: usize = 4;
 const ROW_WARPS: usize = 8;
 
 /// How the decode matmul kernels spread a weight's rows over the GPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MatVec {
     /// A block of 4 warps per row (llama.cpp's MMVQ shape for one token).
     BlockPerRow,
@@ -60,17 +60,12 @@ pub enum MatVec {
     /// Q4_1 934 → 984 t/s, Q8_0 924 → 967, Qwen2.5-1.5B-shaped Q4_K_M 441 →
     /// 473 (bench/results/gpu-2026-12-05-s45.md); the 8B shape's launches
     /// all have more rows.
+    #[default]
     ByRows,
 }
 
 /// The most rows [`MatVec::ByRows`] gives a block each.
 pub const BLOCK_PER_ROW_MOST: usize = 2048;
-
-impl Default for MatVec {
-    fn default() -> Self {
-        MatVec::ByRows
-    }
-}
 
 impl std::str::FromStr for MatVec {
     type Err = String;

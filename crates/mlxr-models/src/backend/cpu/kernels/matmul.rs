@@ -370,8 +370,10 @@ unsafe fn q32_group<const T: usize>(
             unsafe {
                 if avx512 {
                     q32_tiles::x86::tile_rows::<$code, T>(gt, ys, os)
-                } else {
+                } else if T == 1 {
                     q32_tiles_avx2::x86::tile_rows::<$code, T>(gt, ys, os)
+                } else {
+                    q32_tiles_avx2::x86::tile_rows_by_lane::<$code, T>(gt, ys, os)
                 }
             }
         };
@@ -387,8 +389,8 @@ unsafe fn q32_group<const T: usize>(
 }
 
 /// [`matmul`] for Q4_1/Q5_0/Q8_0 with [`q32_tiles`]: threads split the row
-/// groups; tokens go two at a time (AVX-512) or one at a time (AVX2)
-/// through each group's tiles.
+/// groups; tokens go two at a time (AVX-512) or up to eight at a time, lane
+/// by lane (AVX2), through each group's tiles.
 #[cfg(target_arch = "x86_64")]
 fn q32_tile_matmul(
     tiles: &q32_tiles::Q32Tiles,
@@ -421,27 +423,29 @@ fn q32_tile_matmul(
         let [v] = unsafe { q32_group::<1>(avx512, kind, gt, ys, os) };
         v
     };
-    // The AVX2 kernel has too few registers for several tokens' 8 lanes
-    // each: one at a time measured faster (SmolLM2 pp512, also against
-    // four tokens lane by lane) where unpacking a lane is cheap, but Q5_0's
-    // fifth bits make tokens sharing each unpacked lane pay: four at a time
-    // (spilling) beat two (Gemma 3 pp512 +12%), and beat four in passes of
-    // 2 or 4 lanes that spill nothing (-8%, -16%).
-    let pairs = avx512 || kind == WeightKind::Q5_0;
+    // AVX2 runs several tokens lane by lane (`tile_rows_by_lane`: each
+    // unpacked lane shared, only that lane's sums live), AVX-512 two at a
+    // time through all lanes.
     let four = |g: usize, tok: usize| {
         let gt = tiles.group(g);
-        let ys = [xrow(tok), xrow(tok + 1), xrow(tok + 2), xrow(tok + 3)];
-        let os = [
-            offsets_of(tok),
-            offsets_of(tok + 1),
-            offsets_of(tok + 2),
-            offsets_of(tok + 3),
-        ];
+        let ys: [&[BlockQ8]; 4] = std::array::from_fn(|j| xrow(tok + j));
+        let os: [&[[i32; 8]]; 4] = std::array::from_fn(|j| offsets_of(tok + j));
         // SAFETY: as above.
         unsafe { q32_group::<4>(avx512, kind, gt, ys, os) }
     };
-    let four: Four = (!avx512 && kind == WeightKind::Q5_0).then_some(&four);
-    run_tiles(n_threads, (m, n), out, |_| pairs, (None, four), two, one);
+    let eight = |g: usize, tok: usize| {
+        let gt = tiles.group(g);
+        let ys: [&[BlockQ8]; 8] = std::array::from_fn(|j| xrow(tok + j));
+        let os: [&[[i32; 8]]; 8] = std::array::from_fn(|j| offsets_of(tok + j));
+        // SAFETY: as above.
+        unsafe { q32_group::<8>(avx512, kind, gt, ys, os) }
+    };
+    let (eight, four): (Wide<8>, Four) = if avx512 {
+        (None, None)
+    } else {
+        (Some(&eight), Some(&four))
+    };
+    run_tiles(n_threads, (m, n), out, |_| true, (eight, four), two, one);
 }
 
 /// The AVX2 Q6_K tile kernels over `tiles` (either layout) against the

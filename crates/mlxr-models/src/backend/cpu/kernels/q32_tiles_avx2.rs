@@ -152,6 +152,96 @@ pub mod x86 {
         reduce::<KIND, T>(&acc, &summs)
     }
 
+    /// Blocks per pass of [`tile_rows_by_lane`]: their `d_w·d_x` products
+    /// are kept on the stack for the lanes' passes (8 KiB at 8 tokens).
+    const CHUNK: usize = 32;
+
+    /// [`tile_rows`] with each lane formed in a pass of its own over a
+    /// chunk of blocks: the `T` tokens share each unpacked lane, and only
+    /// their `T` accumulators of that lane are live (`tile_rows` keeps all
+    /// `8·T`, which spills beyond one token). The same float operations in
+    /// the same order per row and lane, so the same bits.
+    ///
+    /// # Safety
+    /// As [`tile_rows`].
+    #[allow(clippy::needless_range_loop)] // `l` picks the lane, its activations and its offset
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn tile_rows_by_lane<const KIND: u8, const T: usize>(
+        tiles: &[Line],
+        ys: [&[BlockQ8]; T],
+        offsets: [&[[i32; 8]]; T],
+    ) -> [[f32; 16]; T] {
+        let s = TileShape::of(kind_of(KIND));
+        let blocks = ys[0].len();
+        debug_assert!(tiles.len() >= s.group_lines(blocks));
+        let base = tiles.as_ptr() as *const u8;
+        let mut acc = [[[_mm256_setzero_ps(); T]; 8]; 2];
+        let mut summs = [[_mm256_setzero_ps(); T]; 2];
+        let mut dd = [[_mm256_setzero_ps(); T]; CHUNK];
+        for b0 in (0..blocks).step_by(CHUNK) {
+            let chunk = b0..(b0 + CHUNK).min(blocks);
+            for h in 0..2 {
+                // SAFETY (whole loop): tile `b` and block `b` of every token
+                // exist for `b < blocks` (see above).
+                unsafe {
+                    for b in chunk.clone() {
+                        let (_, scale_line, d_at) = s.locate(b);
+                        let scales = base.add(64 * scale_line + d_at + 16 * h);
+                        let d = _mm256_cvtph_ps(_mm_loadu_si128(scales as *const __m128i));
+                        for t in 0..T {
+                            let yb = ys[t].get_unchecked(b);
+                            dd[b - b0][t] = _mm256_mul_ps(d, _mm256_set1_ps(yb.d));
+                            if with_sum(KIND) {
+                                let m = _mm256_cvtph_ps(_mm_loadu_si128(
+                                    scales.add(32) as *const __m128i
+                                ));
+                                summs[h][t] = _mm256_fmadd_ps(m, _mm256_set1_ps(yb.s), summs[h][t]);
+                            }
+                        }
+                    }
+                    for l in 0..8 {
+                        let mut a = acc[h][l];
+                        for b in chunk.clone() {
+                            let (first, _, _) = s.locate(b);
+                            if h == 0 && l == 0 && b % 2 == 0 {
+                                // As in `half_rows`: the first pass reads
+                                // the tiles from memory, the others from cache.
+                                let ahead = base
+                                    .wrapping_add(64 * (first + prefetch::AHEAD * s.pair_lines()));
+                                for i in 0..s.pair_lines() {
+                                    prefetch::line(ahead.wrapping_add(64 * i));
+                                }
+                            }
+                            let w = lane::<KIND>(base.add(64 * first + 32 * h), s, h, l);
+                            for t in 0..T {
+                                let q = ys[t].get_unchecked(b).qs.as_ptr() as *const i32;
+                                let x = _mm256_set1_epi32(std::ptr::read_unaligned(q.add(l)));
+                                let mut sum = lane_sum::<KIND>(w, x);
+                                if offset(KIND) {
+                                    let start = offsets[t].get_unchecked(b)[l];
+                                    sum = _mm256_add_epi32(sum, _mm256_set1_epi32(start));
+                                }
+                                a[t] =
+                                    _mm256_fmadd_ps(dd[b - b0][t], _mm256_cvtepi32_ps(sum), a[t]);
+                            }
+                        }
+                        acc[h][l] = a;
+                    }
+                }
+            }
+        }
+        let mut out = [[0.0f32; 16]; T];
+        for h in 0..2 {
+            let lanes: [[__m256; 8]; T] =
+                std::array::from_fn(|t| std::array::from_fn(|l| acc[h][l][t]));
+            let half = reduce::<KIND, T>(&lanes, &summs[h]);
+            for t in 0..T {
+                out[t][8 * h..8 * h + 8].copy_from_slice(&half[t]);
+            }
+        }
+        out
+    }
+
     /// ggml's reduction of each row's 8 lanes, plus Q4_1/Q5_1's `summs`.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]

@@ -404,7 +404,8 @@ fn avx2_tile_kernels_equal_the_portable_dots() {
         mlxr_testkit::skip_note("no AVX2/FMA/F16C on this CPU: the AVX2 tile kernels were not run");
         return;
     }
-    let (n, k) = (32, 768);
+    // 40 blocks of 32: the lane-by-lane passes cross a chunk.
+    let (n, k) = (32, 1280);
     let quantized = |dtype: GgmlDType, seed: u64| {
         let mut v = rand_vec(n * k, seed);
         // A few rows at the extremes of their blocks' ranges.
@@ -459,19 +460,27 @@ fn avx2_tile_kernels_equal_the_portable_dots() {
                 [&xq[0][..], &xq[1][..]],
                 [&os[0][..], &os[1][..]],
             );
-            use super::q32_tiles_avx2::x86::tile_rows;
+            use super::q32_tiles_avx2::x86::{tile_rows, tile_rows_by_lane};
             let (ys4, o4) = ([ys[0], ys[1], ys[1], ys[0]], [o[0], o[1], o[1], o[0]]);
+            let pick = |j: usize| (j * 5 / 3) % 2;
+            let ys8: [&[BlockQ8]; 8] = std::array::from_fn(|j| ys[pick(j)]);
+            let o8: [&[[i32; 8]]; 8] = std::array::from_fn(|j| o[pick(j)]);
             macro_rules! run {
                 ($code:literal) => {
                     (
                         tile_rows::<$code, 2>(gt, ys, o),
                         tile_rows::<$code, 1>(gt, [ys[1]], [o[1]]),
                         tile_rows::<$code, 4>(gt, ys4, o4),
+                        [
+                            tile_rows_by_lane::<$code, 8>(gt, ys8, o8).to_vec(),
+                            tile_rows_by_lane::<$code, 4>(gt, ys4, o4).to_vec(),
+                            tile_rows_by_lane::<$code, 2>(gt, ys, o).to_vec(),
+                        ],
                     )
                 };
             }
             // SAFETY: the features were checked; one tile and offset per block.
-            let (two, one, four) = unsafe {
+            let (two, one, four, by_lane) = unsafe {
                 match code {
                     0 => run!(0),
                     1 => run!(1),
@@ -503,6 +512,18 @@ fn avx2_tile_kernels_equal_the_portable_dots() {
                         want.to_bits(),
                         "{kind:?} row {r}, {j} of 4"
                     );
+                }
+                // Lane by lane: 8 tokens (both rows, interleaved), 4, 2.
+                let tokens: [&[&[BlockQ8]]; 3] = [&ys8, &ys4, &ys];
+                for (out, ys) in by_lane.iter().zip(tokens) {
+                    for (j, y) in ys.iter().enumerate() {
+                        assert_eq!(
+                            out[j][c].to_bits(),
+                            twin(wrow, y).to_bits(),
+                            "{kind:?} row {r}, {j} of {} lane by lane",
+                            ys.len()
+                        );
+                    }
                 }
             }
         }
