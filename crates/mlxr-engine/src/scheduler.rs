@@ -221,12 +221,14 @@ impl Scheduler {
     /// Extends the decode chunks of speculating sequences with their drafts,
     /// as far as the budget and the free blocks go.
     fn add_drafts(&mut self, budget: &mut usize, out: &mut [ScheduledChunk], costs: &StepCosts) {
+        // The step's query rows so far (its decodes, then drafts as added).
+        let mut rows: usize = out.iter().map(|c| c.len).sum();
         for chunk in out.iter_mut() {
             if *budget == 0 {
                 break;
             }
             let seq = self.seqs.get_mut(&chunk.seq).expect("scheduled");
-            let mut k = seq.propose(*budget, costs);
+            let mut k = seq.propose(*budget, costs, rows - chunk.len);
             while k > 0 && !self.blocks.can_append(chunk.seq, k).unwrap_or(false) {
                 k -= 1;
             }
@@ -240,6 +242,7 @@ impl Scheduler {
             chunk.len += k;
             chunk.draft = k;
             *budget -= k;
+            rows += k;
         }
     }
 

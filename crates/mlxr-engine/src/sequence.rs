@@ -116,20 +116,20 @@ impl Sequence {
     }
 
     /// Drafts the next step's tokens into [`Self::draft`], at most `most`,
-    /// never past `max_tokens`, as many as goodput at `costs` says; returns
-    /// how many.
+    /// never past `max_tokens`, as many as goodput at `costs` says in a step
+    /// of `others` other query rows; returns how many.
     /// A draft model's draft is reserved here as placeholders (copies of
     /// the last token), which [`crate::spec::draft_model`] fills in.
-    pub fn propose(&mut self, most: usize, costs: &StepCosts) -> usize {
+    pub fn propose(&mut self, most: usize, costs: &StepCosts, others: usize) -> usize {
         self.draft.clear();
         let room = self.max_tokens.saturating_sub(self.num_generated() + 1);
         let Some(spec) = &mut self.spec else { return 0 };
         if spec.params().spec_type == SpecType::Draft {
             let last = *self.tokens.last().expect("decoding sequences have tokens");
             self.draft
-                .resize(spec.draft_len(most.min(room), costs), last);
+                .resize(spec.draft_len(most.min(room), costs, others), last);
         } else {
-            let draft = spec.propose(&self.tokens, most.min(room), costs);
+            let draft = spec.propose(&self.tokens, most.min(room), costs, others);
             self.draft.extend_from_slice(draft);
         }
         self.draft.len()

@@ -123,9 +123,20 @@ impl StepCosts {
     /// (plain decoding is best) to `most`; `most` while the costs are not
     /// measured yet (half of it every other step until the cost per row
     /// is known: steps of one size cannot tell it). `with_model`: the
-    /// drafts cost draft-model passes.
-    pub fn best_draft_len(&self, alpha: f64, most: usize, with_model: bool) -> usize {
-        let Some(plain) = self.target.predict(1.0) else {
+    /// drafts cost draft-model passes. `others`: the step's other query
+    /// rows, each counted as one token emitted: the whole step waits for
+    /// the drafts and their verification, so in a full batch (a CPU step
+    /// whose cost grows with every row) a draft pays only when it emits
+    /// more than the time it adds would give every sequence.
+    pub fn best_draft_len(
+        &self,
+        alpha: f64,
+        most: usize,
+        with_model: bool,
+        others: usize,
+    ) -> usize {
+        let rows = (others + 1) as f64;
+        let Some(plain) = self.target.predict(rows) else {
             return if self.target.samples % 2 == 1 {
                 most.div_ceil(2)
             } else {
@@ -138,13 +149,13 @@ impl StepCosts {
             (true, None) => return most,
         };
         let alpha = alpha.clamp(0.0, 0.999);
-        let (mut best, mut best_rate) = (0, 1.0 / plain);
-        let mut emitted = 1.0;
+        let (mut best, mut best_rate) = (0, rows / plain);
+        let mut emitted = rows;
         let mut alpha_pow = 1.0;
         for k in 1..=most {
             alpha_pow *= alpha;
             emitted += alpha_pow;
-            let secs = self.target.predict((1 + k) as f64).unwrap_or(plain) + k as f64 * per_draft;
+            let secs = self.target.predict(rows + k as f64).unwrap_or(plain) + k as f64 * per_draft;
             let rate = emitted / secs;
             if rate > best_rate {
                 (best, best_rate) = (k, rate);
@@ -225,32 +236,48 @@ mod tests {
         let c = cpu_costs(0.029);
         // 93% acceptance: 8 drafts emit 6.7 tokens in 380 ms, 3 emit 3.6
         // in 180 ms.
-        let k = c.best_draft_len(0.93, 8, true);
+        let k = c.best_draft_len(0.93, 8, true, 0);
         assert!((2..=4).contains(&k), "{k}");
         // Free drafts (prompt lookup) at the same acceptance: all of them.
-        assert_eq!(c.best_draft_len(0.93, 8, false), 8);
+        assert_eq!(c.best_draft_len(0.93, 8, false, 0), 8);
         // Drafts that rarely stand: plain decoding.
-        assert_eq!(c.best_draft_len(0.2, 8, true), 0);
+        assert_eq!(c.best_draft_len(0.2, 8, true, 0), 0);
         // A draft as costly as the target never pays.
-        assert_eq!(cpu_costs(0.060).best_draft_len(0.9, 8, true), 0);
+        assert_eq!(cpu_costs(0.060).best_draft_len(0.9, 8, true, 0), 0);
+    }
+
+    #[test]
+    fn a_full_batch_drafts_only_what_pays_for_every_sequence() {
+        let c = cpu_costs(0.029);
+        // Alone, near-certain drafts pay with the draft model.
+        assert!(c.best_draft_len(0.99, 8, true, 0) > 0);
+        // Beside 15 decoding sequences (a 225 ms step), one more row and a
+        // draft pass cost 40 ms for at most one more token: never.
+        assert_eq!(c.best_draft_len(0.99, 8, true, 15), 0);
+        // Free drafts (prompt lookup) that nearly all stand still pay there
+        // (11 ms a row for 0.99 tokens: more than the step's 71 a second);
+        // half-standing ones do not (alone, they would).
+        assert_eq!(c.best_draft_len(0.99, 8, false, 15), 8);
+        assert_eq!(c.best_draft_len(0.5, 8, false, 15), 0);
+        assert!(c.best_draft_len(0.5, 8, false, 0) > 0);
     }
 
     #[test]
     fn unmeasured_costs_draft_the_most() {
         let mut c = StepCosts::default();
-        assert_eq!(c.best_draft_len(0.1, 5, false), 5);
+        assert_eq!(c.best_draft_len(0.1, 5, false, 0), 5);
         // Steps of one size: every other one drafts half as much.
         c.observe_target(6, 0.1);
-        assert_eq!(c.best_draft_len(0.1, 5, false), 3);
+        assert_eq!(c.best_draft_len(0.1, 5, false, 0), 3);
         c.observe_target(6, 0.1);
-        assert_eq!(c.best_draft_len(0.1, 5, false), 5);
+        assert_eq!(c.best_draft_len(0.1, 5, false, 0), 5);
         c.observe_target(4, 0.08);
-        assert_eq!(c.best_draft_len(0.1, 5, false), 0);
+        assert_eq!(c.best_draft_len(0.1, 5, false, 0), 0);
         let mut c = cpu_costs(0.029);
         c.draft_pass = None;
-        assert_eq!(c.best_draft_len(0.1, 5, true), 5);
+        assert_eq!(c.best_draft_len(0.1, 5, true, 0), 5);
         c.observe_draft(1, 0.029);
-        assert_eq!(c.best_draft_len(0.1, 5, true), 0);
+        assert_eq!(c.best_draft_len(0.1, 5, true, 0), 0);
     }
 
     #[test]

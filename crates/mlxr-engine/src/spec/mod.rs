@@ -227,19 +227,22 @@ impl SpecState {
         &self.params
     }
 
-    /// How many tokens to draft now, at most `most`: the length with the
-    /// best expected goodput at these `costs` (never past `n_max`), or none
-    /// when it is shorter than `n_min`.
-    pub fn draft_len(&mut self, most: usize, costs: &StepCosts) -> usize {
+    /// How many tokens to draft now, at most `most`, in a step of `others`
+    /// other query rows: the length with the best expected goodput at these
+    /// `costs` (never past `n_max`), or none when it is shorter than
+    /// `n_min`. A sequence kept from drafting probes with one token now and
+    /// then, where drafts that all stood would pay in this step.
+    pub fn draft_len(&mut self, most: usize, costs: &StepCosts, others: usize) -> usize {
         let most = most.min(self.params.n_max);
         let with_model = self.params.spec_type == SpecType::Draft;
+        let goodput = |alpha| costs.best_draft_len(alpha, most, with_model, others);
         let mut k = match self.params.draft_length {
-            DraftLength::Goodput => costs.best_draft_len(self.acceptance.rate(), most, with_model),
+            DraftLength::Goodput => goodput(self.acceptance.rate()),
             DraftLength::Max => most,
         };
         if k > 0 {
             self.probe_every = PROBE_EVERY;
-        } else if self.idle_steps >= self.probe_every {
+        } else if self.idle_steps >= self.probe_every && goodput(1.0) > 0 {
             k = most.min(1);
             self.probe_every = (self.probe_every * 2).min(PROBE_EVERY * PROBE_BACKOFF_MAX);
         }
@@ -253,16 +256,17 @@ impl SpecState {
     }
 
     /// The prompt-lookup draft for the sequence `tokens` (prompt and output
-    /// so far), at most `most` tokens and as long as goodput at `costs`
-    /// says: empty when nothing recurs or the draft would be shorter than
-    /// `n_min`.
+    /// so far), at most `most` tokens and as long as goodput at `costs` says
+    /// in a step of `others` other rows: empty when nothing recurs or the
+    /// draft would be shorter than `n_min`.
     pub fn propose<'a>(
         &mut self,
         tokens: &'a [TokenId],
         most: usize,
         costs: &StepCosts,
+        others: usize,
     ) -> &'a [TokenId] {
-        let k = self.draft_len(most, costs);
+        let k = self.draft_len(most, costs, others);
         if k == 0 {
             return &[];
         }
@@ -320,8 +324,8 @@ mod tests {
         let unmeasured = StepCosts::default();
         let mut s = SpecState::new(Speculation::ngram(6)).unwrap();
         let t: Vec<TokenId> = [1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2].to_vec();
-        assert_eq!(s.propose(&t, 99, &unmeasured), &[3, 4, 5, 6, 7, 8]);
-        assert_eq!(s.propose(&t, 2, &unmeasured), &[3, 4]);
+        assert_eq!(s.propose(&t, 99, &unmeasured, 0), &[3, 4, 5, 6, 7, 8]);
+        assert_eq!(s.propose(&t, 2, &unmeasured, 0), &[3, 4]);
         s.record(6, 2);
         s.record(5, 0);
         assert_eq!((s.drafted, s.accepted), (11, 2));
@@ -335,24 +339,40 @@ mod tests {
         // Drafts that never stand: none, then a one-token probe, the next
         // one twice as late.
         for _ in 0..PROBE_EVERY {
-            assert!(s.propose(&t, 99, &costs).is_empty());
+            assert!(s.propose(&t, 99, &costs, 0).is_empty());
         }
-        assert_eq!(s.propose(&t, 99, &costs), &[3]);
+        assert_eq!(s.propose(&t, 99, &costs, 0), &[3]);
         s.record(1, 0);
         for _ in 0..2 * PROBE_EVERY {
-            assert!(s.propose(&t, 99, &costs).is_empty());
+            assert!(s.propose(&t, 99, &costs, 0).is_empty());
         }
-        assert_eq!(s.propose(&t, 99, &costs), &[3]);
+        assert_eq!(s.propose(&t, 99, &costs, 0), &[3]);
         for _ in 0..10 {
             s.record(4, 4);
         }
-        assert_eq!(s.propose(&t, 99, &costs).len(), 6);
+        assert_eq!(s.propose(&t, 99, &costs, 0).len(), 6);
+        // A draft model (29 ms a pass) beside 15 decoding sequences: even
+        // drafts that all stood would cost the step more than they give, so
+        // it does not probe either; alone, it does.
+        let mut d = SpecState::new(Speculation {
+            spec_type: SpecType::Draft,
+            ..Speculation::ngram(6)
+        })
+        .unwrap();
+        costs.observe_draft(1, 0.029);
+        for _ in 0..10 {
+            d.record(4, 0);
+        }
+        for _ in 0..4 * PROBE_EVERY {
+            assert_eq!(d.draft_len(99, &costs, 15), 0);
+        }
+        assert_eq!(d.draft_len(99, &costs, 0), 1);
         // n_min discards short drafts.
         let mut s = SpecState::new(Speculation {
             n_min: 3,
             ..Speculation::ngram(6)
         })
         .unwrap();
-        assert!(s.propose(&t, 2, &unmeasured).is_empty());
+        assert!(s.propose(&t, 2, &unmeasured, 0).is_empty());
     }
 }
