@@ -53,10 +53,20 @@ fuzz_targets() {
 
 # The x86 kernel paths below the machine's own (MLXR_CPU_ISA caps them):
 # the kernel tests, and logits and greedy tokens against llama.cpp's.
-# On a CPU without AVX-512 the AVX2 paths are the machine's own: the test
-# stage above already ran them.
+# On a CPU without AVX-512 the AVX2 paths are the machine's own (with
+# AVX-VNNI where it has it): the test stage above already ran them, and
+# `avx2` turns AVX-VNNI off.
 isa_paths() {
     if grep -qw avx512f /proc/cpuinfo; then
+        if grep -qw avx_vnni /proc/cpuinfo; then
+            MLXR_CPU_ISA=avxvnni cargo test --release -p mlxr-models --lib
+            MLXR_CPU_ISA=avxvnni cargo test --release -p mlxr-models --test llamacpp_logits
+        else
+            echo "no AVX-VNNI here: the AVX2 paths with it were not run"
+        fi
+        MLXR_CPU_ISA=avx2 cargo test --release -p mlxr-models --lib
+        MLXR_CPU_ISA=avx2 cargo test --release -p mlxr-models --test llamacpp_logits
+    elif grep -qw avx_vnni /proc/cpuinfo; then
         MLXR_CPU_ISA=avx2 cargo test --release -p mlxr-models --lib
         MLXR_CPU_ISA=avx2 cargo test --release -p mlxr-models --test llamacpp_logits
     else
@@ -84,7 +94,7 @@ stage "cargo clippy --features cuda (CUDA 13.0 from PyPI, sm_90)" cuda_clippy
 # UI stages run); the test run below compiles nothing more.
 stage "cargo build (release, every target)" cargo build --release --workspace --all-targets
 stage "cargo test (release: the parity tests run real models)" cargo test --release --workspace --no-fail-fast
-stage "x86 kernel paths under MLXR_CPU_ISA=avx2 and scalar: kernel tests, llama.cpp parity" isa_paths
+stage "x86 kernel paths under MLXR_CPU_ISA=avxvnni, avx2 and scalar: kernel tests, llama.cpp parity" isa_paths
 stage "API tests: the official openai and ollama clients against a real mlxr serve" api_tests
 stage "web UI end to end: Playwright (Debian chromium) against a real mlxr serve" \
     env MLXR_BIN="$PWD/target/release/mlxr" scripts/ui-e2e.sh

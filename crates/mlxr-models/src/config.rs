@@ -95,7 +95,7 @@ impl ModelConfig {
         let n_kv_heads = meta
             .opt_u32(&key("attention.head_count_kv"))?
             .map_or(n_heads, |n| n as usize);
-        if n_heads == 0 || n_kv_heads == 0 || n_heads % n_kv_heads != 0 {
+        if n_heads == 0 || n_kv_heads == 0 || !n_heads.is_multiple_of(n_kv_heads) {
             return Err(ModelError::InvalidConfig(format!(
                 "{n_heads} attention heads cannot be shared by {n_kv_heads} KV heads"
             )));

@@ -170,8 +170,12 @@ fn blocks_row<T: candle_core::quantized::k_quants::GgmlType>(
 ) -> Result<()> {
     let per_row = hidden / T::BLCK_SIZE;
     let size = std::mem::size_of::<T>();
-    let aligned = bytes.as_ptr() as usize % std::mem::align_of::<T>() == 0;
-    if hidden % T::BLCK_SIZE != 0 || out.len() != hidden || !aligned || bytes.len() % size != 0 {
+    let aligned = (bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>());
+    if !hidden.is_multiple_of(T::BLCK_SIZE)
+        || out.len() != hidden
+        || !aligned
+        || !bytes.len().is_multiple_of(size)
+    {
         return Err(crate::ModelError::InvalidBatch(format!(
             "embedding rows of {hidden} values cannot be read from these blocks"
         )));

@@ -130,7 +130,7 @@ impl SafetensorsWeights {
                 biases.dims()
             )));
         }
-        if (words * 32) % inp != 0 || inp % groups != 0 {
+        if (words * 32) % inp != 0 || !inp.is_multiple_of(groups) {
             return Err(bad(format!(
                 "{words} words and {groups} groups per row do not divide {inp} columns"
             )));

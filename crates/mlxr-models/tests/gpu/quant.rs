@@ -509,7 +509,7 @@ fn check(dtype: GgmlDType, input: Input, shape: MatVec, k: usize, device: &Devic
                     })
                     .collect()
             } else {
-                let g = if k % QK_K == 0 { QK_K } else { 32 };
+                let g = if k.is_multiple_of(QK_K) { QK_K } else { 32 };
                 let (q, d) = quantize_groups(x_row, g);
                 (0..N)
                     .map(|r| {

@@ -76,7 +76,7 @@ fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
 }
 
 fn check_width(what: &str, len: usize, width: usize) -> Result<usize> {
-    if width == 0 || len % width != 0 {
+    if width == 0 || !len.is_multiple_of(width) {
         return Err(ModelError::InvalidBatch(format!(
             "{what}: {len} values are not rows of {width}"
         )));
@@ -253,7 +253,7 @@ impl Backend for CpuBackend {
         if spec.n_kv_heads != store.n_kv_heads()
             || spec.head_dim != store.head_dim()
             || spec.n_heads == 0
-            || spec.n_heads % spec.n_kv_heads != 0
+            || !spec.n_heads.is_multiple_of(spec.n_kv_heads)
         {
             return Err(ModelError::InvalidBatch(format!(
                 "attention {spec:?} does not fit the paged store ({} KV heads of dimension {})",

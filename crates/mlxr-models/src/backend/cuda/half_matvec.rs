@@ -33,7 +33,7 @@ pub fn takes(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> bool {
         && w.dtype() == DType::F16
         && w.dims2().is_ok_and(|(_, wk)| wk == k)
         && w.is_contiguous()
-        && w.layout().start_offset() % 8 == 0
+        && w.layout().start_offset().is_multiple_of(8)
         && bias_fits
 }
 

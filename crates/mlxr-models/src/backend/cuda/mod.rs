@@ -350,7 +350,7 @@ impl PagedAttention {
                 "a KV cache of {dtype:?} (f16, bf16 or f32)"
             )));
         }
-        if kv.head_dim > ops::MAX_HEAD_DIM || kv.head_dim % 4 != 0 {
+        if kv.head_dim > ops::MAX_HEAD_DIM || !kv.head_dim.is_multiple_of(4) {
             return Err(ModelError::InvalidConfig(format!(
                 "head dimension {} (the CUDA attention kernel takes multiples of 4 up to {})",
                 kv.head_dim,
@@ -406,7 +406,7 @@ impl PagedAttention {
             .ok_or_else(|| ModelError::InvalidBatch("attend before begin_step".into()))?;
         if spec.n_kv_heads != self.kv.n_kv_heads
             || spec.head_dim != self.kv.head_dim
-            || spec.n_heads % spec.n_kv_heads != 0
+            || !spec.n_heads.is_multiple_of(spec.n_kv_heads)
             || spec.n_heads / spec.n_kv_heads > ops::MAX_GROUP
         {
             return Err(ModelError::InvalidBatch(format!(

@@ -295,7 +295,7 @@ impl StepMeta {
 /// head) block of the kernel quantizes its own group.
 fn group_quantizes(spec: &AttentionSpec) -> bool {
     let group = spec.n_heads / spec.n_kv_heads * spec.head_dim;
-    group % scale_block(spec.n_heads * spec.head_dim) == 0
+    group.is_multiple_of(scale_block(spec.n_heads * spec.head_dim))
 }
 
 fn suffix(dtype: DType) -> candle_core::Result<&'static str> {
@@ -432,7 +432,7 @@ impl CustomOp3 for Attention<'_> {
         let group = s.n_heads / s.n_kv_heads;
         if runs > 0
             && s.head_dim <= PREFILL_HEAD_DIM
-            && s.head_dim % 8 == 0
+            && s.head_dim.is_multiple_of(8)
             && (1..=PREFILL_PAIRS).contains(&group)
         {
             let (func, rows) = if self.prefill.flash(keys.dtype(), s.head_dim) {

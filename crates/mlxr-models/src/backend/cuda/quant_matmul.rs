@@ -128,13 +128,13 @@ pub fn supports(w: &QTensor) -> bool {
 
 /// Whether activations of width `k` can be quantized for [`matmuls`].
 pub fn quantizable(k: usize) -> bool {
-    k > 0 && k % QK == 0
+    k > 0 && k.is_multiple_of(QK)
 }
 
 /// Elements per scale of activations of width `k`: a super-block (Q8_K,
 /// what the K-quants need) where `k` is a multiple of 256, else 32.
 pub(super) fn scale_block(k: usize) -> usize {
-    if k % QK_K == 0 {
+    if k.is_multiple_of(QK_K) {
         QK_K
     } else {
         QK
@@ -228,7 +228,7 @@ fn launch(
             bias_ptrs[j] = ptr;
         }
         let kind = match kind(w.dtype()) {
-            Some((kind, block)) if k % block == 0 => kind,
+            Some((kind, block)) if k.is_multiple_of(block) => kind,
             _ => candle_core::bail!("no CUDA kernel of ours for {:?} of width {k}", w.dtype()),
         };
         if wk != k {

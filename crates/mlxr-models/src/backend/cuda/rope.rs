@@ -37,7 +37,7 @@ pub fn rope_qk(
     let (tokens, q_width) = q.dims2()?;
     let k_width = k.dim(1)?;
     let rot = rope.dim();
-    if rot > head_dim || rot % 2 != 0 || cos.elem_count() != tokens * rot / 2 {
+    if rot > head_dim || !rot.is_multiple_of(2) || cos.elem_count() != tokens * rot / 2 {
         return Err(ModelError::InvalidBatch(format!(
             "RoPE of {rot} over heads of {head_dim}, tables of {} for {tokens} tokens",
             cos.elem_count()

@@ -48,7 +48,10 @@ impl AffineWeight {
                 "{bits}-bit affine quantization is not supported (supported: 2, 4, 8)"
             ));
         }
-        if group_size == 0 || cols % group_size != 0 || (group_size * bits as usize) % 32 != 0 {
+        if group_size == 0
+            || !cols.is_multiple_of(group_size)
+            || !(group_size * bits as usize).is_multiple_of(32)
+        {
             return Err(format!(
                 "group size {group_size} does not divide {cols} columns into whole words"
             ));

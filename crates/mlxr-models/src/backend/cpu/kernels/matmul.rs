@@ -350,15 +350,16 @@ fn run_tiles(
 const TILE: usize = q32_tiles::TILE_ROWS;
 
 /// One row group of [`q32_tiles`] against `T` tokens, through the AVX-512
-/// or the AVX2 kernel.
+/// or the AVX2 kernel (with AVX-VNNI where `vnni`).
 ///
 /// # Safety
-/// As the kernels': this CPU runs `avx512`'s kernel; `gt` is one row group
+/// As the kernels': this CPU runs `avx512`'s kernel (and has AVX-VNNI where
+/// `vnni`); `gt` is one row group
 /// of `ys[t].len()` blocks of `kind`, `os[t]` as many entries (Q4_0/Q5_0/Q8_0).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn q32_group<const T: usize>(
-    avx512: bool,
+    (avx512, vnni): (bool, bool),
     kind: WeightKind,
     gt: &[q32_tiles::Line],
     ys: [&[BlockQ8]; T],
@@ -368,12 +369,13 @@ unsafe fn q32_group<const T: usize>(
         ($code:ident) => {
             // SAFETY: forwarded to the caller.
             unsafe {
-                if avx512 {
-                    q32_tiles::x86::tile_rows::<$code, T>(gt, ys, os)
-                } else if T == 1 {
-                    q32_tiles_avx2::x86::tile_rows::<$code, T>(gt, ys, os)
-                } else {
-                    q32_tiles_avx2::x86::tile_rows_by_lane::<$code, T>(gt, ys, os)
+                use q32_tiles_avx2::x86 as avx2;
+                match (avx512, vnni, T == 1) {
+                    (true, _, _) => q32_tiles::x86::tile_rows::<$code, T>(gt, ys, os),
+                    (false, false, true) => avx2::tile_rows::<$code, T>(gt, ys, os),
+                    (false, true, true) => avx2::tile_rows_vnni::<$code, T>(gt, ys, os),
+                    (false, false, false) => avx2::tile_rows_by_lane::<$code, T>(gt, ys, os),
+                    (false, true, false) => avx2::tile_rows_by_lane_vnni::<$code, T>(gt, ys, os),
                 }
             }
         };
@@ -401,6 +403,7 @@ fn q32_tile_matmul(
 ) {
     let kind = tiles.kind();
     let avx512 = TileKernels::detect() == Some(TileKernels::Avx512Vnni);
+    let isas = (avx512, !avx512 && super::isa::avx_vnni());
     let xrow = |tok: usize| &xq[tok * kb..(tok + 1) * kb];
     let offsets_of = |tok: usize| {
         if offsets.is_empty() {
@@ -415,12 +418,12 @@ fn q32_tile_matmul(
         let os = [offsets_of(tok), offsets_of(tok + 1)];
         // SAFETY: the tiles exist only where the CPU has the features; each group has one
         // tile per activation block, `offsets_of` one entry per block.
-        unsafe { q32_group::<2>(avx512, kind, gt, ys, os) }
+        unsafe { q32_group::<2>(isas, kind, gt, ys, os) }
     };
     let one = |g: usize, tok: usize| {
         let (gt, ys, os) = (tiles.group(g), [xrow(tok)], [offsets_of(tok)]);
         // SAFETY: as above.
-        let [v] = unsafe { q32_group::<1>(avx512, kind, gt, ys, os) };
+        let [v] = unsafe { q32_group::<1>(isas, kind, gt, ys, os) };
         v
     };
     // AVX2 runs several tokens lane by lane (`tile_rows_by_lane`: each
@@ -431,14 +434,14 @@ fn q32_tile_matmul(
         let ys: [&[BlockQ8]; 4] = std::array::from_fn(|j| xrow(tok + j));
         let os: [&[[i32; 8]]; 4] = std::array::from_fn(|j| offsets_of(tok + j));
         // SAFETY: as above.
-        unsafe { q32_group::<4>(avx512, kind, gt, ys, os) }
+        unsafe { q32_group::<4>(isas, kind, gt, ys, os) }
     };
     let eight = |g: usize, tok: usize| {
         let gt = tiles.group(g);
         let ys: [&[BlockQ8]; 8] = std::array::from_fn(|j| xrow(tok + j));
         let os: [&[[i32; 8]]; 8] = std::array::from_fn(|j| offsets_of(tok + j));
         // SAFETY: as above.
-        unsafe { q32_group::<8>(avx512, kind, gt, ys, os) }
+        unsafe { q32_group::<8>(isas, kind, gt, ys, os) }
     };
     let (eight, four): (Wide<8>, Four) = if avx512 {
         (None, None)

@@ -177,7 +177,7 @@ impl Tiles {
     /// The tiles of `w` (`[n, k]` raw GGUF blocks), when this CPU has
     /// kernels for them ([`TileKernels`]) and `n` is a multiple of their 16 rows.
     pub fn new(kind: WeightKind, w: &[u8], n: usize, k: usize) -> Option<Self> {
-        if n % q4k_tiles::TILE_ROWS != 0 {
+        if !n.is_multiple_of(q4k_tiles::TILE_ROWS) {
             return None;
         }
         let kernels = TileKernels::detect()?;

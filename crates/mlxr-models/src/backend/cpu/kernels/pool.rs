@@ -174,7 +174,7 @@ fn work(s: &Shared, index: usize, threads: usize) {
                 break;
             }
             spins += 1;
-            if spins % 1024 != 0 {
+            if !spins.is_multiple_of(1024) {
                 std::hint::spin_loop();
                 continue;
             }

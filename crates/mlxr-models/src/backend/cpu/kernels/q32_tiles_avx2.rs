@@ -11,6 +11,8 @@
 //! the tiles' `-offset · Σx` start, [`super::q32_tiles::lane_offsets`]);
 //! Q8_0's stored `q + 128` would, so its values are turned back to signed
 //! bytes and their signs moved onto the activations, as ggml's AVX2 dot does.
+//! Where the CPU has AVX-VNNI (Intel since Alder Lake) one `vpdpbusd` forms
+//! the same exact sums (the `_vnni` entry points).
 
 #[cfg(target_arch = "x86_64")]
 pub mod x86 {
@@ -55,17 +57,50 @@ pub mod x86 {
     }
 
     /// The exact 4-element sums of lane values `w` (one row per i32) with the
-    /// 4 activations broadcast in `x`.
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    fn lane_sum<const KIND: u8>(w: __m256i, x: __m256i) -> __m256i {
-        let ones = _mm256_set1_epi16(1);
-        if KIND == Q8_0 {
-            let ux = _mm256_sign_epi8(w, w);
-            let sx = _mm256_sign_epi8(x, w);
-            _mm256_madd_epi16(_mm256_maddubs_epi16(ux, sx), ones)
-        } else {
-            _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones)
+    /// 4 activations broadcast in `x`, plus `start` (the tiles' `-offset ·
+    /// Σx` for Q5_0/Q4_0, else zero): with `VNNI` one AVX-VNNI `vpdpbusd`
+    /// (u8 × i8 products summed into i32), else `maddubs` then `madd`.
+    ///
+    /// # Safety
+    /// AVX2, and AVX-VNNI with `VNNI`.
+    #[inline(always)]
+    unsafe fn lane_sum<const KIND: u8, const VNNI: bool>(
+        w: __m256i,
+        x: __m256i,
+        start: __m256i,
+    ) -> __m256i {
+        // SAFETY: the caller's features.
+        unsafe {
+            let (w, x) = if KIND == Q8_0 {
+                (_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w))
+            } else {
+                (w, x)
+            };
+            if VNNI {
+                return _mm256_dpbusd_avx_epi32(start, w, x);
+            }
+            let sum = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
+            if offset(KIND) {
+                _mm256_add_epi32(sum, start)
+            } else {
+                sum
+            }
+        }
+    }
+
+    /// The `start` of [`lane_sum`] for lane `l` of block `b` of a token.
+    ///
+    /// # Safety
+    /// AVX2; `offsets` holds block `b` (Q5_0/Q4_0).
+    #[inline(always)]
+    unsafe fn lane_start<const KIND: u8>(offsets: &[[i32; 8]], b: usize, l: usize) -> __m256i {
+        // SAFETY: the caller's features and bounds.
+        unsafe {
+            if offset(KIND) {
+                _mm256_set1_epi32(offsets.get_unchecked(b)[l])
+            } else {
+                _mm256_setzero_si256()
+            }
         }
     }
 
@@ -83,10 +118,37 @@ pub mod x86 {
         ys: [&[BlockQ8]; T],
         offsets: [&[[i32; 8]]; T],
     ) -> [[f32; 16]; T] {
+        // SAFETY: forwarded.
+        unsafe { rows::<KIND, T, false>(tiles, ys, offsets) }
+    }
+
+    /// [`tile_rows`] with AVX-VNNI dot products (the same exact sums, so
+    /// the same bits).
+    ///
+    /// # Safety
+    /// As [`tile_rows`], and the CPU must support AVX-VNNI.
+    #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+    pub unsafe fn tile_rows_vnni<const KIND: u8, const T: usize>(
+        tiles: &[Line],
+        ys: [&[BlockQ8]; T],
+        offsets: [&[[i32; 8]]; T],
+    ) -> [[f32; 16]; T] {
+        // SAFETY: forwarded.
+        unsafe { rows::<KIND, T, true>(tiles, ys, offsets) }
+    }
+
+    /// The body of [`tile_rows`] (inlined into its entry points, which
+    /// enable the features).
+    #[inline(always)]
+    unsafe fn rows<const KIND: u8, const T: usize, const VNNI: bool>(
+        tiles: &[Line],
+        ys: [&[BlockQ8]; T],
+        offsets: [&[[i32; 8]]; T],
+    ) -> [[f32; 16]; T] {
         let mut out = [[0.0f32; 16]; T];
         for h in 0..2 {
             // SAFETY: forwarded.
-            let half = unsafe { half_rows::<KIND, T>(tiles, ys, offsets, h) };
+            let half = unsafe { half_rows::<KIND, T, VNNI>(tiles, ys, offsets, h) };
             for t in 0..T {
                 out[t][8 * h..8 * h + 8].copy_from_slice(&half[t]);
             }
@@ -95,10 +157,12 @@ pub mod x86 {
     }
 
     /// Rows `8h..8h + 8` of [`tile_rows`].
+    ///
+    /// # Safety
+    /// As [`tile_rows`] (and AVX-VNNI with `VNNI`).
     #[allow(clippy::needless_range_loop)] // `l` picks the lane, its activations and its offset
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn half_rows<const KIND: u8, const T: usize>(
+    #[inline(always)]
+    unsafe fn half_rows<const KIND: u8, const T: usize, const VNNI: bool>(
         tiles: &[Line],
         ys: [&[BlockQ8]; T],
         offsets: [&[[i32; 8]]; T],
@@ -108,11 +172,12 @@ pub mod x86 {
         let blocks = ys[0].len();
         debug_assert!(tiles.len() >= s.group_lines(blocks));
         let base = tiles.as_ptr() as *const u8;
-        let mut acc = [[_mm256_setzero_ps(); 8]; T];
-        let mut summs = [_mm256_setzero_ps(); T];
-        for b in 0..blocks {
-            // SAFETY: tile `b` and block `b` of every token exist (see above).
-            unsafe {
+        // SAFETY (whole body): the caller's features; tile `b` and block `b`
+        // of every token exist for `b < blocks` (see above).
+        unsafe {
+            let mut acc = [[_mm256_setzero_ps(); 8]; T];
+            let mut summs = [_mm256_setzero_ps(); T];
+            for b in 0..blocks {
                 let (first, scale_line, d_at) = s.locate(b);
                 if h == 0 && b % 2 == 0 {
                     // The pair of tiles prefetch::AHEAD pairs ahead; the
@@ -139,17 +204,14 @@ pub mod x86 {
                     for t in 0..T {
                         let q = ys[t].get_unchecked(b).qs.as_ptr() as *const i32;
                         let x = _mm256_set1_epi32(std::ptr::read_unaligned(q.add(l)));
-                        let mut sum = lane_sum::<KIND>(w, x);
-                        if offset(KIND) {
-                            let start = offsets[t].get_unchecked(b)[l];
-                            sum = _mm256_add_epi32(sum, _mm256_set1_epi32(start));
-                        }
+                        let start = lane_start::<KIND>(offsets[t], b, l);
+                        let sum = lane_sum::<KIND, VNNI>(w, x, start);
                         acc[t][l] = _mm256_fmadd_ps(dd[t], _mm256_cvtepi32_ps(sum), acc[t][l]);
                     }
                 }
             }
+            reduce::<KIND, T>(&acc, &summs)
         }
-        reduce::<KIND, T>(&acc, &summs)
     }
 
     /// Blocks per pass of [`tile_rows_by_lane`]: their `d_w·d_x` products
@@ -164,9 +226,37 @@ pub mod x86 {
     ///
     /// # Safety
     /// As [`tile_rows`].
-    #[allow(clippy::needless_range_loop)] // `l` picks the lane, its activations and its offset
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn tile_rows_by_lane<const KIND: u8, const T: usize>(
+        tiles: &[Line],
+        ys: [&[BlockQ8]; T],
+        offsets: [&[[i32; 8]]; T],
+    ) -> [[f32; 16]; T] {
+        // SAFETY: forwarded.
+        unsafe { by_lane::<KIND, T, false>(tiles, ys, offsets) }
+    }
+
+    /// [`tile_rows_by_lane`] with AVX-VNNI dot products.
+    ///
+    /// # Safety
+    /// As [`tile_rows`], and the CPU must support AVX-VNNI.
+    #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+    pub unsafe fn tile_rows_by_lane_vnni<const KIND: u8, const T: usize>(
+        tiles: &[Line],
+        ys: [&[BlockQ8]; T],
+        offsets: [&[[i32; 8]]; T],
+    ) -> [[f32; 16]; T] {
+        // SAFETY: forwarded.
+        unsafe { by_lane::<KIND, T, true>(tiles, ys, offsets) }
+    }
+
+    /// The body of [`tile_rows_by_lane`].
+    ///
+    /// # Safety
+    /// As [`tile_rows`] (and AVX-VNNI with `VNNI`).
+    #[allow(clippy::needless_range_loop)] // `l` picks the lane, its activations and its offset
+    #[inline(always)]
+    unsafe fn by_lane<const KIND: u8, const T: usize, const VNNI: bool>(
         tiles: &[Line],
         ys: [&[BlockQ8]; T],
         offsets: [&[[i32; 8]]; T],
@@ -175,15 +265,15 @@ pub mod x86 {
         let blocks = ys[0].len();
         debug_assert!(tiles.len() >= s.group_lines(blocks));
         let base = tiles.as_ptr() as *const u8;
-        let mut acc = [[[_mm256_setzero_ps(); T]; 8]; 2];
-        let mut summs = [[_mm256_setzero_ps(); T]; 2];
-        let mut dd = [[_mm256_setzero_ps(); T]; CHUNK];
-        for b0 in (0..blocks).step_by(CHUNK) {
-            let chunk = b0..(b0 + CHUNK).min(blocks);
-            for h in 0..2 {
-                // SAFETY (whole loop): tile `b` and block `b` of every token
-                // exist for `b < blocks` (see above).
-                unsafe {
+        // SAFETY (whole body): the caller's features; tile `b` and block `b`
+        // of every token exist for `b < blocks` (see above).
+        unsafe {
+            let mut acc = [[[_mm256_setzero_ps(); T]; 8]; 2];
+            let mut summs = [[_mm256_setzero_ps(); T]; 2];
+            let mut dd = [[_mm256_setzero_ps(); T]; CHUNK];
+            for b0 in (0..blocks).step_by(CHUNK) {
+                let chunk = b0..(b0 + CHUNK).min(blocks);
+                for h in 0..2 {
                     for b in chunk.clone() {
                         let (_, scale_line, d_at) = s.locate(b);
                         let scales = base.add(64 * scale_line + d_at + 16 * h);
@@ -216,11 +306,8 @@ pub mod x86 {
                             for t in 0..T {
                                 let q = ys[t].get_unchecked(b).qs.as_ptr() as *const i32;
                                 let x = _mm256_set1_epi32(std::ptr::read_unaligned(q.add(l)));
-                                let mut sum = lane_sum::<KIND>(w, x);
-                                if offset(KIND) {
-                                    let start = offsets[t].get_unchecked(b)[l];
-                                    sum = _mm256_add_epi32(sum, _mm256_set1_epi32(start));
-                                }
+                                let start = lane_start::<KIND>(offsets[t], b, l);
+                                let sum = lane_sum::<KIND, VNNI>(w, x, start);
                                 a[t] =
                                     _mm256_fmadd_ps(dd[b - b0][t], _mm256_cvtepi32_ps(sum), a[t]);
                             }
@@ -229,17 +316,17 @@ pub mod x86 {
                     }
                 }
             }
-        }
-        let mut out = [[0.0f32; 16]; T];
-        for h in 0..2 {
-            let lanes: [[__m256; 8]; T] =
-                std::array::from_fn(|t| std::array::from_fn(|l| acc[h][l][t]));
-            let half = reduce::<KIND, T>(&lanes, &summs[h]);
-            for t in 0..T {
-                out[t][8 * h..8 * h + 8].copy_from_slice(&half[t]);
+            let mut out = [[0.0f32; 16]; T];
+            for h in 0..2 {
+                let lanes: [[__m256; 8]; T] =
+                    std::array::from_fn(|t| std::array::from_fn(|l| acc[h][l][t]));
+                let half = reduce::<KIND, T>(&lanes, &summs[h]);
+                for t in 0..T {
+                    out[t][8 * h..8 * h + 8].copy_from_slice(&half[t]);
+                }
             }
+            out
         }
-        out
     }
 
     /// ggml's reduction of each row's 8 lanes, plus Q4_1/Q5_1's `summs`.

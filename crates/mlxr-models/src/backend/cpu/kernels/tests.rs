@@ -404,6 +404,12 @@ fn avx2_tile_kernels_equal_the_portable_dots() {
         mlxr_testkit::skip_note("no AVX2/FMA/F16C on this CPU: the AVX2 tile kernels were not run");
         return;
     }
+    let vnni = is_x86_feature_detected!("avxvnni");
+    if !vnni {
+        mlxr_testkit::skip_note(
+            "no AVX-VNNI on this CPU: the AVX2 tile kernels' VNNI forms were not run",
+        );
+    }
     // 40 blocks of 32: the lane-by-lane passes cross a chunk.
     let (n, k) = (32, 1280);
     let quantized = |dtype: GgmlDType, seed: u64| {
@@ -460,7 +466,9 @@ fn avx2_tile_kernels_equal_the_portable_dots() {
                 [&xq[0][..], &xq[1][..]],
                 [&os[0][..], &os[1][..]],
             );
-            use super::q32_tiles_avx2::x86::{tile_rows, tile_rows_by_lane};
+            use super::q32_tiles_avx2::x86::{
+                tile_rows, tile_rows_by_lane, tile_rows_by_lane_vnni, tile_rows_vnni,
+            };
             let (ys4, o4) = ([ys[0], ys[1], ys[1], ys[0]], [o[0], o[1], o[1], o[0]]);
             let pick = |j: usize| (j * 5 / 3) % 2;
             let ys8: [&[BlockQ8]; 8] = std::array::from_fn(|j| ys[pick(j)]);
@@ -489,6 +497,36 @@ fn avx2_tile_kernels_equal_the_portable_dots() {
                     _ => run!(4),
                 }
             };
+            // AVX-VNNI's dot products: the same exact sums, so the same bits.
+            macro_rules! run_vnni {
+                ($code:literal) => {
+                    (
+                        tile_rows_vnni::<$code, 2>(gt, ys, o),
+                        tile_rows_by_lane_vnni::<$code, 8>(gt, ys8, o8).to_vec(),
+                    )
+                };
+            }
+            if vnni {
+                // SAFETY: as above, and AVX-VNNI was detected.
+                let (v_two, v_eight) = unsafe {
+                    match code {
+                        0 => run_vnni!(0),
+                        1 => run_vnni!(1),
+                        2 => run_vnni!(2),
+                        3 => run_vnni!(3),
+                        _ => run_vnni!(4),
+                    }
+                };
+                let bits = |v: &[[f32; 16]]| -> Vec<u32> {
+                    v.iter().flatten().map(|x| x.to_bits()).collect()
+                };
+                assert_eq!(bits(&v_two), bits(&two), "{kind:?} group {g}, VNNI");
+                assert_eq!(
+                    bits(&v_eight),
+                    bits(&by_lane[0]),
+                    "{kind:?} group {g}, VNNI by lane"
+                );
+            }
             for c in 0..16 {
                 let r = 16 * g + c;
                 let wrow = &w[r * row_bytes..(r + 1) * row_bytes];

@@ -331,7 +331,7 @@ impl PagedAttentionOp<'_> {
             // Every item that fits the tiled kernel takes it, decode steps
             // included: a row's result then depends only on its position and
             // keys, never on how its sequence was chunked or batched.
-            if dims.head_dim % 16 == 0 {
+            if dims.head_dim.is_multiple_of(16) {
                 return tiled::attend_tile(&self.tile(dims, item, q, k, v), &mut scratch.tile, out);
             }
             #[cfg(target_arch = "x86_64")]

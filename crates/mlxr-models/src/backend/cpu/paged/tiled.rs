@@ -207,7 +207,7 @@ fn attend_tile_portable<T: CacheElement>(tile: &Tile<T>, s: &mut TileScratch, ou
 #[inline(always)]
 fn scores(qt: &[f32], rp: usize, keys: &[f32], n: usize, d: usize, scores: &mut [f32]) {
     assert!(qt.len() >= d * rp && keys.len() >= KC * d && scores.len() >= KC * rp);
-    assert!(rp % ROW_PAD == 0 && n <= KC);
+    assert!(rp.is_multiple_of(ROW_PAD) && n <= KC);
     let wide = rp - rp % ROW_BLOCK;
     for j0 in (0..n).step_by(4) {
         for r0 in (0..wide).step_by(ROW_BLOCK) {
@@ -302,7 +302,7 @@ fn online_softmax(
 fn accumulate(weights: &[f32], rp: usize, values: &[f32], n: usize, d: usize, out: &mut [f32]) {
     const DB: usize = 16;
     assert!(weights.len() >= n * rp && values.len() >= n * d && out.len() >= rp * d);
-    assert!(rp % 4 == 0 && d % DB == 0);
+    assert!(rp.is_multiple_of(4) && d.is_multiple_of(DB));
     for r0 in (0..rp).step_by(4) {
         for c0 in (0..d).step_by(DB) {
             let mut acc = [[0f32; DB]; 4];
