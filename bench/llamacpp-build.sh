@@ -7,7 +7,8 @@
 # With --isa: a CPU build of its own for one x86 instruction set
 # (GGML_NATIVE=OFF, the matching GGML_* flags; llama-bench and llama-server),
 # to run side by side with mlxr under the same MLXR_CPU_ISA:
-#   avx2     AVX2 + FMA + F16C + BMI2 (Zen 2/3, most laptops)
+#   avx2     AVX2 + FMA + F16C + BMI2 (Zen 2/3, Intel before Alder Lake)
+#   avxvnni  the above + AVX-VNNI (Intel Alder Lake and later, without AVX-512)
 #   avx512   the above + AVX-512 F/BW/VL/DQ, VBMI, VNNI, BF16 (no AMX)
 # Idempotent. Prints the environment (LLAMA_BENCH, LLAMA_SERVER) on stdout.
 #
@@ -24,7 +25,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --server) server=1; shift ;;
     --isa) isa="$2"; shift 2 ;;
-    *) echo "usage: $0 [--server] [--isa avx2|avx512]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--server] [--isa avx2|avxvnni|avx512]" >&2; exit 2 ;;
   esac
 done
 CMAKE="$(command -v cmake || echo "$CACHE/venv/bin/cmake")"
@@ -34,8 +35,10 @@ if [ -n "$isa" ]; then
     -DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
   case "$isa" in
     avx2) flags+=(-DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF) ;;
+    avxvnni) flags+=(-DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF
+      -DGGML_AVX_VNNI=ON) ;;
     avx512) flags+=(-DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON) ;;
-    *) echo "--isa takes avx2 or avx512, not '$isa'" >&2; exit 2 ;;
+    *) echo "--isa takes avx2, avxvnni or avx512, not '$isa'" >&2; exit 2 ;;
   esac
   eval "$("$root/scripts/llamacpp-reference/build.sh" --source)"
   build="$CACHE/build-$LCP_VERSION-$isa"
