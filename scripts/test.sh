@@ -57,23 +57,23 @@ fuzz_targets() {
 # AVX-VNNI where it has it): the test stage above already ran them, and
 # `avx2` turns AVX-VNNI off.
 isa_paths() {
+    under() { # ISA [parity test filter]
+        MLXR_CPU_ISA=$1 cargo test --release -p mlxr-models --lib
+        MLXR_CPU_ISA=$1 cargo test --release -p mlxr-models --test llamacpp_logits ${2:-}
+    }
     if grep -qw avx512f /proc/cpuinfo; then
         if grep -qw avx_vnni /proc/cpuinfo; then
-            MLXR_CPU_ISA=avxvnni cargo test --release -p mlxr-models --lib
-            MLXR_CPU_ISA=avxvnni cargo test --release -p mlxr-models --test llamacpp_logits
+            under avxvnni
         else
             echo "no AVX-VNNI here: the AVX2 paths with it were not run"
         fi
-        MLXR_CPU_ISA=avx2 cargo test --release -p mlxr-models --lib
-        MLXR_CPU_ISA=avx2 cargo test --release -p mlxr-models --test llamacpp_logits
+        under avx2
     elif grep -qw avx_vnni /proc/cpuinfo; then
-        MLXR_CPU_ISA=avx2 cargo test --release -p mlxr-models --lib
-        MLXR_CPU_ISA=avx2 cargo test --release -p mlxr-models --test llamacpp_logits
+        under avx2
     else
         echo "no AVX-512 here: the AVX2 paths ran in the test stage"
     fi
-    MLXR_CPU_ISA=scalar cargo test --release -p mlxr-models --lib
-    MLXR_CPU_ISA=scalar cargo test --release -p mlxr-models --test llamacpp_logits smollm2
+    under scalar smollm2
 }
 
 cuda_clippy() {

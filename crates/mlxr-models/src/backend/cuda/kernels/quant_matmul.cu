@@ -92,7 +92,7 @@ __device__ __forceinline__ float block_sum(float v) {
 
 // The row kernels below run on a grid of (super-blocks / warps per block,
 // tokens): warp w of block (b, t) writes super-block b · warps + w of row t,
-// in f32 and in Q8_K. Spread this way a one-token step keeps many SMs busy
+// in f32 and quantized. Spread this way a one-token step keeps many SMs busy
 // (one block per row left a 14,336-wide SwiGLU on one SM for 40 µs).
 
 // y = x / sqrt(mean(x²) + eps) · w (ggml's order: scale, then the weight).
@@ -129,8 +129,8 @@ extern "C" __global__ void rms_norm_q8(const float *__restrict__ x,
     quantize_sb(v, qs, d, bsums, t, sb, k);
 }
 
-// s = x + r (the residual add), then y = rms_norm(s) · w as rms_norm_q8_K
-// does it; writes s, y and y in Q8_K.
+// s = x + r (the residual add), then y = rms_norm(s) · w as rms_norm_q8
+// does it; writes s, y and y quantized.
 extern "C" __global__ void add_rms_norm_q8(const float *__restrict__ x,
                                              const float *__restrict__ r,
                                              const float *__restrict__ w,
