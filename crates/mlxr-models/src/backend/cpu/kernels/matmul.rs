@@ -369,13 +369,10 @@ unsafe fn q32_group<const T: usize>(
         ($code:ident) => {
             // SAFETY: forwarded to the caller.
             unsafe {
-                use q32_tiles_avx2::x86 as avx2;
-                match (avx512, vnni, T == 1) {
-                    (true, _, _) => q32_tiles::x86::tile_rows::<$code, T>(gt, ys, os),
-                    (false, false, true) => avx2::tile_rows::<$code, T>(gt, ys, os),
-                    (false, true, true) => avx2::tile_rows_vnni::<$code, T>(gt, ys, os),
-                    (false, false, false) => avx2::tile_rows_by_lane::<$code, T>(gt, ys, os),
-                    (false, true, false) => avx2::tile_rows_by_lane_vnni::<$code, T>(gt, ys, os),
+                match (avx512, vnni) {
+                    (true, _) => q32_tiles::x86::tile_rows::<$code, T>(gt, ys, os),
+                    (false, false) => q32_tiles_avx2::x86::tile_rows::<$code, T>(gt, ys, os),
+                    (false, true) => q32_tiles_avx2::x86::tile_rows_vnni::<$code, T>(gt, ys, os),
                 }
             }
         };
@@ -426,7 +423,7 @@ fn q32_tile_matmul(
         let [v] = unsafe { q32_group::<1>(isas, kind, gt, ys, os) };
         v
     };
-    // AVX2 runs several tokens lane by lane (`tile_rows_by_lane`: each
+    // AVX2 runs several tokens lane by lane (`q32_tiles_avx2`: each
     // unpacked lane shared, only that lane's sums live), AVX-512 two at a
     // time through all lanes.
     let four = |g: usize, tok: usize| {

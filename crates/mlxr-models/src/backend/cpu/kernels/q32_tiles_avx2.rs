@@ -106,7 +106,8 @@ pub mod x86 {
 
     /// 16 rows (one row group's tiles, one per block) against `T` tokens'
     /// activation rows, as [`crate::backend::cpu::kernels::q32_tiles::x86::tile_rows`]
-    /// computes them. Returns `[token][row]`.
+    /// computes them (several tokens lane by lane, [`by_lane`]). Returns
+    /// `[token][row]`.
     ///
     /// # Safety
     /// The CPU must support AVX2, FMA and F16C; `tiles` is one row group of
@@ -138,13 +139,18 @@ pub mod x86 {
     }
 
     /// The body of [`tile_rows`] (inlined into its entry points, which
-    /// enable the features).
+    /// enable the features): one token through all 8 lanes at once, more
+    /// lane by lane ([`by_lane`]).
     #[inline(always)]
     unsafe fn rows<const KIND: u8, const T: usize, const VNNI: bool>(
         tiles: &[Line],
         ys: [&[BlockQ8]; T],
         offsets: [&[[i32; 8]]; T],
     ) -> [[f32; 16]; T] {
+        if T > 1 {
+            // SAFETY: forwarded.
+            return unsafe { by_lane::<KIND, T, VNNI>(tiles, ys, offsets) };
+        }
         let mut out = [[0.0f32; 16]; T];
         for h in 0..2 {
             // SAFETY: forwarded.
@@ -214,43 +220,15 @@ pub mod x86 {
         }
     }
 
-    /// Blocks per pass of [`tile_rows_by_lane`]: their `d_w·d_x` products
+    /// Blocks per pass of [`by_lane`]: their `d_w·d_x` products
     /// are kept on the stack for the lanes' passes (8 KiB at 8 tokens).
     const CHUNK: usize = 32;
 
-    /// [`tile_rows`] with each lane formed in a pass of its own over a
-    /// chunk of blocks: the `T` tokens share each unpacked lane, and only
-    /// their `T` accumulators of that lane are live (`tile_rows` keeps all
-    /// `8·T`, which spills beyond one token). The same float operations in
-    /// the same order per row and lane, so the same bits.
-    ///
-    /// # Safety
-    /// As [`tile_rows`].
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn tile_rows_by_lane<const KIND: u8, const T: usize>(
-        tiles: &[Line],
-        ys: [&[BlockQ8]; T],
-        offsets: [&[[i32; 8]]; T],
-    ) -> [[f32; 16]; T] {
-        // SAFETY: forwarded.
-        unsafe { by_lane::<KIND, T, false>(tiles, ys, offsets) }
-    }
-
-    /// [`tile_rows_by_lane`] with AVX-VNNI dot products.
-    ///
-    /// # Safety
-    /// As [`tile_rows`], and the CPU must support AVX-VNNI.
-    #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
-    pub unsafe fn tile_rows_by_lane_vnni<const KIND: u8, const T: usize>(
-        tiles: &[Line],
-        ys: [&[BlockQ8]; T],
-        offsets: [&[[i32; 8]]; T],
-    ) -> [[f32; 16]; T] {
-        // SAFETY: forwarded.
-        unsafe { by_lane::<KIND, T, true>(tiles, ys, offsets) }
-    }
-
-    /// The body of [`tile_rows_by_lane`].
+    /// [`tile_rows`] for several tokens: each lane formed in a pass of its
+    /// own over a chunk of blocks, the `T` tokens sharing each unpacked
+    /// lane and only their `T` accumulators of that lane live (all `8·T`
+    /// spill beyond one token). The same float operations in the same order
+    /// per row and lane, so the same bits.
     ///
     /// # Safety
     /// As [`tile_rows`] (and AVX-VNNI with `VNNI`).

@@ -466,9 +466,7 @@ fn avx2_tile_kernels_equal_the_portable_dots() {
                 [&xq[0][..], &xq[1][..]],
                 [&os[0][..], &os[1][..]],
             );
-            use super::q32_tiles_avx2::x86::{
-                tile_rows, tile_rows_by_lane, tile_rows_by_lane_vnni, tile_rows_vnni,
-            };
+            use super::q32_tiles_avx2::x86::{tile_rows, tile_rows_vnni};
             let (ys4, o4) = ([ys[0], ys[1], ys[1], ys[0]], [o[0], o[1], o[1], o[0]]);
             let pick = |j: usize| (j * 5 / 3) % 2;
             let ys8: [&[BlockQ8]; 8] = std::array::from_fn(|j| ys[pick(j)]);
@@ -479,16 +477,12 @@ fn avx2_tile_kernels_equal_the_portable_dots() {
                         tile_rows::<$code, 2>(gt, ys, o),
                         tile_rows::<$code, 1>(gt, [ys[1]], [o[1]]),
                         tile_rows::<$code, 4>(gt, ys4, o4),
-                        [
-                            tile_rows_by_lane::<$code, 8>(gt, ys8, o8).to_vec(),
-                            tile_rows_by_lane::<$code, 4>(gt, ys4, o4).to_vec(),
-                            tile_rows_by_lane::<$code, 2>(gt, ys, o).to_vec(),
-                        ],
+                        tile_rows::<$code, 8>(gt, ys8, o8),
                     )
                 };
             }
             // SAFETY: the features were checked; one tile and offset per block.
-            let (two, one, four, by_lane) = unsafe {
+            let (two, one, four, eight) = unsafe {
                 match code {
                     0 => run!(0),
                     1 => run!(1),
@@ -502,7 +496,7 @@ fn avx2_tile_kernels_equal_the_portable_dots() {
                 ($code:literal) => {
                     (
                         tile_rows_vnni::<$code, 2>(gt, ys, o),
-                        tile_rows_by_lane_vnni::<$code, 8>(gt, ys8, o8).to_vec(),
+                        tile_rows_vnni::<$code, 8>(gt, ys8, o8),
                     )
                 };
             }
@@ -523,8 +517,8 @@ fn avx2_tile_kernels_equal_the_portable_dots() {
                 assert_eq!(bits(&v_two), bits(&two), "{kind:?} group {g}, VNNI");
                 assert_eq!(
                     bits(&v_eight),
-                    bits(&by_lane[0]),
-                    "{kind:?} group {g}, VNNI by lane"
+                    bits(&eight),
+                    "{kind:?} group {g}, VNNI, 8 tokens"
                 );
             }
             for c in 0..16 {
@@ -543,22 +537,15 @@ fn avx2_tile_kernels_equal_the_portable_dots() {
                     two[1][c].to_bits(),
                     "{kind:?} row {r} alone"
                 );
-                for (j, y) in ys4.iter().enumerate() {
-                    let want = twin(wrow, y);
-                    assert_eq!(
-                        four[j][c].to_bits(),
-                        want.to_bits(),
-                        "{kind:?} row {r}, {j} of 4"
-                    );
-                }
-                // Lane by lane: 8 tokens (both rows, interleaved), 4, 2.
-                let tokens: [&[&[BlockQ8]]; 3] = [&ys8, &ys4, &ys];
-                for (out, ys) in by_lane.iter().zip(tokens) {
+                // Several tokens go lane by lane: 4, and 8 (both rows, interleaved).
+                let outs: [&[[f32; 16]]; 2] = [&four, &eight];
+                let tokens: [&[&[BlockQ8]]; 2] = [&ys4, &ys8];
+                for (out, ys) in outs.into_iter().zip(tokens) {
                     for (j, y) in ys.iter().enumerate() {
                         assert_eq!(
                             out[j][c].to_bits(),
                             twin(wrow, y).to_bits(),
-                            "{kind:?} row {r}, {j} of {} lane by lane",
+                            "{kind:?} row {r}, {j} of {}",
                             ys.len()
                         );
                     }
