@@ -48,6 +48,8 @@ pub enum EngineError {
     Request(String),
     #[error("{0}")]
     Speculation(String),
+    #[error(transparent)]
+    Constraint(#[from] mlxr_structured::StructuredError),
     #[error("the prompt is empty")]
     EmptyPrompt,
     #[error(transparent)]

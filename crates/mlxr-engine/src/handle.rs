@@ -287,8 +287,10 @@ impl EngineHandle {
             self.shared.speculation.with(&req.speculation),
             self.shared.draft.is_some(),
         )?;
+        let constraint = req.constraint.as_ref().map(|c| lm.compile(c)).transpose()?;
         let id = SeqId(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
-        let mut seq = Sequence::new(id, req, prompt.clone(), max_tokens, speculation)?;
+        let mut seq = Sequence::new(id, req, prompt.clone(), max_tokens, speculation)?
+            .constrained(constraint);
         let (tx, rx) = unbounded_channel();
         if max_tokens == 0 {
             let _ = tx.send(seq.finish(FinishReason::Length, false));

@@ -42,5 +42,6 @@ pub use spec::cost::DraftLength;
 pub use spec::{SpecOverrides, SpecType, Speculation};
 
 pub use mlxr_sampling::SamplingParams;
+pub use mlxr_structured::Constraint;
 pub use mlxr_template::ChatMessage;
 pub use mlxr_tokenizer::TokenId;

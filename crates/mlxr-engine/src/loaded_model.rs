@@ -1,11 +1,12 @@
 //! A model file opened for inference: weights, tokenizer and chat template.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use candle_core::Device;
 use mlxr_formats::gguf::GgufFile;
 use mlxr_models::{DecoderModel, RowOrder};
+use mlxr_structured::{Constraint, Grammars, StructuredError, TokenConstraint};
 use mlxr_template::{ChatMessage, ChatTemplate};
 use mlxr_tokenizer::{TokenId, Tokenizer};
 
@@ -19,6 +20,8 @@ pub struct LoadedModel {
     pub template: ChatTemplate,
     /// Tokens one sequence may hold (prompt and reply together).
     pub context_size: usize,
+    /// Built at the first constrained request (a fraction of a second).
+    grammars: OnceLock<Result<Grammars, String>>,
 }
 
 impl LoadedModel {
@@ -127,6 +130,19 @@ impl LoadedModel {
             model,
             tokenizer,
             template,
+            grammars: OnceLock::new(),
+        }
+    }
+
+    /// `constraint` compiled against this model's vocabulary.
+    pub fn compile(&self, constraint: &Constraint) -> Result<TokenConstraint, StructuredError> {
+        let grammars = self.grammars.get_or_init(|| {
+            Grammars::new(&self.tokenizer, self.model.config().vocab_size)
+                .map_err(|e| e.to_string())
+        });
+        match grammars {
+            Ok(grammars) => grammars.compile(constraint),
+            Err(e) => Err(StructuredError::Matcher(e.clone())),
         }
     }
 

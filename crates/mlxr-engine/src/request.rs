@@ -1,4 +1,5 @@
 use mlxr_sampling::SamplingParams;
+use mlxr_structured::Constraint;
 use mlxr_template::ChatMessage;
 use mlxr_tokenizer::TokenId;
 
@@ -30,6 +31,9 @@ pub struct GenerateRequest {
     pub max_context: Option<usize>,
     /// Speculative decoding values in place of the engine's.
     pub speculation: SpecOverrides,
+    /// What the output must be (a JSON schema, a grammar); such a request
+    /// does not speculate.
+    pub constraint: Option<Constraint>,
 }
 
 impl GenerateRequest {
@@ -43,6 +47,7 @@ impl GenerateRequest {
             priority: 0,
             max_context: None,
             speculation: SpecOverrides::default(),
+            constraint: None,
         }
     }
 }

@@ -4,7 +4,8 @@
 
 use std::time::Instant;
 
-use mlxr_sampling::{Draft, Sampled, Sampler, StopMatcher};
+use mlxr_sampling::{Draft, Sampled, Sampler, StopMatcher, TokenFilter};
+use mlxr_structured::TokenConstraint;
 use mlxr_tokenizer::{StreamDecoder, TokenId, Tokenizer};
 
 use crate::events::{Event, FinishReason, Timings, TokenEvent, TokenLogprob, Usage};
@@ -40,6 +41,8 @@ pub struct Sequence {
     /// The draft tokens of the step being scheduled (after the last token).
     pub draft: Vec<TokenId>,
     stop: StopMatcher,
+    /// What the output must be; moves on with each kept token.
+    constraint: Option<Grammar>,
     decoder: StreamDecoder,
     /// Prompt tokens served by the prefix cache at first admission.
     pub cached_tokens: Option<usize>,
@@ -47,6 +50,25 @@ pub struct Sequence {
     first_scheduled: Option<Instant>,
     first_token: Option<Instant>,
     last_token: Option<Instant>,
+}
+
+/// A sequence's constraint as the sampler's filter; a failure of the
+/// grammar is kept to end the sequence with.
+struct Grammar {
+    c: TokenConstraint,
+    error: Option<String>,
+}
+
+impl TokenFilter for Grammar {
+    fn allows(&mut self, token: TokenId) -> bool {
+        self.c.allows(token)
+    }
+
+    fn restrict(&mut self, scores: &mut [f32]) {
+        if let Err(e) = self.c.mask(scores) {
+            self.error.get_or_insert(e.to_string());
+        }
+    }
 }
 
 /// What the engine does after a token was sampled.
@@ -77,6 +99,7 @@ impl Sequence {
             spec: SpecState::new(speculation),
             draft: Vec::new(),
             stop: StopMatcher::new(req.stop.clone()),
+            constraint: None,
             decoder: StreamDecoder::new(),
             cached_tokens: None,
             arrived: Instant::now(),
@@ -84,6 +107,17 @@ impl Sequence {
             first_token: None,
             last_token: None,
         })
+    }
+
+    /// The sequence's output must follow `constraint`: it does not
+    /// speculate, and ends when the constraint is complete.
+    pub fn constrained(mut self, constraint: Option<TokenConstraint>) -> Self {
+        if let Some(c) = constraint {
+            self.constraint = Some(Grammar { c, error: None });
+            self.spec = None;
+            self.ignore_eos = false;
+        }
+        self
     }
 
     pub fn num_generated(&self) -> usize {
@@ -111,8 +145,28 @@ impl Sequence {
     /// Samples the next token from `logits` (the last computed token's) and
     /// turns it into events. `context_limit` caps prompt + generated tokens.
     pub fn sample(&mut self, logits: &[f32], tokenizer: &Tokenizer, context_limit: usize) -> Step {
-        let sampled = self.sampler.sample(logits, &self.tokens);
-        self.emit(sampled, tokenizer, context_limit)
+        let Some(grammar) = &mut self.constraint else {
+            let sampled = self.sampler.sample(logits, &self.tokens);
+            return self.emit(sampled, tokenizer, context_limit);
+        };
+        let sampled = self.sampler.sample_filtered(logits, &self.tokens, grammar);
+        let token = sampled.token;
+        let failed = match grammar.error.take() {
+            Some(e) => Some(e),
+            None if tokenizer.is_eog(token) => None,
+            None => grammar.c.commit(token).err().map(|e| e.to_string()),
+        };
+        if let Some(message) = failed {
+            return Step::Finished(None, Event::Error(message));
+        }
+        let complete = grammar.c.is_finished();
+        match self.emit(sampled, tokenizer, context_limit) {
+            // Nothing may follow: end as an end-of-generation token would.
+            Step::Continue(event) if complete => {
+                Step::Finished(Some(event), self.finish(FinishReason::Stop, true))
+            }
+            step => step,
+        }
     }
 
     /// Drafts the next step's tokens into [`Self::draft`], at most `most`,

@@ -24,7 +24,7 @@ mod stop_tests;
 
 pub use error::SamplingError;
 pub use params::SamplingParams;
-pub use sampler::{Sampled, Sampler};
+pub use sampler::{Sampled, Sampler, TokenFilter};
 pub use speculative::{Draft, Verified};
 pub use stop::{StopMatcher, StopUpdate};
 

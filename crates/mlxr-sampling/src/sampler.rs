@@ -19,6 +19,14 @@ pub struct Sampled {
     pub top_logprobs: Vec<(TokenId, f32)>,
 }
 
+/// Which tokens may come next (a grammar's view of the output so far).
+pub trait TokenFilter {
+    /// Whether `token` may come next; cheap, asked of the token drawn.
+    fn allows(&mut self, token: TokenId) -> bool;
+    /// Sets the score of every token that may not come next to -inf.
+    fn restrict(&mut self, scores: &mut [f32]);
+}
+
 /// Picks tokens from logits with one sequence's parameters and random stream.
 pub struct Sampler {
     params: SamplingParams,
@@ -76,6 +84,25 @@ impl Sampler {
     pub fn sample(&mut self, logits: &[f32], history: &[TokenId]) -> Sampled {
         self.prepare(logits, history);
         let token = self.draw();
+        self.report(token)
+    }
+
+    /// [`Self::sample`] under `filter` (a grammar): the token drawn as
+    /// without it when the filter allows it, else one drawn again with the
+    /// refused tokens removed, after penalties and before truncation (as
+    /// llama.cpp's grammar sampling does; greedy picks the allowed argmax).
+    pub fn sample_filtered(
+        &mut self,
+        logits: &[f32],
+        history: &[TokenId],
+        filter: &mut dyn TokenFilter,
+    ) -> Sampled {
+        self.prepare(logits, history);
+        let mut token = self.draw();
+        if !filter.allows(token) {
+            filter.restrict(&mut self.scores);
+            token = self.draw();
+        }
         self.report(token)
     }
 

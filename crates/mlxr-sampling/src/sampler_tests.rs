@@ -399,3 +399,61 @@ fn large_vocabulary_with_default_chain() {
         }
     }
 }
+
+/// Allows the tokens of a set; counts how often it had to mask.
+struct Only {
+    allowed: Vec<TokenId>,
+    masked: usize,
+}
+
+impl crate::TokenFilter for Only {
+    fn allows(&mut self, token: TokenId) -> bool {
+        self.allowed.contains(&token)
+    }
+    fn restrict(&mut self, scores: &mut [f32]) {
+        self.masked += 1;
+        for (t, s) in scores.iter_mut().enumerate() {
+            if !self.allowed.contains(&(t as TokenId)) {
+                *s = f32::NEG_INFINITY;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_filter_leaves_the_distribution_renormalised_over_what_it_allows() {
+    let probs = [0.4, 0.3, 0.2, 0.1];
+    let logits = logits_from_probs(&probs);
+    let mut sampler = Sampler::new(plain()).unwrap();
+    let mut filter = Only {
+        allowed: vec![1, 3],
+        masked: 0,
+    };
+    let mut counts = vec![0usize; probs.len()];
+    for _ in 0..DRAWS {
+        counts[sampler.sample_filtered(&logits, &[], &mut filter).token as usize] += 1;
+    }
+    let got: Vec<f64> = counts.iter().map(|&c| c as f64 / DRAWS as f64).collect();
+    assert_close(&got, &renormalised(&probs, &[1, 3]));
+    // Masks only when the first draw is refused (about 60% of the time).
+    let rate = filter.masked as f64 / DRAWS as f64;
+    assert!((rate - 0.6).abs() < TOLERANCE * 2.0, "mask rate {rate}");
+}
+
+#[test]
+fn a_filter_under_greedy_picks_the_best_allowed_token() {
+    let logits = [0.5f32, 3.0, 2.0, 2.5];
+    let greedy = SamplingParams {
+        temperature: 0.0,
+        ..plain()
+    };
+    let mut sampler = Sampler::new(greedy).unwrap();
+    let mut filter = Only {
+        allowed: vec![0, 2, 3],
+        masked: 0,
+    };
+    assert_eq!(sampler.sample_filtered(&logits, &[], &mut filter).token, 3);
+    filter.allowed = vec![1];
+    assert_eq!(sampler.sample_filtered(&logits, &[], &mut filter).token, 1);
+    assert_eq!(filter.masked, 1);
+}

@@ -1,0 +1,222 @@
+//! Constrained generation through the engine on real models: the output
+//! follows the regex or JSON schema (checked here without llguidance),
+//! ends when the constraint is complete, is the same batched as alone, and
+//! a constraint that does not compile is the request's error.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{batch_variants, load};
+use mlxr_engine::{
+    ChatMessage, Constraint, EngineConfig, EngineError, EngineHandle, FinishReason,
+    GenerateRequest, KvBudget, LoadedModel, Prompt, SamplingParams, SpecOverrides, SpecType,
+};
+use mlxr_testkit::{QWEN_CODER_05B, SMOLLM2};
+use serde_json::{json, Value};
+
+fn config() -> EngineConfig {
+    EngineConfig {
+        kv_budget: KvBudget::Bytes(64 << 20),
+        ..EngineConfig::default()
+    }
+}
+
+fn chat(text: &str, constraint: Option<Constraint>, max_tokens: usize) -> GenerateRequest {
+    let mut req = GenerateRequest::new(Prompt::Chat(vec![ChatMessage {
+        role: "user".into(),
+        content: text.into(),
+    }]));
+    req.sampling = SamplingParams::greedy();
+    req.max_tokens = Some(max_tokens);
+    req.constraint = constraint;
+    req
+}
+
+fn person_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 20},
+            "age": {"type": "integer", "minimum": 0, "maximum": 130},
+            "languages": {
+                "type": "array",
+                "items": {"type": "string", "enum": ["rust", "python", "go"]},
+                "maxItems": 3
+            }
+        },
+        "required": ["name", "age", "languages"],
+        "additionalProperties": false
+    })
+}
+
+/// The schema's rules, checked by hand.
+fn assert_person(text: &str) {
+    let v: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text:?}"));
+    let obj = v.as_object().expect("an object");
+    let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+    keys.sort();
+    assert_eq!(keys, ["age", "languages", "name"], "{text}");
+    assert!(
+        obj["name"].as_str().unwrap().chars().count() <= 20,
+        "{text}"
+    );
+    let age = obj["age"].as_i64().expect("an integer age");
+    assert!((0..=130).contains(&age), "{text}");
+    let langs = obj["languages"].as_array().unwrap();
+    assert!(langs.len() <= 3);
+    for l in langs {
+        assert!(
+            ["rust", "python", "go"].contains(&l.as_str().unwrap()),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn json_schema_output_follows_the_schema_and_stops_when_complete() {
+    for model in [SMOLLM2, QWEN_CODER_05B] {
+        let Some(lm) = load(model) else { continue };
+        let engine = EngineHandle::start(lm, config()).unwrap();
+        let req = chat(
+            "Describe a programmer as JSON with name, age and languages.",
+            Some(Constraint::JsonSchema(person_schema())),
+            200,
+        );
+        let out = engine.generate(&req, |_| true).unwrap();
+        assert_eq!(
+            out.finish_reason,
+            FinishReason::Stop,
+            "{model}: {}",
+            out.text
+        );
+        assert_person(&out.text);
+    }
+}
+
+#[test]
+fn regex_and_json_object_under_sampling() {
+    let Some(lm) = load(SMOLLM2) else { return };
+    let engine = EngineHandle::start(lm, config()).unwrap();
+    for seed in 0..6 {
+        let mut req = chat(
+            "Is the sky blue? Answer yes or no.",
+            Some(Constraint::Regex("(yes|no|maybe)[.!]?".into())),
+            20,
+        );
+        req.sampling = SamplingParams {
+            temperature: 1.5,
+            seed: Some(seed),
+            ..SamplingParams::default()
+        };
+        let out = engine.generate(&req, |_| true).unwrap();
+        let word = out.text.trim_end_matches(['.', '!']);
+        assert!(["yes", "no", "maybe"].contains(&word), "{:?}", out.text);
+        assert_eq!(out.finish_reason, FinishReason::Stop);
+
+        req.constraint = Some(Constraint::JsonObject);
+        req.max_tokens = Some(400);
+        req.sampling.temperature = 0.8;
+        let out = engine.generate(&req, |_| true).unwrap();
+        if out.finish_reason == FinishReason::Stop {
+            let v: Value =
+                serde_json::from_str(&out.text).unwrap_or_else(|e| panic!("{e}: {}", out.text));
+            assert!(v.is_object());
+        } else {
+            assert!(out.text.trim_start().starts_with('{'), "{}", out.text);
+        }
+    }
+}
+
+/// Constrained requests among unconstrained ones: each gives the tokens it
+/// gives alone, under every batching variant (preemption recomputes a
+/// constrained sequence without moving its grammar).
+#[test]
+fn constrained_sequences_batch_like_they_run_alone() {
+    let Some(lm) = load(SMOLLM2) else { return };
+    let requests: Vec<GenerateRequest> = (0..6)
+        .map(|i| {
+            let constraint = match i % 3 {
+                0 => Some(Constraint::JsonSchema(person_schema())),
+                1 => Some(Constraint::Regex("[A-Z][a-z]+( [a-z]+){2,5}\\.".into())),
+                _ => None,
+            };
+            chat(&format!("Tell me about person number {i}."), constraint, 48)
+        })
+        .collect();
+    let alone = run_alone(&lm, &requests);
+    for (name, config) in batch_variants(config(), &lm, 24) {
+        let engine = EngineHandle::start(lm.clone(), config).unwrap();
+        let mut streams: Vec<_> = requests.iter().map(|r| engine.submit(r).unwrap()).collect();
+        for (i, stream) in streams.iter_mut().enumerate() {
+            let mut tokens = Vec::new();
+            while let Some(event) = stream.blocking_next() {
+                match event {
+                    mlxr_engine::Event::Token(t) => tokens.push(t.id),
+                    mlxr_engine::Event::Done { .. } => break,
+                    mlxr_engine::Event::Error(e) => panic!("{name}: {e}"),
+                }
+            }
+            assert_eq!(tokens, alone[i], "{name}: request {i}");
+        }
+    }
+}
+
+fn run_alone(lm: &Arc<LoadedModel>, requests: &[GenerateRequest]) -> Vec<Vec<u32>> {
+    let engine = EngineHandle::start(lm.clone(), config()).unwrap();
+    requests
+        .iter()
+        .map(|r| engine.generate(r, |_| true).unwrap().tokens)
+        .collect()
+}
+
+#[test]
+fn a_constrained_request_that_asks_to_speculate_does_not() {
+    let Some(lm) = load(SMOLLM2) else { return };
+    let engine = EngineHandle::start(lm, config()).unwrap();
+    let mut req = chat(
+        "Describe a programmer as JSON.",
+        Some(Constraint::JsonSchema(person_schema())),
+        200,
+    );
+    let plain = engine.generate(&req, |_| true).unwrap();
+    req.speculation = SpecOverrides {
+        spec_type: Some(SpecType::Ngram),
+        ..SpecOverrides::default()
+    };
+    let out = engine.generate(&req, |_| true).unwrap();
+    assert_eq!(out.tokens, plain.tokens);
+    assert_eq!(out.timings.draft_n, 0);
+    // Without the constraint the same request does speculate.
+    req.constraint = None;
+    let free = engine.generate(&req, |_| true).unwrap();
+    assert!(free.timings.draft_n > 0, "{}", free.text);
+    assert_person(&out.text);
+}
+
+#[test]
+fn constraints_that_do_not_compile_are_the_requests_error() {
+    let Some(lm) = load(SMOLLM2) else { return };
+    let engine = EngineHandle::start(lm, config()).unwrap();
+    for bad in [
+        Constraint::JsonSchema(json!({"type": "no-such-type"})),
+        Constraint::JsonSchema(json!(["not", "a", "schema"])),
+        Constraint::Regex("(unclosed".into()),
+        Constraint::Lark("start: undefined_rule".into()),
+    ] {
+        let req = chat("hi", Some(bad.clone()), 10);
+        match engine.submit(&req) {
+            Err(EngineError::Constraint(e)) => {
+                let message = e.to_string();
+                assert!(message.starts_with(bad.kind()), "{message}");
+            }
+            Err(other) => panic!("{bad:?}: {other}"),
+            Ok(_) => panic!("{bad:?} compiled"),
+        }
+    }
+    // The engine still serves.
+    let out = engine
+        .generate(&chat("hi", Some(Constraint::JsonObject), 100), |_| true)
+        .unwrap();
+    assert!(out.text.starts_with('{'));
+}

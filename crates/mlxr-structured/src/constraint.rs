@@ -1,0 +1,71 @@
+//! What a request may ask its output to be.
+
+use llguidance::api::TopLevelGrammar;
+use serde_json::{json, Value};
+
+/// A constraint on a whole generated text.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Constraint {
+    /// Any JSON object (OpenAI's `json_object`, Ollama's `"json"`).
+    JsonObject,
+    /// JSON valid under this schema (draft 2020-12 as llguidance reads it).
+    JsonSchema(Value),
+    /// Text matching this regular expression in full.
+    Regex(String),
+    /// llguidance's Lark dialect (`start: ...`, `%json {...}` inside).
+    Lark(String),
+}
+
+/// JSON layout where a schema does not say (its `x-guidance` object):
+/// whitespace between tokens as a model writes it, at most 20 characters,
+/// so a model cannot pad its output with whitespace until `max_tokens`.
+const JSON_LAYOUT: &str = r"[\x20\x0A\x0D\x09]{1,20}";
+
+impl Constraint {
+    /// What the constraint is called in errors.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Constraint::JsonObject => "json_object",
+            Constraint::JsonSchema(_) => "json_schema",
+            Constraint::Regex(_) => "regex",
+            Constraint::Lark(_) => "grammar",
+        }
+    }
+
+    /// A key that identifies the compiled grammar (the cache's).
+    pub(crate) fn cache_key(&self) -> String {
+        match self {
+            Constraint::JsonObject => "o".to_owned(),
+            Constraint::JsonSchema(v) => format!("j{v}"),
+            Constraint::Regex(r) => format!("r{r}"),
+            Constraint::Lark(l) => format!("l{l}"),
+        }
+    }
+
+    pub(crate) fn grammar(&self) -> Result<TopLevelGrammar, String> {
+        Ok(match self {
+            Constraint::JsonObject => TopLevelGrammar::from_json_schema(with_layout(json!({
+                "type": "object"
+            }))),
+            Constraint::JsonSchema(schema) => {
+                if !schema.is_object() && !schema.is_boolean() {
+                    return Err("a JSON schema is an object".to_owned());
+                }
+                TopLevelGrammar::from_json_schema(with_layout(schema.clone()))
+            }
+            Constraint::Regex(rx) => TopLevelGrammar::from_regex(rx),
+            Constraint::Lark(lark) => TopLevelGrammar::from_lark(lark.clone()),
+        })
+    }
+}
+
+fn with_layout(mut schema: Value) -> Value {
+    if let Value::Bool(any) = schema {
+        schema = if any { json!({}) } else { json!({"not": {}}) };
+    }
+    if let Value::Object(map) = &mut schema {
+        map.entry("x-guidance")
+            .or_insert_with(|| json!({ "whitespace_pattern": JSON_LAYOUT }));
+    }
+    schema
+}

@@ -1,0 +1,87 @@
+//! A model's vocabulary as llguidance sees it: the bytes each token id
+//! stands for, with special tokens out of reach of byte-level grammars.
+
+use llguidance::toktrie::{TokRxInfo, TokTrie, TokenizerEnv};
+use mlxr_tokenizer::{TokenId, Tokenizer};
+
+/// Marks a token that no byte-level grammar can produce (llguidance's
+/// convention): control, unknown and unused tokens, added tokens shaped
+/// `<...>` (Qwen's `<tool_call>`), and ids past the tokenizer's list up to
+/// the logits' width. Lark grammars still name them as `<name>` or `<[id]>`.
+const SPECIAL: u8 = TokTrie::SPECIAL_TOKEN_MARKER;
+
+/// The token trie of one tokenizer, padded to the model's logits width.
+pub struct Vocab {
+    trie: TokTrie,
+}
+
+impl Vocab {
+    /// `n_vocab`: the width of the model's logits (at least the
+    /// tokenizer's size). End-of-generation tokens end a grammar's output.
+    pub fn new(tokenizer: &Tokenizer, n_vocab: usize) -> Vocab {
+        let n_vocab = n_vocab.max(tokenizer.vocab_size());
+        let words: Vec<Vec<u8>> = (0..n_vocab as TokenId)
+            .map(|id| token_bytes(tokenizer, id))
+            .collect();
+        let eos = tokenizer
+            .eog_ids()
+            .first()
+            .copied()
+            .or(tokenizer.eos())
+            .unwrap_or(0);
+        let mut trie = TokTrie::from(&TokRxInfo::new(n_vocab as u32, eos), &words);
+        if !tokenizer.eog_ids().is_empty() {
+            trie = trie.with_eos_tokens(tokenizer.eog_ids());
+        }
+        Vocab { trie }
+    }
+
+    pub fn trie(&self) -> &TokTrie {
+        &self.trie
+    }
+}
+
+/// What llguidance matches token `id` against.
+fn token_bytes(tokenizer: &Tokenizer, id: TokenId) -> Vec<u8> {
+    let marked = |text: &str| {
+        let mut bytes = vec![SPECIAL];
+        if text.is_empty() {
+            bytes.extend_from_slice(format!("<[{id}]>").as_bytes());
+        } else {
+            bytes.extend_from_slice(text.as_bytes());
+        }
+        bytes
+    };
+    let Some(attrs) = tokenizer.token_attrs(id) else {
+        return marked("");
+    };
+    let text = tokenizer.token_text(id).unwrap_or("");
+    let tag = text.len() > 2 && text.starts_with('<') && text.ends_with('>');
+    if attrs.is_control() || attrs.is_unknown() || attrs.is_unused() {
+        return marked(text);
+    }
+    if attrs.is_user_defined() && tag {
+        return marked(text);
+    }
+    let piece = tokenizer.token_to_piece(id, false);
+    if piece.is_empty() {
+        return marked(text);
+    }
+    piece
+}
+
+impl TokenizerEnv for Vocab {
+    fn tok_trie(&self) -> &TokTrie {
+        &self.trie
+    }
+
+    // The trie's greedy split, not our encoder's: llguidance then forces no
+    // tokens (fast-forward), which would need the encoder's own splits.
+    fn tokenize_bytes(&self, s: &[u8]) -> Vec<u32> {
+        self.trie.greedy_tokenize(s)
+    }
+
+    fn tokenize_is_canonical(&self) -> bool {
+        false
+    }
+}
