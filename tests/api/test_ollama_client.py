@@ -79,7 +79,7 @@ def test_errors_raise_response_error(client):
         client.generate(model=MODEL, prompt="hi", options={"temperature": "hot"})
     assert e.value.status_code == 400
     with pytest.raises(ollama.ResponseError) as e:
-        client.generate(model=MODEL, prompt="hi", format="json")
+        client.generate(model=MODEL, prompt="hi", format={"type": "no-such-type"})
     assert e.value.status_code == 400
     with pytest.raises(ollama.ResponseError) as e:
         client.generate(model=MODEL, prompt="word " * 9000)

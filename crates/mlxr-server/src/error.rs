@@ -94,7 +94,10 @@ impl From<EngineError> for ApiError {
             | EngineError::LogitBiasToken { .. }
             | EngineError::Sampling(_)
             | EngineError::Speculation(_)
-            | EngineError::Template(_) => Self::bad_request(message),
+            | EngineError::Template(_)
+            | EngineError::Constraint(mlxr_structured::StructuredError::Invalid { .. }) => {
+                Self::bad_request(message)
+            }
             _ => Self::internal(message),
         }
     }

@@ -25,6 +25,7 @@ pub mod openai;
 pub mod ops;
 pub mod server;
 pub mod state;
+pub mod structured;
 pub mod ui;
 pub mod wire;
 

@@ -28,6 +28,10 @@ pub const MAX_STOP_BYTES: usize = 1024;
 /// `logit_bias` entries, and the range of a bias (OpenAI's).
 pub const MAX_LOGIT_BIAS_ENTRIES: usize = 1024;
 pub const MAX_LOGIT_BIAS: f32 = 100.0;
+/// The `grammar` extension's source (a Lark grammar or a regex); JSON
+/// schemas are bounded by the body limit, and every grammar by llguidance's
+/// own limits on its size and the work of each token.
+pub const MAX_GRAMMAR_BYTES: usize = 256 << 10;
 /// Messages in one chat request, in both APIs.
 pub const MAX_MESSAGES: usize = 4096;
 /// Inputs of one embedding request (OpenAI's cap), and their total size.

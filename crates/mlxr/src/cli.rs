@@ -41,6 +41,8 @@ In a chat, Ctrl-C stops the current reply; /bye or Ctrl-D leaves.")]
   mlxr generate -m model.gguf \"Write a haiku about rust\"
   mlxr generate -m model.gguf --raw -n 32 --temperature 0 \"def fib(n):\"
   mlxr generate -m model.gguf --raw --json --logprobs 3 -n 8 \"Once upon a time\"
+  mlxr generate -m model.gguf --json-schema person.json \"Describe a programmer\"
+  mlxr generate -m model.gguf --regex '(yes|no)' \"Is the sky blue?\"
 
 --json prints one object: {\"text\", \"tokens\", \"prompt_tokens\", \"finish_reason\",
 \"logprobs\" (with --logprobs), \"timings\": {\"prompt_n\", \"prompt_ms\", \"predicted_n\", \"predicted_ms\"}}.")]
@@ -497,6 +499,16 @@ pub struct GenerateArgs {
     /// Print one JSON object instead of streaming text.
     #[arg(long)]
     pub json: bool,
+    /// The reply is JSON valid under the JSON schema in FILE.
+    #[arg(long, value_name = "FILE", group = "constraint")]
+    pub json_schema: Option<PathBuf>,
+    /// The reply follows the Lark grammar in FILE (llguidance's dialect:
+    /// `start: ...`, `%json {...}` for an inline schema).
+    #[arg(long, value_name = "FILE", group = "constraint")]
+    pub grammar: Option<PathBuf>,
+    /// The reply matches the regular expression RX in full.
+    #[arg(long, value_name = "RX", group = "constraint")]
+    pub regex: Option<String>,
     pub prompt: String,
 }
 

@@ -9,7 +9,8 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use mlxr_engine::{
-    ChatMessage, Event, GenerateRequest, LoadedModel, Prompt, Timings, TokenLogprob, Usage,
+    ChatMessage, Constraint, Event, GenerateRequest, LoadedModel, Prompt, Timings, TokenLogprob,
+    Usage,
 };
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -21,6 +22,7 @@ use crate::generation::{finish_reason_str, submit};
 use crate::limits::{self, at_most};
 use crate::models::{Acquired, KeepAlive};
 use crate::state::AppState;
+use crate::structured;
 use crate::wire::ndjson;
 
 #[derive(Deserialize)]
@@ -83,19 +85,14 @@ struct Common {
     logprobs: Option<bool>,
     #[serde(default)]
     top_logprobs: Option<usize>,
+    /// MLXR's extension (see [`crate::structured::grammar`]).
+    #[serde(default)]
+    grammar: Option<Value>,
 }
 
 impl Common {
     fn check_unsupported(&self) -> Result<(), ApiError> {
-        match &self.format {
-            None | Some(Value::Null) => {}
-            Some(Value::String(s)) if s.is_empty() => {}
-            Some(_) => {
-                return Err(ApiError::bad_request(
-                    "format (structured output) is not supported yet",
-                ))
-            }
-        }
+        self.constraint()?;
         if self.images.as_ref().is_some_and(|i| !i.is_empty()) {
             return Err(ApiError::bad_request(
                 "images are not supported: no vision models yet",
@@ -110,6 +107,14 @@ impl Common {
             at_most("top_logprobs", k, limits::MAX_TOP_LOGPROBS)?;
         }
         Ok(())
+    }
+
+    /// `format` or `grammar`, as the engine's constraint.
+    fn constraint(&self) -> Result<Option<Constraint>, ApiError> {
+        structured::only_one([
+            ("format", structured::ollama_format(self.format.as_ref())?),
+            ("grammar", structured::grammar(self.grammar.as_ref())?),
+        ])
     }
 
     fn keep_alive(&self) -> Result<Option<KeepAlive>, ApiError> {
@@ -237,7 +242,7 @@ pub async fn generate(
         )
         .await?
     };
-    let request = engine_request(engine_prompt, &settings, &body.common);
+    let request = engine_request(engine_prompt, &settings, &body.common)?;
     respond(
         state,
         acquired,
@@ -277,7 +282,7 @@ pub async fn chat(
     }
     let template = body.template.clone().filter(|t| !t.is_empty());
     let prompt = chat_prompt(acquired.engine.model(), template, messages, None).await?;
-    let request = engine_request(prompt, &settings, &body.common);
+    let request = engine_request(prompt, &settings, &body.common)?;
     respond(
         state,
         acquired,
@@ -333,8 +338,13 @@ fn message(role: &str, content: &str) -> ChatMessage {
     }
 }
 
-fn engine_request(prompt: Prompt, s: &Settings, common: &Common) -> GenerateRequest {
+fn engine_request(
+    prompt: Prompt,
+    s: &Settings,
+    common: &Common,
+) -> Result<GenerateRequest, ApiError> {
     let mut req = GenerateRequest::new(prompt);
+    req.constraint = common.constraint()?;
     req.sampling = s.sampling.clone();
     if common.logprobs == Some(true) {
         req.sampling.logprobs = Some(common.top_logprobs.unwrap_or(0));
@@ -343,7 +353,7 @@ fn engine_request(prompt: Prompt, s: &Settings, common: &Common) -> GenerateRequ
     req.stop = s.stop.clone();
     req.max_context = s.num_ctx;
     req.speculation = s.speculation;
-    req
+    Ok(req)
 }
 
 /// An empty prompt loads the model, or unloads it with `keep_alive: 0`.

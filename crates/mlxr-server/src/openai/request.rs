@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use crate::error::ApiError;
 use crate::limits::{self, at_most};
+use crate::structured;
 
 #[derive(Deserialize, Debug)]
 pub struct ChatCompletionRequest {
@@ -30,8 +31,6 @@ pub struct ChatCompletionRequest {
     pub functions: Option<Vec<Value>>,
     #[serde(default)]
     pub function_call: Option<Value>,
-    #[serde(default)]
-    pub response_format: Option<Value>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -101,6 +100,12 @@ pub struct CommonParams {
     pub spec_ngram_max: Option<usize>,
     #[serde(default, rename = "speculative.draft_length")]
     pub spec_draft_length: Option<String>,
+    /// On completions too, as vLLM takes it.
+    #[serde(default)]
+    pub response_format: Option<Value>,
+    /// MLXR's extension (see [`crate::structured::grammar`]).
+    #[serde(default)]
+    pub grammar: Option<Value>,
 }
 
 #[derive(Deserialize, Debug, Default)]
@@ -195,7 +200,15 @@ impl CommonParams {
             Some(StopField::Many(v)) => v.clone(),
         };
         limits::check_stop(&stop)?;
+        let constraint = structured::only_one([
+            (
+                "response_format",
+                structured::response_format(self.response_format.as_ref())?,
+            ),
+            ("grammar", structured::grammar(self.grammar.as_ref())?),
+        ])?;
         let mut req = GenerateRequest::new(prompt);
+        req.constraint = constraint;
         req.sampling = sampling;
         req.max_tokens = max_tokens.or(self.max_tokens);
         req.stop = stop.into_iter().filter(|s| !s.is_empty()).collect();
@@ -232,13 +245,6 @@ impl CommonParams {
 impl ChatCompletionRequest {
     pub fn to_request(&self) -> Result<GenerateRequest, ApiError> {
         self.check_tool_fields()?;
-        if let Some(format) = &self.response_format {
-            if format.get("type").and_then(Value::as_str) != Some("text") {
-                return Err(ApiError::bad_request(
-                    "response_format other than {\"type\": \"text\"} is not supported yet",
-                ));
-            }
-        }
         if self.top_logprobs.is_some() && self.logprobs != Some(true) {
             return Err(ApiError::bad_request(
                 "top_logprobs requires logprobs: true",

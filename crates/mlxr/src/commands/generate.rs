@@ -1,12 +1,13 @@
 use std::io::Write;
 
-use anyhow::Result;
-use mlxr_engine::{ChatMessage, Event, GenerateRequest, Prompt};
+use anyhow::{Context, Result};
+use mlxr_engine::{ChatMessage, Constraint, Event, GenerateRequest, Prompt};
 use serde_json::json;
 
 use crate::cli::GenerateArgs;
 
 pub fn generate(args: GenerateArgs) -> Result<()> {
+    let constraint = constraint(&args)?;
     let engine = super::start_engine(&args.model.model, &args.model.engine)?;
     let prompt = if args.raw {
         Prompt::Raw(args.prompt.clone())
@@ -25,6 +26,7 @@ pub fn generate(args: GenerateArgs) -> Result<()> {
         priority: 0,
         max_context: None,
         speculation: Default::default(),
+        constraint,
     };
     let stdout = std::io::stdout();
     let generation = engine.generate(&request, |event| {
@@ -69,4 +71,20 @@ pub fn generate(args: GenerateArgs) -> Result<()> {
         println!();
     }
     Ok(())
+}
+
+/// `--json-schema`, `--grammar` or `--regex`.
+fn constraint(args: &GenerateArgs) -> Result<Option<Constraint>> {
+    let read = |path: &std::path::Path| {
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+    };
+    if let Some(path) = &args.json_schema {
+        let schema = serde_json::from_str(&read(path)?)
+            .with_context(|| format!("{}: not JSON", path.display()))?;
+        return Ok(Some(Constraint::JsonSchema(schema)));
+    }
+    if let Some(path) = &args.grammar {
+        return Ok(Some(Constraint::Lark(read(path)?)));
+    }
+    Ok(args.regex.clone().map(Constraint::Regex))
 }

@@ -149,6 +149,7 @@ impl Backend for Local<'_> {
             priority: 0,
             max_context: None,
             speculation: Default::default(),
+            constraint: None,
         };
         let generation = self.engine.generate(&request, |event| match event {
             Event::Token(t) => on_text(&t.text),
