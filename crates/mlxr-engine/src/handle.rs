@@ -246,7 +246,7 @@ impl EngineHandle {
     /// back at once; everything later arrives as events on the stream.
     pub fn submit(&self, req: &GenerateRequest) -> Result<RequestStream, EngineError> {
         let lm = &self.shared.model;
-        let prompt = crate::request::tokenize_prompt(lm, &req.prompt)?;
+        let prompt = crate::request::tokenize_prompt(lm, req)?;
         if prompt.is_empty() {
             return Err(EngineError::EmptyPrompt);
         }

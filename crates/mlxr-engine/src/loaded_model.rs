@@ -7,7 +7,7 @@ use candle_core::Device;
 use mlxr_formats::gguf::GgufFile;
 use mlxr_models::{DecoderModel, RowOrder};
 use mlxr_structured::{Constraint, Grammars, StructuredError, TokenConstraint};
-use mlxr_template::{ChatMessage, ChatTemplate};
+use mlxr_template::{ChatMessage, ChatTemplate, RenderOptions};
 use mlxr_tokenizer::{TokenId, Tokenizer};
 
 use crate::{DeviceChoice, EngineError};
@@ -164,7 +164,22 @@ impl LoadedModel {
 
     /// The prompt a chat request becomes, as text.
     pub fn render_chat(&self, messages: &[ChatMessage]) -> Result<String, EngineError> {
-        Ok(self.template.render(messages, true)?)
+        self.render_chat_tools(messages, &[])
+    }
+
+    /// [`Self::render_chat`] with tool definitions for the template's
+    /// `tools` (none when empty).
+    pub fn render_chat_tools(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[serde_json::Value],
+    ) -> Result<String, EngineError> {
+        let options = RenderOptions {
+            add_generation_prompt: true,
+            tools: (!tools.is_empty()).then(|| tools.to_vec()),
+            ..RenderOptions::default()
+        };
+        Ok(self.template.render_with(messages, &options)?)
     }
 }
 

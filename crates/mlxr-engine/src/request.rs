@@ -34,6 +34,8 @@ pub struct GenerateRequest {
     /// What the output must be (a JSON schema, a grammar); such a request
     /// does not speculate.
     pub constraint: Option<Constraint>,
+    /// Tool definitions for the chat template (its `tools`); empty: none.
+    pub tools: Vec<serde_json::Value>,
 }
 
 impl GenerateRequest {
@@ -48,15 +50,22 @@ impl GenerateRequest {
             max_context: None,
             speculation: SpecOverrides::default(),
             constraint: None,
+            tools: Vec::new(),
         }
     }
 }
 
 /// The token ids a prompt becomes for `lm`.
-pub fn tokenize_prompt(lm: &LoadedModel, prompt: &Prompt) -> Result<Vec<TokenId>, EngineError> {
-    Ok(match prompt {
+pub fn tokenize_prompt(
+    lm: &LoadedModel,
+    req: &GenerateRequest,
+) -> Result<Vec<TokenId>, EngineError> {
+    Ok(match &req.prompt {
         Prompt::Raw(text) => lm.tokenizer.encode(text, true, true),
-        Prompt::Chat(messages) => lm.tokenizer.encode(&lm.render_chat(messages)?, true, true),
+        Prompt::Chat(messages) => {
+            let text = lm.render_chat_tools(messages, &req.tools)?;
+            lm.tokenizer.encode(&text, true, true)
+        }
         Prompt::Tokens(ids) => ids.clone(),
     })
 }

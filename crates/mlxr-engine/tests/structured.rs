@@ -23,10 +23,7 @@ fn config() -> EngineConfig {
 }
 
 fn chat(text: &str, constraint: Option<Constraint>, max_tokens: usize) -> GenerateRequest {
-    let mut req = GenerateRequest::new(Prompt::Chat(vec![ChatMessage {
-        role: "user".into(),
-        content: text.into(),
-    }]));
+    let mut req = GenerateRequest::new(Prompt::Chat(vec![ChatMessage::new("user", text)]));
     req.sampling = SamplingParams::greedy();
     req.max_tokens = Some(max_tokens);
     req.constraint = constraint;

@@ -26,6 +26,7 @@ pub mod ops;
 pub mod server;
 pub mod state;
 pub mod structured;
+pub mod tools;
 pub mod ui;
 pub mod wire;
 

@@ -32,6 +32,8 @@ pub const MAX_LOGIT_BIAS: f32 = 100.0;
 /// schemas are bounded by the body limit, and every grammar by llguidance's
 /// own limits on its size and the work of each token.
 pub const MAX_GRAMMAR_BYTES: usize = 256 << 10;
+/// Tools offered in one request (OpenAI's cap).
+pub const MAX_TOOLS: usize = 128;
 /// Messages in one chat request, in both APIs.
 pub const MAX_MESSAGES: usize = 4096;
 /// Inputs of one embedding request (OpenAI's cap), and their total size.

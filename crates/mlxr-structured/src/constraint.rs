@@ -59,7 +59,7 @@ impl Constraint {
     }
 }
 
-fn with_layout(mut schema: Value) -> Value {
+pub(crate) fn with_layout(mut schema: Value) -> Value {
     if let Value::Bool(any) = schema {
         schema = if any { json!({}) } else { json!({"not": {}}) };
     }

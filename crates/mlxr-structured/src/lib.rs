@@ -12,6 +12,7 @@ mod constraint;
 mod error;
 mod grammars;
 mod matcher;
+pub mod tools;
 mod vocab;
 
 pub use constraint::Constraint;

@@ -23,7 +23,9 @@ use crate::limits::{self, at_most};
 use crate::models::{Acquired, KeepAlive};
 use crate::state::AppState;
 use crate::structured;
+use crate::tools::{history_calls, read, ToolReader, ToolRequest};
 use crate::wire::ndjson;
+use mlxr_structured::tools::ToolCall;
 
 #[derive(Deserialize)]
 pub struct GenerateBody {
@@ -64,6 +66,14 @@ struct ChatBodyMessage {
     content: String,
     #[serde(default)]
     images: Option<Vec<Value>>,
+    /// An assistant turn's calls (arguments as objects).
+    #[serde(default)]
+    tool_calls: Option<Vec<Value>>,
+    /// A tool result: the tool's name (Ollama's), or the call it answers.
+    #[serde(default)]
+    tool_name: Option<String>,
+    #[serde(default)]
+    tool_call_id: Option<String>,
 }
 
 /// Fields both endpoints take.
@@ -162,9 +172,7 @@ impl ChatBody {
     /// Everything checked before a model is loaded; the request's keep-alive.
     pub fn check(&self) -> Result<Option<KeepAlive>, ApiError> {
         self.common.check_unsupported()?;
-        if self.tools.as_ref().is_some_and(|t| !t.is_empty()) {
-            return Err(ApiError::bad_request("tool calling is not supported yet"));
-        }
+        self.tools()?;
         if self
             .messages
             .iter()
@@ -185,6 +193,27 @@ impl ChatBody {
     /// The engine settings for a model with `model_params`.
     pub fn settings(&self, model_params: &Map<String, Value>) -> Result<Settings, ApiError> {
         self.common.settings(model_params)
+    }
+
+    /// `tools` (Ollama has no `tool_choice`: the model decides).
+    fn tools(&self) -> Result<Option<ToolRequest>, ApiError> {
+        ToolRequest::parse(self.tools.as_deref(), None, None)
+    }
+
+    /// The conversation as chat templates read it.
+    fn messages(&self) -> Result<Vec<ChatMessage>, ApiError> {
+        self.messages
+            .iter()
+            .map(|m| {
+                Ok(ChatMessage {
+                    role: m.role.to_lowercase(),
+                    content: m.content.clone(),
+                    tool_calls: m.tool_calls.as_deref().map(history_calls).transpose()?,
+                    tool_call_id: m.tool_call_id.clone(),
+                    name: m.tool_name.clone(),
+                })
+            })
+            .collect()
     }
 }
 
@@ -252,6 +281,7 @@ pub async fn generate(
         Shape::Generate,
         started,
         !body.raw,
+        None,
     )
     .await
 }
@@ -267,11 +297,7 @@ pub async fn chat(
     }
     let acquired = state.models.acquire(&body.model, keep_alive).await?;
     let settings = body.common.settings(&acquired.spec.parameters)?;
-    let mut messages: Vec<ChatMessage> = body
-        .messages
-        .iter()
-        .map(|m| message(&m.role.to_lowercase(), &m.content))
-        .collect();
+    let mut messages = body.messages()?;
     // A system prompt (the chat's, else the model's), the model's MESSAGE
     // turns, then the chat.
     let has_system = messages[0].role == "system";
@@ -282,7 +308,11 @@ pub async fn chat(
     }
     let template = body.template.clone().filter(|t| !t.is_empty());
     let prompt = chat_prompt(acquired.engine.model(), template, messages, None).await?;
-    let request = engine_request(prompt, &settings, &body.common)?;
+    let mut request = engine_request(prompt, &settings, &body.common)?;
+    let reader = match body.tools()? {
+        Some(tools) => tools.apply(acquired.engine.model(), &mut request)?,
+        None => None,
+    };
     respond(
         state,
         acquired,
@@ -292,6 +322,7 @@ pub async fn chat(
         Shape::Chat,
         started,
         false,
+        reader,
     )
     .await
 }
@@ -332,10 +363,7 @@ async fn chat_prompt(
 }
 
 fn message(role: &str, content: &str) -> ChatMessage {
-    ChatMessage {
-        role: role.to_string(),
-        content: content.to_string(),
-    }
+    ChatMessage::new(role, content)
 }
 
 fn engine_request(
@@ -412,6 +440,7 @@ async fn respond(
     shape: Shape,
     started: Instant,
     with_context: bool,
+    mut reader: Option<ToolReader>,
 ) -> Result<Response, OllamaError> {
     let mut stream = submit(&acquired.engine, request).await?;
     let prompt_tokens = stream.prompt_tokens().to_vec();
@@ -423,7 +452,11 @@ async fn respond(
         let out = crate::generation::collect(stream).await;
         state.models.release(&model, keep_alive).await;
         let out = out?;
-        let mut v = shape.chunk(&model, &out.text, true);
+        let pieces = read(&mut reader, &out.text, true);
+        let mut v = shape.chunk(&model, &pieces.text, true);
+        if !pieces.calls.is_empty() {
+            v["message"]["tool_calls"] = pieces.calls.iter().map(tool_call_json).collect();
+        }
         v["done_reason"] = json!(out.finish_reason.map(finish_reason_str));
         final_fields(&mut v, started, load_ns, &out.usage, &out.timings);
         if with_context {
@@ -441,18 +474,26 @@ async fn respond(
             let line = match event {
                 Event::Token(t) => {
                     generated.push(t.id);
-                    if t.text.is_empty() && !want_logprobs {
+                    let pieces = read(&mut reader, &t.text, false);
+                    for call in &pieces.calls {
+                        yield Ok::<_, std::convert::Infallible>(ndjson(&call_chunk(shape, &model, call)));
+                    }
+                    if pieces.text.is_empty() && !want_logprobs {
                         continue;
                     }
-                    let mut v = shape.chunk(&model, &t.text, false);
+                    let mut v = shape.chunk(&model, &pieces.text, false);
                     if let (true, Some(lp)) = (want_logprobs, t.logprob) {
                         v["logprobs"] = logprobs_json(&[(lp, t.top_logprobs)]);
                     }
                     v
                 }
                 Event::Done { finish_reason, text, usage, timings } => {
-                    if !text.is_empty() {
-                        yield Ok::<_, std::convert::Infallible>(ndjson(&shape.chunk(&model, &text, false)));
+                    let pieces = read(&mut reader, &text, true);
+                    if !pieces.text.is_empty() {
+                        yield Ok(ndjson(&shape.chunk(&model, &pieces.text, false)));
+                    }
+                    for call in &pieces.calls {
+                        yield Ok(ndjson(&call_chunk(shape, &model, call)));
                     }
                     let mut v = shape.chunk(&model, "", true);
                     v["done_reason"] = json!(finish_reason_str(finish_reason));
@@ -477,4 +518,16 @@ async fn respond(
         Body::from_stream(lines),
     )
         .into_response())
+}
+
+/// One call in Ollama's shape (arguments as an object).
+fn tool_call_json((index, id, call): &(usize, String, ToolCall)) -> Value {
+    json!({"id": id, "function": {"index": index, "name": call.name, "arguments": call.arguments}})
+}
+
+/// A streamed chunk that carries one call, whole, as Ollama sends them.
+fn call_chunk(shape: Shape, model: &str, call: &(usize, String, ToolCall)) -> Value {
+    let mut v = shape.chunk(model, "", false);
+    v["message"]["tool_calls"] = json!([tool_call_json(call)]);
+    v
 }

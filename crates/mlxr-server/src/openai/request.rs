@@ -7,6 +7,7 @@ use serde_json::Value;
 use crate::error::ApiError;
 use crate::limits::{self, at_most};
 use crate::structured;
+use crate::tools::{history_calls, ToolRequest};
 
 #[derive(Deserialize, Debug)]
 pub struct ChatCompletionRequest {
@@ -126,6 +127,14 @@ pub struct Message {
     pub role: String,
     #[serde(default)]
     pub content: Option<Content>,
+    /// An assistant turn's calls (arguments as JSON strings).
+    #[serde(default)]
+    pub tool_calls: Option<Vec<Value>>,
+    /// A tool result: the call it answers.
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -244,7 +253,6 @@ impl CommonParams {
 
 impl ChatCompletionRequest {
     pub fn to_request(&self) -> Result<GenerateRequest, ApiError> {
-        self.check_tool_fields()?;
         if self.top_logprobs.is_some() && self.logprobs != Some(true) {
             return Err(ApiError::bad_request(
                 "top_logprobs requires logprobs: true",
@@ -268,6 +276,9 @@ impl ChatCompletionRequest {
                 Ok(ChatMessage {
                     role: m.role.clone(),
                     content: message_text(m)?,
+                    tool_calls: m.tool_calls.as_deref().map(history_calls).transpose()?,
+                    tool_call_id: m.tool_call_id.clone(),
+                    name: m.name.clone(),
                 })
             })
             .collect::<Result<Vec<_>, ApiError>>()?;
@@ -278,39 +289,21 @@ impl ChatCompletionRequest {
 }
 
 impl ChatCompletionRequest {
-    /// Tool calling is not implemented: the tool fields are accepted only
-    /// with the values that mean "no tools".
-    fn check_tool_fields(&self) -> Result<(), ApiError> {
-        let unsupported = |field: &str| {
-            ApiError::bad_request(format!(
-                "{field}: tool calling is not supported yet (send no tools)"
-            ))
-        };
-        if self.tools.as_ref().is_some_and(|t| !t.is_empty()) {
-            return Err(unsupported("tools"));
+    /// `tools`, `tool_choice` and `parallel_tool_calls`; the deprecated
+    /// `functions` and `function_call` are refused with a pointer to them.
+    pub fn tools(&self) -> Result<Option<ToolRequest>, ApiError> {
+        if self.functions.as_ref().is_some_and(|f| !f.is_empty())
+            || self.function_call.as_ref().is_some_and(|f| !f.is_null())
+        {
+            return Err(ApiError::bad_request(
+                "functions and function_call are deprecated and not supported: send tools and tool_choice",
+            ));
         }
-        if self.functions.as_ref().is_some_and(|f| !f.is_empty()) {
-            return Err(unsupported("functions"));
-        }
-        for (field, choice) in [
-            ("tool_choice", &self.tool_choice),
-            ("function_call", &self.function_call),
-        ] {
-            match choice {
-                None | Some(Value::Null) => {}
-                Some(Value::String(s)) if s == "none" || s == "auto" => {}
-                Some(other) => {
-                    return Err(ApiError::bad_request(format!(
-                        "{field} = {other}: tool calling is not supported yet; only \"none\" \
-                         or \"auto\" (without tools) are accepted"
-                    )))
-                }
-            }
-        }
-        if self.parallel_tool_calls == Some(false) {
-            return Err(unsupported("parallel_tool_calls = false"));
-        }
-        Ok(())
+        ToolRequest::parse(
+            self.tools.as_deref(),
+            self.tool_choice.as_ref(),
+            self.parallel_tool_calls,
+        )
     }
 }
 

@@ -12,10 +12,7 @@ pub fn generate(args: GenerateArgs) -> Result<()> {
     let prompt = if args.raw {
         Prompt::Raw(args.prompt.clone())
     } else {
-        Prompt::Chat(vec![ChatMessage {
-            role: "user".into(),
-            content: args.prompt.clone(),
-        }])
+        Prompt::Chat(vec![ChatMessage::new("user", args.prompt.clone())])
     };
     let request = GenerateRequest {
         prompt,
@@ -27,6 +24,7 @@ pub fn generate(args: GenerateArgs) -> Result<()> {
         max_context: None,
         speculation: Default::default(),
         constraint,
+        tools: Vec::new(),
     };
     let stdout = std::io::stdout();
     let generation = engine.generate(&request, |event| {

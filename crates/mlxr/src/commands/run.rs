@@ -150,6 +150,7 @@ impl Backend for Local<'_> {
             max_context: None,
             speculation: Default::default(),
             constraint: None,
+            tools: Vec::new(),
         };
         let generation = self.engine.generate(&request, |event| match event {
             Event::Token(t) => on_text(&t.text),
@@ -165,10 +166,7 @@ impl Backend for Local<'_> {
 }
 
 fn message(role: &str, content: &str) -> ChatMessage {
-    ChatMessage {
-        role: role.into(),
-        content: content.into(),
-    }
+    ChatMessage::new(role, content)
 }
 
 fn print_timings(t: &Timings) {

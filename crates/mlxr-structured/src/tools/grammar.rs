@@ -1,0 +1,81 @@
+//! The constraint that makes a model call a tool (`tool_choice` required or
+//! a named function): the family's own call syntax around the JSON of a
+//! call whose name is one of the tools and whose arguments follow that
+//! tool's schema.
+
+use serde_json::{json, Value};
+
+use super::{ToolChoice, ToolFormat, ToolSpec};
+use crate::constraint::with_layout;
+use crate::Constraint;
+
+/// `None` when the choice leaves the model free (`auto`, `none`).
+/// `parallel`: more than one call may follow (where the format allows).
+pub fn forced_call(
+    format: ToolFormat,
+    tools: &[ToolSpec],
+    choice: &ToolChoice,
+    parallel: bool,
+) -> Option<Constraint> {
+    let chosen: Vec<&ToolSpec> = match choice {
+        ToolChoice::None | ToolChoice::Auto => return None,
+        ToolChoice::Required => tools.iter().collect(),
+        ToolChoice::Function(name) => tools.iter().filter(|t| &t.name == name).collect(),
+    };
+    let calls: Vec<Value> = chosen
+        .iter()
+        .map(|t| {
+            json!({
+                "type": "object",
+                "properties": {"name": {"const": t.name}, "arguments": closed(t.parameters.clone())},
+                "required": ["name", "arguments"],
+                "additionalProperties": false
+            })
+        })
+        .collect();
+    let call = match <[Value; 1]>::try_from(calls) {
+        Ok([one]) => one,
+        Err(calls) => json!({ "anyOf": calls }),
+    };
+    Some(match format {
+        ToolFormat::Hermes => {
+            let body = with_layout(call);
+            let more = if parallel { " (\"\\n\" call)*" } else { "" };
+            Constraint::Lark(format!(
+                "start: call{more}\ncall: <tool_call> \"\\n\" body \"\\n\" </tool_call>\nbody: %json {body}\n"
+            ))
+        }
+        ToolFormat::Mistral | ToolFormat::Json { .. } => Constraint::JsonSchema(call),
+    })
+}
+
+/// The arguments' schema with `additionalProperties: false` wherever an
+/// object lists its properties and says nothing of others (llama.cpp's
+/// default): a model fills in the tool's fields, not fields of its own.
+fn closed(mut schema: Value) -> Value {
+    if let Value::Object(map) = &mut schema {
+        if map.contains_key("properties") && !map.contains_key("additionalProperties") {
+            map.insert("additionalProperties".into(), Value::Bool(false));
+        }
+        for key in ["properties", "$defs", "definitions"] {
+            if let Some(Value::Object(children)) = map.get_mut(key) {
+                for child in children.values_mut() {
+                    *child = closed(child.take());
+                }
+            }
+        }
+        for key in ["items", "additionalItems"] {
+            if let Some(child) = map.get_mut(key) {
+                *child = closed(child.take());
+            }
+        }
+        for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
+            if let Some(Value::Array(children)) = map.get_mut(key) {
+                for child in children.iter_mut() {
+                    *child = closed(child.take());
+                }
+            }
+        }
+    }
+    schema
+}
