@@ -478,7 +478,9 @@ impl ModelManager {
             if let Some(source) = template {
                 lm.set_chat_template(&source)?;
             }
-            EngineHandle::start_sharing(Arc::new(lm), config, draft_shared)
+            let lm = Arc::new(lm);
+            lm.prepare_grammars_in_background();
+            EngineHandle::start_sharing(lm, config, draft_shared)
         })
         .await
         .map_err(|e| ApiError::internal(format!("loading the model panicked: {e}")))?
