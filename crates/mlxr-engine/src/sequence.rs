@@ -69,6 +69,12 @@ impl TokenFilter for Grammar {
             self.error.get_or_insert(e.to_string());
         }
     }
+
+    fn accept(&mut self, token: TokenId) {
+        if let Err(e) = self.c.commit(token) {
+            self.error.get_or_insert(e.to_string());
+        }
+    }
 }
 
 /// What the engine does after a token was sampled.
@@ -109,12 +115,11 @@ impl Sequence {
         })
     }
 
-    /// The sequence's output must follow `constraint`: it does not
-    /// speculate, and ends when the constraint is complete.
+    /// The sequence's output must follow `constraint` (its drafts too, as
+    /// they are verified), and ends when the constraint is complete.
     pub fn constrained(mut self, constraint: Option<TokenConstraint>) -> Self {
         if let Some(c) = constraint {
             self.constraint = Some(Grammar { c, error: None });
-            self.spec = None;
             self.ignore_eos = false;
         }
         self
@@ -151,12 +156,10 @@ impl Sequence {
         };
         let sampled = self.sampler.sample_filtered(logits, &self.tokens, grammar);
         let token = sampled.token;
-        let failed = match grammar.error.take() {
-            Some(e) => Some(e),
-            None if tokenizer.is_eog(token) => None,
-            None => grammar.c.commit(token).err().map(|e| e.to_string()),
-        };
-        if let Some(message) = failed {
+        if !tokenizer.is_eog(token) {
+            grammar.accept(token);
+        }
+        if let Some(message) = grammar.error.take() {
             return Step::Finished(None, Event::Error(message));
         }
         let complete = grammar.c.is_finished();
@@ -233,21 +236,37 @@ impl Sequence {
         context_limit: usize,
     ) -> (Vec<Step>, usize) {
         let draft = std::mem::take(&mut self.draft);
-        let verified = self.sampler.verify(
-            rows,
-            &self.tokens,
-            Draft {
-                tokens: &draft,
-                probs: None,
-            },
-        );
+        let d = Draft {
+            tokens: &draft,
+            probs: None,
+        };
+        let verified = match &mut self.constraint {
+            None => self.sampler.verify(rows, &self.tokens, d),
+            Some(grammar) => {
+                // The drafts that stood moved the grammar on as they did.
+                let v = self.sampler.verify_filtered(rows, &self.tokens, d, grammar);
+                let last = v.tokens.last().expect("a step emits a token").token;
+                if !tokenizer.is_eog(last) {
+                    grammar.accept(last);
+                }
+                v
+            }
+        };
         if let Some(spec) = &mut self.spec {
             spec.record(draft.len(), verified.accepted);
         }
+        if let Some(message) = self.constraint.as_mut().and_then(|g| g.error.take()) {
+            return (vec![Step::Finished(None, Event::Error(message))], 0);
+        }
+        let complete = self.constraint.as_ref().is_some_and(|g| g.c.is_finished());
         let committed = self.tokens.len() + verified.accepted;
         let mut steps = Vec::with_capacity(verified.tokens.len());
-        for sampled in verified.tokens {
-            let step = self.emit(sampled, tokenizer, context_limit);
+        let n = verified.tokens.len();
+        for (i, sampled) in verified.tokens.into_iter().enumerate() {
+            let mut step = self.emit(sampled, tokenizer, context_limit);
+            if let (Step::Continue(event), true) = (&step, complete && i + 1 == n) {
+                step = Step::Finished(Some(event.clone()), self.finish(FinishReason::Stop, true));
+            }
             let finished = matches!(step, Step::Finished(..));
             steps.push(step);
             if finished {

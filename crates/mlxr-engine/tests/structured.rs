@@ -1,7 +1,8 @@
 //! Constrained generation through the engine on real models: the output
 //! follows the regex or JSON schema (checked here without llguidance),
-//! ends when the constraint is complete, is the same batched as alone, and
-//! a constraint that does not compile is the request's error.
+//! ends when the constraint is complete, is the same batched as alone and
+//! with prompt-lookup speculation, and a constraint that does not compile
+//! is the request's error.
 
 mod common;
 
@@ -9,8 +10,8 @@ use std::sync::Arc;
 
 use common::{batch_variants, load};
 use mlxr_engine::{
-    ChatMessage, Constraint, EngineConfig, EngineError, EngineHandle, FinishReason,
-    GenerateRequest, KvBudget, LoadedModel, Prompt, SamplingParams, SpecOverrides, SpecType,
+    ChatMessage, Constraint, DraftLength, EngineConfig, EngineError, EngineHandle, FinishReason,
+    GenerateRequest, KvBudget, LoadedModel, Prompt, SamplingParams, SpecOverrides,
 };
 use mlxr_testkit::{QWEN_CODER_05B, SMOLLM2};
 use serde_json::{json, Value};
@@ -167,27 +168,27 @@ fn run_alone(lm: &Arc<LoadedModel>, requests: &[GenerateRequest]) -> Vec<Vec<u32
         .collect()
 }
 
+/// Prompt lookup under a grammar: the drafts are verified against the
+/// grammar's allowed tokens, so the reply is the one without speculation.
 #[test]
-fn a_constrained_request_that_asks_to_speculate_does_not() {
+fn constrained_requests_speculate_within_their_grammar() {
     let Some(lm) = load(SMOLLM2) else { return };
     let engine = EngineHandle::start(lm, config()).unwrap();
     let mut req = chat(
-        "Describe a programmer as JSON.",
+        "Copy this JSON exactly: {\"name\": \"Ada Lovelace\", \"age\": 36, \"languages\": [\"python\", \"rust\", \"go\"]}",
         Some(Constraint::JsonSchema(person_schema())),
         200,
     );
     let plain = engine.generate(&req, |_| true).unwrap();
+    assert_eq!(plain.timings.draft_n, 0);
     req.speculation = SpecOverrides {
-        spec_type: Some(SpecType::Ngram),
-        ..SpecOverrides::default()
+        draft_length: Some(DraftLength::Max),
+        ..SpecOverrides::ngram(6)
     };
     let out = engine.generate(&req, |_| true).unwrap();
-    assert_eq!(out.tokens, plain.tokens);
-    assert_eq!(out.timings.draft_n, 0);
-    // Without the constraint the same request does speculate.
-    req.constraint = None;
-    let free = engine.generate(&req, |_| true).unwrap();
-    assert!(free.timings.draft_n > 0, "{}", free.text);
+    assert_eq!(out.tokens, plain.tokens, "{} vs {}", out.text, plain.text);
+    assert!(out.timings.draft_n_accepted > 0, "{:?}", out.timings);
+    assert_eq!(out.finish_reason, FinishReason::Stop);
     assert_person(&out.text);
 }
 

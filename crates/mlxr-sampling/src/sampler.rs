@@ -25,6 +25,8 @@ pub trait TokenFilter {
     fn allows(&mut self, token: TokenId) -> bool;
     /// Sets the score of every token that may not come next to -inf.
     fn restrict(&mut self, scores: &mut [f32]);
+    /// `token` comes next (a draft that stood, while verifying).
+    fn accept(&mut self, token: TokenId);
 }
 
 /// Picks tokens from logits with one sequence's parameters and random stream.
@@ -104,6 +106,11 @@ impl Sampler {
             token = self.draw();
         }
         self.report(token)
+    }
+
+    /// `filter`'s refusals on the prepared scores.
+    pub(crate) fn restrict(&mut self, filter: &mut dyn TokenFilter) {
+        filter.restrict(&mut self.scores);
     }
 
     /// Logit bias and penalties on `logits`, into `self.scores`.

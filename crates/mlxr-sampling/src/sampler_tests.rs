@@ -410,6 +410,7 @@ impl crate::TokenFilter for Only {
     fn allows(&mut self, token: TokenId) -> bool {
         self.allowed.contains(&token)
     }
+    fn accept(&mut self, _: TokenId) {}
     fn restrict(&mut self, scores: &mut [f32]) {
         self.masked += 1;
         for (t, s) in scores.iter_mut().enumerate() {

@@ -14,7 +14,7 @@
 //! on x_i. Greedy requests draw nothing: a draft stands where it equals the
 //! target's argmax.
 
-use crate::sampler::{pick, Sampled, Sampler};
+use crate::sampler::{pick, Sampled, Sampler, TokenFilter};
 use crate::TokenId;
 
 /// The draft tokens of one step and, for a draft model that sampled them,
@@ -46,6 +46,31 @@ impl Sampler {
     /// When `logits` does not hold one row more than the draft has tokens,
     /// or `draft.probs` not one row per token.
     pub fn verify(&mut self, logits: &[&[f32]], history: &[TokenId], draft: Draft) -> Verified {
+        self.verify_with(logits, history, draft, None)
+    }
+
+    /// [`Self::verify`] where `filter` (a grammar) says which tokens may
+    /// come next: each position's distribution is restricted to what the
+    /// filter allows after the drafts that stood before it (told to it with
+    /// [`TokenFilter::accept`]), so the step emits exactly what sampling
+    /// under the filter alone would.
+    pub fn verify_filtered(
+        &mut self,
+        logits: &[&[f32]],
+        history: &[TokenId],
+        draft: Draft,
+        filter: &mut dyn TokenFilter,
+    ) -> Verified {
+        self.verify_with(logits, history, draft, Some(filter))
+    }
+
+    fn verify_with(
+        &mut self,
+        logits: &[&[f32]],
+        history: &[TokenId],
+        draft: Draft,
+        mut filter: Option<&mut dyn TokenFilter>,
+    ) -> Verified {
         let k = draft.tokens.len();
         assert_eq!(
             logits.len(),
@@ -60,6 +85,9 @@ impl Sampler {
         let mut p = Vec::new();
         for (i, row) in logits.iter().enumerate() {
             self.prepare(row, &seen);
+            if let Some(f) = filter.as_deref_mut() {
+                self.restrict(f);
+            }
             self.distribution(&mut p);
             let Some(&x) = draft.tokens.get(i) else {
                 // Every draft stood: the bonus token.
@@ -78,6 +106,9 @@ impl Sampler {
             if stands {
                 tokens.push(self.report(x));
                 seen.push(x);
+                if let Some(f) = filter.as_deref_mut() {
+                    f.accept(x);
+                }
                 continue;
             }
             // The residual max(0, p - q); where rounding leaves it empty, p.

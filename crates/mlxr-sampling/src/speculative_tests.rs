@@ -3,7 +3,7 @@
 //! target's transformed distribution (chi-square over seeded trials, with a
 //! draft that deliberately disagrees; the same test rejects a wrong rule).
 
-use crate::{Draft, Sampler, SamplingParams, TokenId};
+use crate::{Draft, Sampler, SamplingParams, TokenFilter, TokenId};
 
 const TRIALS: u64 = 20_000;
 
@@ -250,4 +250,92 @@ fn a_step_needs_a_row_past_the_drafts() {
             probs: None,
         },
     );
+}
+
+/// A grammar stand-in whose allowed tokens change with each token: even
+/// ids, then odd, then even...
+struct Alternating {
+    pos: usize,
+}
+
+impl TokenFilter for Alternating {
+    fn allows(&mut self, token: TokenId) -> bool {
+        token as usize % 2 == self.pos % 2
+    }
+    fn restrict(&mut self, scores: &mut [f32]) {
+        for (t, s) in scores.iter_mut().enumerate() {
+            if t % 2 != self.pos % 2 {
+                *s = f32::NEG_INFINITY;
+            }
+        }
+    }
+    fn accept(&mut self, _: TokenId) {
+        self.pos += 1;
+    }
+}
+
+#[test]
+fn filtered_greedy_steps_equal_filtered_greedy_sampling() {
+    let history: Vec<TokenId> = vec![3, 7, 7, 12];
+    for seed in 0..20 {
+        let logits = rows(6, 50, seed);
+        let refs: Vec<&[f32]> = logits.iter().map(Vec::as_slice).collect();
+        let mut plain = Sampler::new(greedy()).unwrap();
+        let mut filter = Alternating { pos: 0 };
+        let mut seen = history.clone();
+        let want: Vec<TokenId> = logits
+            .iter()
+            .map(|row| {
+                let t = plain.sample_filtered(row, &seen, &mut filter).token;
+                filter.accept(t);
+                seen.push(t);
+                t
+            })
+            .collect();
+        for right in 0..=5 {
+            let mut draft = want[..5].to_vec();
+            if right < 5 {
+                draft[right] += 1; // the other parity: refused
+            }
+            let mut sampler = Sampler::new(greedy()).unwrap();
+            let got = sampler.verify_filtered(
+                &refs,
+                &history,
+                Draft {
+                    tokens: &draft,
+                    probs: None,
+                },
+                &mut Alternating { pos: 0 },
+            );
+            assert_eq!(got.accepted, right, "seed {seed}");
+            let ids: Vec<TokenId> = got.tokens.iter().map(|s| s.token).collect();
+            assert_eq!(ids, want[..=right], "seed {seed}, right {right}");
+        }
+    }
+}
+
+#[test]
+fn filtered_sampled_steps_follow_the_filtered_target() {
+    let history: Vec<TokenId> = vec![1, 2, 2];
+    let params = sampled(0);
+    let logits = rows(3, 6, 5);
+    let mut p = target(&params, &logits[0], &history);
+    // The target under the filter: odd ids out, renormalised.
+    p.iter_mut().skip(1).step_by(2).for_each(|x| *x = 0.0);
+    let total: f32 = p.iter().sum();
+    p.iter_mut().for_each(|x| *x /= total);
+    let q = disagreeing(&target(&params, &logits[0], &history), 2);
+    let rule = |s: &mut Sampler, l: &[&[f32]], h: &[TokenId], d: Draft| {
+        s.verify_filtered(l, h, d, &mut Alternating { pos: 0 })
+            .tokens[0]
+            .token
+    };
+    for with_probs in [true, false] {
+        let counts = first_tokens(&params, &logits, &history, &q, with_probs, rule);
+        let (stat, df) = chi_square(&counts, &p);
+        assert!(
+            stat < critical(df),
+            "chi-square {stat:.1} over {df} df: {counts:?} against {p:?}"
+        );
+    }
 }
