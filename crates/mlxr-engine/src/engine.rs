@@ -219,6 +219,7 @@ impl EngineLoop {
                 continue;
             };
             let previous = seq.last_token_at();
+            let speculated = chunk.draft > 0 && !seq.draft_is_forced();
             let (steps, accepted) = if chunk.draft == 0 {
                 let step = seq.sample(chunk_rows[0], &self.model.tokenizer, self.seq_limit);
                 (vec![step], 0)
@@ -237,7 +238,7 @@ impl EngineLoop {
                 }
             }
             self.metrics.add_generation_tokens(steps.len());
-            if chunk.draft > 0 {
+            if speculated {
                 self.metrics.observe_draft(chunk.draft, accepted);
             }
             self.scheduler.chunk_computed(chunk, accepted);

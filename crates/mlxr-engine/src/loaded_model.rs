@@ -16,7 +16,9 @@ pub struct LoadedModel {
     pub path: PathBuf,
     /// The weights, which another engine loaded from the same file may share.
     pub model: Arc<DecoderModel>,
-    pub tokenizer: Tokenizer,
+    /// Shared with the grammar machinery (its forced tokens are encoded
+    /// as this tokenizer does).
+    pub tokenizer: Arc<Tokenizer>,
     pub template: ChatTemplate,
     /// Tokens one sequence may hold (prompt and reply together).
     pub context_size: usize,
@@ -128,7 +130,7 @@ impl LoadedModel {
             path,
             context_size: context_size.unwrap_or(trained).min(trained).max(1),
             model,
-            tokenizer,
+            tokenizer: Arc::new(tokenizer),
             template,
             grammars: OnceLock::new(),
         }

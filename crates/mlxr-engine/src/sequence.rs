@@ -40,6 +40,8 @@ pub struct Sequence {
     spec: Option<SpecState>,
     /// The draft tokens of the step being scheduled (after the last token).
     pub draft: Vec<TokenId>,
+    /// The draft is what the grammar forces, not a proposer's.
+    draft_forced: bool,
     stop: StopMatcher,
     /// What the output must be; moves on with each kept token.
     constraint: Option<Grammar>,
@@ -104,6 +106,7 @@ impl Sequence {
             sampler: Sampler::new(req.sampling.clone())?,
             spec: SpecState::new(speculation),
             draft: Vec::new(),
+            draft_forced: false,
             stop: StopMatcher::new(req.stop.clone()),
             constraint: None,
             decoder: StreamDecoder::new(),
@@ -179,7 +182,18 @@ impl Sequence {
     /// the last token), which [`crate::spec::draft_model`] fills in.
     pub fn propose(&mut self, most: usize, costs: &StepCosts, others: usize) -> usize {
         self.draft.clear();
+        self.draft_forced = false;
         let room = self.max_tokens.saturating_sub(self.num_generated() + 1);
+        if let Some(grammar) = &mut self.constraint {
+            // Tokens the grammar forces: a draft that verification under the
+            // grammar always keeps (fast-forward).
+            let forced = grammar.c.forced();
+            if !forced.is_empty() {
+                self.draft.extend(forced.iter().take(most.min(room)));
+                self.draft_forced = !self.draft.is_empty();
+                return self.draft.len();
+            }
+        }
         let Some(spec) = &mut self.spec else { return 0 };
         if spec.params().spec_type == SpecType::Draft {
             let last = *self.tokens.last().expect("decoding sequences have tokens");
@@ -194,9 +208,16 @@ impl Sequence {
 
     /// Whether this sequence's drafts come from the draft model.
     pub fn drafts_with_model(&self) -> bool {
-        self.spec
-            .as_ref()
-            .is_some_and(|s| s.params().spec_type == SpecType::Draft)
+        !self.draft_forced
+            && self
+                .spec
+                .as_ref()
+                .is_some_and(|s| s.params().spec_type == SpecType::Draft)
+    }
+
+    /// The scheduled draft is what the grammar forces (not speculation).
+    pub fn draft_is_forced(&self) -> bool {
+        self.draft_forced
     }
 
     /// Leading tokens whose KV is in the draft model's cache.
@@ -252,7 +273,7 @@ impl Sequence {
                 v
             }
         };
-        if let Some(spec) = &mut self.spec {
+        if let (Some(spec), false) = (&mut self.spec, self.draft_forced) {
             spec.record(draft.len(), verified.accepted);
         }
         if let Some(message) = self.constraint.as_mut().and_then(|g| g.error.take()) {

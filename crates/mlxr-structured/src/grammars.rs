@@ -21,8 +21,13 @@ pub struct Grammars {
 impl Grammars {
     /// Builds the token trie and the parser factory: a fraction of a second
     /// for a 150k-token vocabulary, so once per model.
-    pub fn new(tokenizer: &Tokenizer, n_vocab: usize) -> Result<Grammars, StructuredError> {
-        let env = Arc::new(Vocab::new(tokenizer, n_vocab));
+    pub fn new(tokenizer: &Arc<Tokenizer>, n_vocab: usize) -> Result<Grammars, StructuredError> {
+        Self::with_vocab(Vocab::new(tokenizer, n_vocab, true))
+    }
+
+    /// Over any [`Vocab`] (e.g. one that forces nothing: [`Vocab::new`]).
+    pub fn with_vocab(vocab: Vocab) -> Result<Grammars, StructuredError> {
+        let env = Arc::new(vocab);
         let mut factory =
             ParserFactory::new_simple(&(env as _)).map_err(|e| StructuredError::Invalid {
                 what: "vocabulary",

@@ -50,6 +50,12 @@ impl TokenConstraint {
             .map_err(|e| StructuredError::Matcher(e.to_string()))
     }
 
+    /// The tokens the grammar forces next, if any (those every way on
+    /// leads through), as the model's tokenizer would split their bytes.
+    pub fn forced(&mut self) -> Vec<TokenId> {
+        self.matcher.compute_ff_tokens()
+    }
+
     /// Forgets the last `n` committed tokens.
     pub fn rollback(&mut self, n: usize) -> Result<(), StructuredError> {
         self.matcher

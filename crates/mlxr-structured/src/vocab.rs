@@ -2,7 +2,9 @@
 //! stands for, with special tokens out of reach of byte-level grammars.
 
 use llguidance::toktrie::{TokRxInfo, TokTrie, TokenizerEnv};
-use mlxr_tokenizer::{TokenId, Tokenizer};
+use std::sync::Arc;
+
+use mlxr_tokenizer::{TokenId, Tokenizer, TokenizerKind};
 
 /// Marks a token that no byte-level grammar can produce (llguidance's
 /// convention): control, unknown and unused tokens, added tokens shaped
@@ -13,12 +15,19 @@ const SPECIAL: u8 = TokTrie::SPECIAL_TOKEN_MARKER;
 /// The token trie of one tokenizer, padded to the model's logits width.
 pub struct Vocab {
     trie: TokTrie,
+    /// Byte-level BPE: our encoder, whose splits llguidance may force.
+    encoder: Option<Arc<Tokenizer>>,
 }
 
 impl Vocab {
     /// `n_vocab`: the width of the model's logits (at least the
     /// tokenizer's size). End-of-generation tokens end a grammar's output.
-    pub fn new(tokenizer: &Tokenizer, n_vocab: usize) -> Vocab {
+    ///
+    /// With `forcing`, a byte-level BPE tokenizer's own splits are given to
+    /// llguidance, which then forces the canonical tokens of bytes the
+    /// grammar determines (and allows only those there); without it, every
+    /// token whose bytes fit is allowed and nothing is forced.
+    pub fn new(tokenizer: &Arc<Tokenizer>, n_vocab: usize, forcing: bool) -> Vocab {
         let n_vocab = n_vocab.max(tokenizer.vocab_size());
         let words: Vec<Vec<u8>> = (0..n_vocab as TokenId)
             .map(|id| token_bytes(tokenizer, id))
@@ -33,7 +42,13 @@ impl Vocab {
         if !tokenizer.eog_ids().is_empty() {
             trie = trie.with_eos_tokens(tokenizer.eog_ids());
         }
-        Vocab { trie }
+        // The SentencePiece encoder puts a space before every fragment: its
+        // splits of a grammar's bytes are not the model's, so none is forced.
+        let canonical = forcing && tokenizer.kind() == TokenizerKind::Bpe;
+        Vocab {
+            trie,
+            encoder: canonical.then(|| Arc::clone(tokenizer)),
+        }
     }
 
     pub fn trie(&self) -> &TokTrie {
@@ -75,13 +90,14 @@ impl TokenizerEnv for Vocab {
         &self.trie
     }
 
-    // The trie's greedy split, not our encoder's: llguidance then forces no
-    // tokens (fast-forward), which would need the encoder's own splits.
     fn tokenize_bytes(&self, s: &[u8]) -> Vec<u32> {
-        self.trie.greedy_tokenize(s)
+        match (&self.encoder, std::str::from_utf8(s)) {
+            (Some(encoder), Ok(text)) => encoder.encode(text, false, false),
+            _ => self.trie.greedy_tokenize(s),
+        }
     }
 
     fn tokenize_is_canonical(&self) -> bool {
-        false
+        self.encoder.is_some()
     }
 }

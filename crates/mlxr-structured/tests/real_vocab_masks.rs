@@ -2,10 +2,12 @@
 //! SentencePiece) against an oracle that knows nothing of llguidance: a
 //! token may come next exactly when the text so far plus the token's bytes
 //! (the detokenizer's) is still the start of a word of a finite language,
-//! and an end-of-generation token exactly when the text is a whole word.
+//! and an end-of-generation token exactly when the text is a whole word
+//! (a vocabulary without forced tokens, which narrow the mask where the
+//! grammar determines the bytes: tested on their own below).
 
 use mlxr_formats::gguf::GgufFile;
-use mlxr_structured::{Constraint, Grammars};
+use mlxr_structured::{Constraint, Grammars, Vocab};
 use mlxr_tokenizer::{TokenId, Tokenizer};
 
 const WORDS: &[&str] = &[
@@ -71,7 +73,7 @@ fn check_model(name: &str) {
         return;
     };
     let file = GgufFile::open(&path).unwrap();
-    let tokenizer = Tokenizer::from_gguf(file.metadata()).unwrap();
+    let tokenizer = std::sync::Arc::new(Tokenizer::from_gguf(file.metadata()).unwrap());
     let n_vocab = tokenizer.vocab_size();
     // Control and unknown tokens have no bytes: never allowed.
     let pieces: Vec<Vec<u8>> = (0..n_vocab as TokenId)
@@ -86,7 +88,7 @@ fn check_model(name: &str) {
             }
         })
         .collect();
-    let grammars = Grammars::new(&tokenizer, n_vocab).unwrap();
+    let grammars = Grammars::with_vocab(Vocab::new(&tokenizer, n_vocab, false)).unwrap();
     let regex = WORDS
         .iter()
         .map(|w| escape(w))
@@ -164,4 +166,69 @@ fn qwen_masks_match_the_oracle() {
 #[test]
 fn gemma3_sentencepiece_masks_match_the_oracle() {
     check_model(mlxr_testkit::GEMMA3);
+}
+
+/// The forced (fast-forward) tokens of a JSON schema's required key, on the
+/// byte-level BPE vocabularies: they spell the key as our tokenizer splits
+/// it, each one allowed where it stands. SentencePiece forces nothing (its
+/// encoder's splits of a fragment are not the model's).
+#[test]
+fn forced_tokens_spell_a_required_key() {
+    for (name, forces) in [
+        (mlxr_testkit::SMOLLM2, true),
+        (mlxr_testkit::QWEN_CODER_05B, true),
+        (mlxr_testkit::GEMMA3, false),
+    ] {
+        let Some(path) = mlxr_testkit::model_path(name) else {
+            continue;
+        };
+        let file = GgufFile::open(&path).unwrap();
+        let tokenizer = std::sync::Arc::new(Tokenizer::from_gguf(file.metadata()).unwrap());
+        let grammars = Grammars::new(&tokenizer, tokenizer.vocab_size()).unwrap();
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {"temperature_celsius": {"type": "integer"}},
+            "required": ["temperature_celsius"]
+        });
+        let mut m = grammars.compile(&Constraint::JsonSchema(schema)).unwrap();
+        let mut text = String::new();
+        let mut forced_text = String::new();
+        for _ in 0..40 {
+            let forced = m.forced();
+            if forced.is_empty() {
+                // Go on with the allowed token that starts the key or the
+                // value soonest: `{`, `"`, `:`, a digit, `}`.
+                let mut scores = vec![0.0f32; tokenizer.vocab_size()];
+                m.mask(&mut scores).unwrap();
+                let Some(t) = ["{", "\"", ":", "}", "4"].iter().find_map(|s| {
+                    let id = tokenizer.encode(s, false, false)[0];
+                    (scores[id as usize] == 0.0).then_some(id)
+                }) else {
+                    break;
+                };
+                m.commit(t).unwrap();
+                text += &tokenizer.decode(&[t], false);
+            } else {
+                for &t in &forced {
+                    assert!(m.allows(t), "{name}: forced token {t} refused");
+                    m.commit(t).unwrap();
+                }
+                let piece = tokenizer.decode(&forced, false);
+                forced_text += &piece;
+                text += &piece;
+            }
+            if m.is_finished() {
+                break;
+            }
+        }
+        if forces {
+            assert_eq!(text, "{\"temperature_celsius\":4}", "{name}");
+            assert!(
+                forced_text.contains("temperature_celsius"),
+                "{name}: {forced_text:?}"
+            );
+        } else {
+            assert_eq!(forced_text, "", "{name}");
+        }
+    }
 }
