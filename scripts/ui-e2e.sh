@@ -3,8 +3,9 @@
 # (installed or upgraded with apt-get on every run, so the tests meet the
 # browser users have, not whatever old one the machine kept) driven headless
 # by playwright-core (no browser download) against a real `mlxr serve` on
-# SmolLM2 and all-MiniLM-L6-v2 for the embeddings (required under
-# MLXR_REQUIRE_MODELS=1, else its check is skipped with a message).
+# SmolLM2, all-MiniLM-L6-v2 for the embeddings and Qwen2.5-Coder-0.5B for
+# tool calling (each required under MLXR_REQUIRE_MODELS=1, else its check is
+# skipped with a message).
 # Screenshots of every page, light and dark, go to target/ui-screenshots/
 # (or $MLXR_SCREENSHOTS). CHROMIUM=/path/to/chromium uses that browser as it
 # is instead (no apt-get).
@@ -18,6 +19,7 @@ ROOT="$PWD"
 MODELS_DIR="${MLXR_MODELS_DIR:-$HOME/.cache/mlxr/models}"
 MODEL_FILE="$MODELS_DIR/SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBED_DIR="$MODELS_DIR/all-MiniLM-L6-v2"
+TOOL_FILE="$MODELS_DIR/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 BIN="${MLXR_BIN:-$ROOT/target/release/mlxr}"
 SHOTS="${MLXR_SCREENSHOTS:-$ROOT/target/ui-screenshots}"
 
@@ -25,6 +27,10 @@ SHOTS="${MLXR_SCREENSHOTS:-$ROOT/target/ui-screenshots}"
 [ -f "$MODEL_FILE" ] || { echo "ui-e2e: $MODEL_FILE missing: run scripts/fetch-models.sh" >&2; exit 1; }
 if [ ! -d "$EMBED_DIR" ] && [ "${MLXR_REQUIRE_MODELS:-0}" = 1 ]; then
     echo "ui-e2e: $EMBED_DIR missing and MLXR_REQUIRE_MODELS=1: run scripts/fetch-models.sh minilm" >&2
+    exit 1
+fi
+if [ ! -f "$TOOL_FILE" ] && [ "${MLXR_REQUIRE_MODELS:-0}" = 1 ]; then
+    echo "ui-e2e: $TOOL_FILE missing and MLXR_REQUIRE_MODELS=1: run scripts/fetch-models.sh qwen-coder-0.5b" >&2
     exit 1
 fi
 
@@ -65,6 +71,11 @@ if [ -d "$EMBED_DIR" ]; then
     ARGS+=(-m "$EMBED_DIR" --name all-minilm)
     EMBED_MODEL=all-minilm
 fi
+TOOL_MODEL=""
+if [ -f "$TOOL_FILE" ]; then
+    ARGS+=(-m "$TOOL_FILE" --name qwen-coder)
+    TOOL_MODEL=qwen-coder
+fi
 # The pull test registers this copy from a local path.
 cp "$MODEL_FILE" "$TMP/e2e-pull.gguf"
 
@@ -84,6 +95,7 @@ rm -rf "$SHOTS"
 echo "== Playwright (playwright-core + $CHROMIUM)"
 status=0
 (cd app/ui && MLXR_URL="$URL" MLXR_E2E_MODEL=smollm2 MLXR_E2E_EMBED_MODEL="$EMBED_MODEL" \
+    MLXR_E2E_TOOL_MODEL="$TOOL_MODEL" \
     MLXR_E2E_PULL_SOURCE="$TMP/e2e-pull.gguf" MLXR_SCREENSHOTS="$SHOTS" CHROMIUM="$CHROMIUM" \
     npx vitest run --config e2e/vitest.config.ts) || status=$?
 if [ "$status" -ne 0 ]; then

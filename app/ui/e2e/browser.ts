@@ -9,6 +9,8 @@ export const MODEL = process.env.MLXR_E2E_MODEL ?? "smollm2";
 export const PULL_SOURCE = process.env.MLXR_E2E_PULL_SOURCE ?? "";
 /** The embedding model name, when the daemon serves one. */
 export const EMBED_MODEL = process.env.MLXR_E2E_EMBED_MODEL ?? "";
+/** A model that calls tools reliably (Qwen2.5-Coder-0.5B), when the daemon serves one. */
+export const TOOL_MODEL = process.env.MLXR_E2E_TOOL_MODEL ?? "";
 export const SCREENSHOTS = process.env.MLXR_SCREENSHOTS ?? join(process.cwd(), "screenshots");
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 

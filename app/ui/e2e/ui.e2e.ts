@@ -4,7 +4,19 @@
 // metrics after traffic).
 import type { Browser, BrowserContext, Locator, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { EMBED_MODEL, MODEL, post, PULL_SOURCE, screenshot, sleep, URL, launch, newContext, watchErrors } from "./browser";
+import {
+  EMBED_MODEL,
+  MODEL,
+  post,
+  PULL_SOURCE,
+  screenshot,
+  sleep,
+  TOOL_MODEL,
+  URL,
+  launch,
+  newContext,
+  watchErrors,
+} from "./browser";
 
 let browser: Browser;
 let context: BrowserContext;
@@ -148,6 +160,60 @@ describe("chat", () => {
     }
     throw new Error("every reply ended before Stop could be clicked");
   });
+});
+
+const WEATHER_TOOL = [
+  {
+    type: "function",
+    function: {
+      name: "get_weather",
+      description: "Get the current weather in a city",
+      parameters: {
+        type: "object",
+        properties: { city: { type: "string", description: "The city name" } },
+        required: ["city"],
+      },
+    },
+  },
+];
+
+describe("tool calling", () => {
+  it("shows a tool call, then replies to a result answered by hand", async (ctx) => {
+    if (!TOOL_MODEL) {
+      expect(process.env.MLXR_REQUIRE_MODELS, "MLXR_REQUIRE_MODELS=1 needs Qwen2.5-Coder-0.5B").not.toBe("1");
+      console.warn("SKIPPED: tool calling (no Qwen2.5-Coder-0.5B: scripts/fetch-models.sh qwen-coder-0.5b)");
+      ctx.skip();
+    }
+    await page.goto("/ui/chat");
+    await page.getByRole("button", { name: "New chat" }).click();
+    await pickModel(page, TOOL_MODEL);
+    await page.getByText("System prompt and sampling").click();
+    await page.getByRole("spinbutton", { name: "Temperature" }).fill("0");
+    await page.getByRole("spinbutton", { name: "Max tokens" }).fill("200");
+    await page.getByRole("textbox", { name: /^Tools/ }).fill(JSON.stringify(WEATHER_TOOL, null, 2));
+    expect(await page.locator("#tools-error").count(), "the tools are valid").toBe(0);
+    await page.getByText("System prompt and sampling").click();
+
+    const replies = page.getByRole("article", { name: "Assistant" });
+    await page.getByRole("textbox", { name: "Message" }).fill("What is the weather like in Paris today?");
+    const started = Date.now();
+    await page.getByRole("button", { name: "Send" }).click();
+    const call = page.getByRole("region", { name: "Tool call get_weather" });
+    await call.waitFor({ timeout: 120_000 });
+    const args = JSON.parse(await call.locator("pre").innerText()) as { city?: string };
+    console.log(`tool call in ${Date.now() - started} ms: get_weather(${JSON.stringify(args)})`);
+    expect(args.city).toMatch(/Paris/);
+    await replies.first().getByLabel("Reply statistics").waitFor({ timeout: 60_000 });
+
+    await page.getByRole("textbox", { name: "Result of get_weather" }).fill('{"temperature_c": 21, "sky": "sunny"}');
+    await page.getByRole("button", { name: "Send result" }).click();
+    await page.getByRole("article", { name: "Tool result get_weather" }).waitFor();
+    const next = replies.nth(1);
+    await next.getByLabel("Reply statistics").waitFor({ timeout: 120_000 });
+    console.log(`after the tool result: ${(await next.innerText()).replace(/\s+/g, " ").slice(0, 200)}`);
+    expect((await next.innerText()).trim().length).toBeGreaterThan(0);
+    await shootBothThemes("chat-tools");
+  }, 300_000);
 });
 
 describe("models", () => {
@@ -298,6 +364,27 @@ describe("playground", () => {
     await alert.waitFor();
     expect(await alert.innerText()).toMatch(/does not support embeddings.*Models page/s);
   });
+});
+
+describe("playground constraint", () => {
+  it("a JSON schema constraint gives JSON that matches it", async () => {
+    await page.goto("/ui/playground");
+    const panel = page.getByRole("region", { name: "Completion with logprobs" });
+    await pickModel(panel, MODEL);
+    await panel.getByRole("spinbutton", { name: "Max tokens" }).fill("64");
+    await panel.getByRole("textbox", { name: "Prompt" }).fill("Is the sky blue? Answer as JSON: ");
+    await panel.getByRole("combobox", { name: "Constraint type" }).selectOption("json");
+    const schema = { type: "object", properties: { answer: { type: "string", enum: ["yes", "no"] } }, required: ["answer"] };
+    await panel.getByRole("textbox", { name: "JSON schema" }).fill(JSON.stringify(schema));
+    await panel.getByRole("button", { name: "Complete" }).click();
+    const text = panel.locator(".completion-text strong");
+    await text.waitFor({ timeout: 60_000 });
+    const completion = await text.innerText();
+    console.log(`constrained completion: ${completion}`);
+    const parsed = JSON.parse(completion) as { answer?: string };
+    expect(["yes", "no"]).toContain(parsed.answer);
+    await shootBothThemes("playground-constraint");
+  }, 120_000);
 });
 
 describe("settings", () => {

@@ -28,9 +28,24 @@ export interface ShowResponse {
   model_info?: Record<string, unknown>;
 }
 
+/** A function the model may call (Ollama `tools`). */
+export interface ToolDefinition {
+  type: "function";
+  function: { name: string; description?: string; parameters?: unknown };
+}
+
+export interface ToolCall {
+  id?: string;
+  function: { index?: number; name: string; arguments: Record<string, unknown> | string };
+}
+
 export interface ChatMessage {
-  role: "system" | "user" | "assistant";
+  role: "system" | "user" | "assistant" | "tool";
   content: string;
+  /** Assistant turns: the calls the model made. */
+  tool_calls?: ToolCall[];
+  /** Tool turns: the function whose result `content` is. */
+  tool_name?: string;
 }
 
 /** Ollama `options` the chat page sets; absent = the model's default. */
@@ -43,7 +58,7 @@ export interface ChatOptions {
 }
 
 export interface ChatChunk {
-  message?: { role: string; content: string };
+  message?: { role: string; content: string; tool_calls?: ToolCall[] };
   done: boolean;
   done_reason?: string;
   eval_count?: number;
@@ -81,7 +96,7 @@ async function streamPost<T>(path: string, body: unknown, signal: AbortSignal): 
 }
 
 export function streamChat(
-  request: { model: string; messages: ChatMessage[]; options: ChatOptions },
+  request: { model: string; messages: ChatMessage[]; options: ChatOptions; tools?: ToolDefinition[] },
   signal: AbortSignal,
 ): Promise<AsyncGenerator<ChatChunk>> {
   return streamPost<ChatChunk>("/api/chat", { ...request, stream: true }, signal);

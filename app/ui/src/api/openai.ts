@@ -17,6 +17,9 @@ export interface CompletionRequest {
   /** How many alternatives per token (0-20). */
   logprobs: number;
   seed?: number;
+  response_format?: { type: "json_schema"; json_schema: { name: string; schema: unknown } };
+  /** MLXR's extension: constrain the text to a regular expression or a Lark grammar. */
+  grammar?: { type: "regex" | "lark"; value: string };
 }
 
 export interface CompletionResponse {

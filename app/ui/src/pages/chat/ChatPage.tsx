@@ -4,9 +4,18 @@ import { ErrorMessage } from "../../components/ErrorMessage";
 import { ChatSettings } from "./ChatSettings";
 import { Composer } from "./Composer";
 import { ConversationList } from "./ConversationList";
-import { newConversation, requestMessages, titleFrom, useConversations, type Conversation } from "./conversations";
+import {
+  newConversation,
+  requestMessages,
+  titleFrom,
+  useConversations,
+  type Conversation,
+  type StoredMessage,
+} from "./conversations";
 import { MessageView } from "./MessageView";
 import { ModelPicker } from "./ModelPicker";
+import { parseTools, pendingToolCalls } from "./tools";
+import { ToolResultForm } from "./ToolResultForm";
 import { useChatStream } from "./useChatStream";
 
 export function ChatPage() {
@@ -39,17 +48,24 @@ export function ChatPage() {
     if (current) change((c) => ({ ...c, model }));
     else create(model);
   };
-  const send = (text: string) => {
-    const base = current ?? create();
+  const tools = parseTools(current?.tools ?? "");
+  const append = (base: Conversation, message: StoredMessage, reply: boolean) => {
     const updated: Conversation = {
       ...base,
       model: base.model || firstModel,
-      title: base.messages.length === 0 ? titleFrom(text) : base.title,
-      messages: [...base.messages, { role: "user", content: text }],
+      title: base.messages.length === 0 && message.role === "user" ? titleFrom(message.content) : base.title,
+      messages: [...base.messages, message],
     };
     conversations.update(base.id, () => updated);
+    if (!reply) return;
     replyTo.current = base.id;
-    void stream.start(updated.model, requestMessages(updated), updated.options);
+    void stream.start(updated.model, requestMessages(updated), updated.options, parseTools(updated.tools ?? "").tools);
+  };
+  const send = (text: string) => append(current ?? create(), { role: "user", content: text }, true);
+  const pending = current && !stream.streaming ? pendingToolCalls(current.messages) : [];
+  const answer = (content: string) => {
+    const call = pending[0];
+    if (current && call) append(current, { role: "tool", content, tool_name: call.function.name }, pending.length === 1);
   };
 
   const model = current?.model || firstModel;
@@ -76,19 +92,24 @@ export function ChatPage() {
           <ChatSettings
             system={current.system}
             options={current.options}
+            tools={current.tools ?? ""}
             onSystem={(system) => change((c) => ({ ...c, system }))}
             onOptions={(options) => change((c) => ({ ...c, options }))}
+            onTools={(text) => change((c) => ({ ...c, tools: text }))}
           />
         )}
         <div className="messages" aria-live="polite">
           {current?.messages.map((m, i) => <MessageView key={i} message={m} />)}
+          {pending[0] && (
+            <ToolResultForm key={current?.messages.length} call={pending[0]} disabled={!!tools.error} onSend={answer} />
+          )}
           {stream.draft && <MessageView message={stream.draft} streaming />}
           {!current?.messages.length && !stream.draft && (
             <p className="empty">Pick a model and send a message. Conversations are kept in this browser.</p>
           )}
           <div ref={bottom} />
         </div>
-        <Composer streaming={stream.streaming} disabled={!model} onSend={send} onStop={stream.stop} />
+        <Composer streaming={stream.streaming} disabled={!model || !!tools.error} onSend={send} onStop={stream.stop} />
       </section>
     </div>
   );

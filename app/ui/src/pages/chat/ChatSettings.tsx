@@ -1,4 +1,5 @@
 import type { ChatOptions } from "../../api/ollama";
+import { ToolsField } from "./ToolsField";
 
 type Field = { key: keyof ChatOptions; label: string; step: string; min?: number; max?: number };
 
@@ -10,17 +11,21 @@ const FIELDS: Field[] = [
   { key: "seed", label: "Seed", step: "1" },
 ];
 
-/** System prompt and sampling options (Ollama `options`); an empty field = the model's default. */
+/** System prompt, sampling options (Ollama `options`; an empty field = the model's default) and tools. */
 export function ChatSettings({
   system,
   options,
+  tools,
   onSystem,
   onOptions,
+  onTools,
 }: {
   system: string;
   options: ChatOptions;
+  tools: string;
   onSystem: (s: string) => void;
   onOptions: (o: ChatOptions) => void;
+  onTools: (t: string) => void;
 }) {
   const set = (key: keyof ChatOptions, text: string) => {
     const next = { ...options };
@@ -31,7 +36,7 @@ export function ChatSettings({
   };
   return (
     <details className="chat-settings">
-      <summary>System prompt and sampling</summary>
+      <summary>System prompt and sampling{tools.trim() ? " · tools" : ""}</summary>
       <label className="block">
         System prompt
         <textarea rows={3} value={system} onChange={(e) => onSystem(e.target.value)} />
@@ -52,6 +57,7 @@ export function ChatSettings({
           </label>
         ))}
       </div>
+      <ToolsField value={tools} onChange={onTools} />
     </details>
   );
 }

@@ -21,13 +21,15 @@ export interface Conversation {
   model: string;
   system: string;
   options: ChatOptions;
+  /** The Tools box's text (a JSON array); absent in conversations saved before tools. */
+  tools?: string;
   messages: StoredMessage[];
   updatedAt: number;
 }
 
 export const STORAGE_KEY = "mlxr.conversations";
 
-/** A new conversation with `model`, keeping `from`'s system prompt and options. */
+/** A new conversation with `model`, keeping `from`'s system prompt, options and tools. */
 export function newConversation(model: string, from?: Conversation): Conversation {
   return {
     id: crypto.randomUUID(),
@@ -35,6 +37,7 @@ export function newConversation(model: string, from?: Conversation): Conversatio
     model,
     system: from?.system ?? "",
     options: from?.options ?? {},
+    tools: from?.tools ?? "",
     messages: [],
     updatedAt: Date.now(),
   };
@@ -42,7 +45,12 @@ export function newConversation(model: string, from?: Conversation): Conversatio
 
 /** The messages sent to /api/chat: the system prompt first, then the turns. */
 export function requestMessages(c: Conversation): ChatMessage[] {
-  const turns = c.messages.map(({ role, content }) => ({ role, content }));
+  const turns = c.messages.map(({ role, content, tool_calls, tool_name }): ChatMessage => ({
+    role,
+    content,
+    ...(role === "assistant" && tool_calls?.length ? { tool_calls } : {}),
+    ...(role === "tool" && tool_name ? { tool_name } : {}),
+  }));
   return c.system.trim() ? [{ role: "system", content: c.system }, ...turns] : turns;
 }
 

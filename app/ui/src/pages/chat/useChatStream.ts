@@ -1,10 +1,10 @@
 import { useRef, useState } from "react";
 import { describe, isAbort } from "../../api/client";
-import { streamChat, type ChatMessage, type ChatOptions } from "../../api/ollama";
+import { streamChat, type ChatMessage, type ChatOptions, type ToolDefinition } from "../../api/ollama";
 import type { StoredMessage } from "./conversations";
 
 /**
- * One streamed reply at a time: `draft` grows as tokens arrive; `onFinish`
+ * One streamed reply at a time: `draft` grows as tokens and tool calls arrive; `onFinish`
  * gets the final message (complete, stopped or failed). `stop` aborts the
  * fetch, which makes the daemon abort the request.
  */
@@ -12,7 +12,7 @@ export function useChatStream(onFinish: (reply: StoredMessage) => void) {
   const [draft, setDraft] = useState<StoredMessage | null>(null);
   const controller = useRef<AbortController | null>(null);
 
-  const start = async (model: string, messages: ChatMessage[], options: ChatOptions) => {
+  const start = async (model: string, messages: ChatMessage[], options: ChatOptions, tools?: ToolDefinition[]) => {
     const abort = new AbortController();
     controller.current = abort;
     const started = performance.now();
@@ -20,13 +20,13 @@ export function useChatStream(onFinish: (reply: StoredMessage) => void) {
     let ttftMs: number | null = null;
     setDraft(reply);
     try {
-      const chunks = await streamChat({ model, messages, options }, abort.signal);
+      const chunks = await streamChat({ model, messages, options, ...(tools ? { tools } : {}) }, abort.signal);
       for await (const chunk of chunks) {
         const piece = chunk.message?.content ?? "";
-        if (piece) {
-          ttftMs ??= performance.now() - started;
-          reply = { ...reply, content: reply.content + piece };
-        }
+        const calls = chunk.message?.tool_calls ?? [];
+        if (piece || calls.length) ttftMs ??= performance.now() - started;
+        if (piece) reply = { ...reply, content: reply.content + piece };
+        if (calls.length) reply = { ...reply, tool_calls: [...(reply.tool_calls ?? []), ...calls] };
         if (chunk.done) {
           const tokens = chunk.eval_count ?? 0;
           const seconds = (chunk.eval_duration ?? 0) / 1e9;

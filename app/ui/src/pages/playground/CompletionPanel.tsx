@@ -4,23 +4,28 @@ import type { ModelSummary } from "../../api/ollama";
 import { complete, type CompletionResponse } from "../../api/openai";
 import { ErrorMessage } from "../../components/ErrorMessage";
 import { ModelPicker } from "../chat/ModelPicker";
+import { constraintFields, type Constraint } from "./constraint";
+import { ConstraintField } from "./ConstraintField";
 import { TokenLogprobs } from "./TokenLogprobs";
 
-/** Raw completion (`POST /v1/completions`, no chat template) with per-token logprobs. */
+/** Raw completion (`POST /v1/completions`, no chat template) with per-token logprobs, optionally constrained. */
 export function CompletionPanel({ models, defaultModel }: { models: ModelSummary[] | null; defaultModel: string }) {
   const [model, setModel] = useState("");
   const [prompt, setPrompt] = useState("The capital of France is");
   const [maxTokens, setMaxTokens] = useState(16);
   const [temperature, setTemperature] = useState(0);
   const [alternatives, setAlternatives] = useState(5);
+  const [constraint, setConstraint] = useState<Constraint>({ kind: "none", text: "" });
   const [result, setResult] = useState<CompletionResponse | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [running, setRunning] = useState(false);
   const controller = useRef<AbortController | null>(null);
   const chosen = model || defaultModel;
+  const constrained = constraintFields(constraint);
 
   const run = async (e: FormEvent) => {
     e.preventDefault();
+    if (constrained.error) return;
     const abort = new AbortController();
     controller.current = abort;
     setRunning(true);
@@ -28,7 +33,7 @@ export function CompletionPanel({ models, defaultModel }: { models: ModelSummary
     try {
       setResult(
         await complete(
-          { model: chosen, prompt, max_tokens: maxTokens, temperature, logprobs: alternatives },
+          { model: chosen, prompt, max_tokens: maxTokens, temperature, logprobs: alternatives, ...constrained.fields },
           abort.signal,
         ),
       );
@@ -77,8 +82,9 @@ export function CompletionPanel({ models, defaultModel }: { models: ModelSummary
           Prompt
           <textarea rows={3} value={prompt} onChange={(e) => setPrompt(e.target.value)} />
         </label>
+        <ConstraintField value={constraint} onChange={setConstraint} />
         <div className="row actions-row">
-          <button type="submit" className="primary" disabled={running || !chosen || !prompt}>
+          <button type="submit" className="primary" disabled={running || !chosen || !prompt || !!constrained.error}>
             Complete
           </button>
           {running && (
