@@ -6,7 +6,7 @@
 
 use mlxr_engine::{ChatMessage, GenerateRequest, LoadedModel, Prompt};
 use mlxr_structured::tools::{
-    forced_call, Parsed, ToolCall, ToolCallParser, ToolChoice, ToolFormat, ToolSpec,
+    call_grammar, Parsed, ToolCall, ToolCallParser, ToolChoice, ToolFormat, ToolSpec,
 };
 use rand::Rng;
 use serde_json::{json, Value};
@@ -108,14 +108,16 @@ impl ToolRequest {
                 _ => messages.insert(0, ChatMessage::new("system", note)),
             }
         }
-        if let Some(forced) = forced_call(format, &self.specs, &self.choice, self.parallel) {
-            if req.constraint.is_some() {
+        match call_grammar(format, &self.specs, &self.choice, self.parallel) {
+            // Under `auto` the reply's own constraint wins over the calls'.
+            Some(_) if self.choice == ToolChoice::Auto && req.constraint.is_some() => {}
+            Some(_) if req.constraint.is_some() => {
                 return Err(ApiError::bad_request(
                     "tool_choice \"required\" or a named function cannot be combined with \
                      response_format, format or grammar",
-                ));
+                ))
             }
-            req.constraint = Some(forced);
+            grammar => req.constraint = req.constraint.take().or(grammar),
         }
         Ok(Some(ToolReader {
             parser: ToolCallParser::new(format, &self.specs),

@@ -14,6 +14,13 @@ pub enum Constraint {
     Regex(String),
     /// llguidance's Lark dialect (`start: ...`, `%json {...}` inside).
     Lark(String),
+    /// Free text until the special token `trigger` (e.g. `<tool_call>`),
+    /// then `then` until it is complete, then free text again, and so on:
+    /// a syntax enforced only where the model starts it.
+    Triggered {
+        trigger: String,
+        then: Box<Constraint>,
+    },
 }
 
 /// JSON layout where a schema does not say (its `x-guidance` object):
@@ -29,6 +36,7 @@ impl Constraint {
             Constraint::JsonSchema(_) => "json_schema",
             Constraint::Regex(_) => "regex",
             Constraint::Lark(_) => "grammar",
+            Constraint::Triggered { then, .. } => then.kind(),
         }
     }
 
@@ -39,6 +47,7 @@ impl Constraint {
             Constraint::JsonSchema(v) => format!("j{v}"),
             Constraint::Regex(r) => format!("r{r}"),
             Constraint::Lark(l) => format!("l{l}"),
+            Constraint::Triggered { trigger, then } => format!("t{trigger}\0{}", then.cache_key()),
         }
     }
 
@@ -55,6 +64,7 @@ impl Constraint {
             }
             Constraint::Regex(rx) => TopLevelGrammar::from_regex(rx),
             Constraint::Lark(lark) => TopLevelGrammar::from_lark(lark.clone()),
+            Constraint::Triggered { then, .. } => then.grammar()?,
         })
     }
 }

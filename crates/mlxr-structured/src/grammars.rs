@@ -69,7 +69,13 @@ impl Grammars {
         if let Some(e) = matcher.get_error() {
             return Err(invalid(e));
         }
-        Ok(TokenConstraint::new(matcher))
+        Ok(match constraint {
+            Constraint::Triggered { trigger, .. } => {
+                let token = self.factory.tok_env().tok_trie().get_special_token(trigger);
+                TokenConstraint::triggered(matcher, token)
+            }
+            _ => TokenConstraint::new(matcher),
+        })
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, TokenParser>> {

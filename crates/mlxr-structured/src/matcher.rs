@@ -9,6 +9,16 @@ use crate::StructuredError;
 /// by each token the sequence keeps.
 pub struct TokenConstraint {
     matcher: Matcher,
+    /// A grammar that holds only from a trigger token on ([`crate::Constraint::Triggered`]).
+    trigger: Option<Trigger>,
+}
+
+struct Trigger {
+    /// `None`: the vocabulary has no such token; the grammar never holds.
+    token: Option<TokenId>,
+    armed: bool,
+    /// The grammar at its start, for the next trigger.
+    fresh: Matcher,
 }
 
 impl std::fmt::Debug for TokenConstraint {
@@ -19,18 +29,40 @@ impl std::fmt::Debug for TokenConstraint {
 
 impl TokenConstraint {
     pub(crate) fn new(matcher: Matcher) -> Self {
-        Self { matcher }
+        Self {
+            matcher,
+            trigger: None,
+        }
+    }
+
+    pub(crate) fn triggered(matcher: Matcher, token: Option<TokenId>) -> Self {
+        Self {
+            trigger: Some(Trigger {
+                token,
+                armed: false,
+                fresh: matcher.clone(),
+            }),
+            matcher,
+        }
+    }
+
+    /// Free text: a trigger not (yet) seen.
+    fn free(&self) -> bool {
+        self.trigger.as_ref().is_some_and(|t| !t.armed)
     }
 
     /// Whether `token` may come next (end-of-generation tokens: once the
     /// output is complete). Cheap next to [`Self::mask`].
     pub fn allows(&mut self, token: TokenId) -> bool {
-        self.matcher.validate_tokens(&[token]).is_ok_and(|n| n == 1)
+        self.free() || self.matcher.validate_tokens(&[token]).is_ok_and(|n| n == 1)
     }
 
     /// Sets every token that may not come next to -inf in `scores` (one
     /// per vocabulary id).
     pub fn mask(&mut self, scores: &mut [f32]) -> Result<(), StructuredError> {
+        if self.free() {
+            return Ok(());
+        }
         let allowed = self
             .matcher
             .compute_mask_or_eos()
@@ -45,31 +77,37 @@ impl TokenConstraint {
 
     /// Moves past `token`, which the sequence keeps.
     pub fn commit(&mut self, token: TokenId) -> Result<(), StructuredError> {
+        if let Some(t) = &mut self.trigger {
+            if !t.armed {
+                t.armed = t.token == Some(token);
+                return Ok(());
+            }
+        }
         self.matcher
             .consume_token(token)
-            .map_err(|e| StructuredError::Matcher(e.to_string()))
+            .map_err(|e| StructuredError::Matcher(e.to_string()))?;
+        if let Some(t) = &mut self.trigger {
+            if self.matcher.is_stopped() {
+                // The triggered part is complete: free text again.
+                self.matcher = t.fresh.clone();
+                t.armed = false;
+            }
+        }
+        Ok(())
     }
 
     /// The tokens the grammar forces next, if any (those every way on
     /// leads through), as the model's tokenizer would split their bytes.
     pub fn forced(&mut self) -> Vec<TokenId> {
+        if self.free() {
+            return Vec::new();
+        }
         self.matcher.compute_ff_tokens()
     }
 
-    /// Forgets the last `n` committed tokens.
-    pub fn rollback(&mut self, n: usize) -> Result<(), StructuredError> {
-        self.matcher
-            .rollback(n)
-            .map_err(|e| StructuredError::Matcher(e.to_string()))
-    }
-
-    /// The output is complete and nothing more may follow.
+    /// The output is complete and nothing more may follow (never for a
+    /// triggered grammar, which text may follow).
     pub fn is_finished(&self) -> bool {
-        self.matcher.is_stopped()
-    }
-
-    /// The output so far is complete (more may still follow).
-    pub fn is_accepting(&mut self) -> bool {
-        self.matcher.is_accepting().unwrap_or(false)
+        self.trigger.is_none() && self.matcher.is_stopped()
     }
 }

@@ -1,7 +1,8 @@
-//! The constraint that makes a model call a tool (`tool_choice` required or
-//! a named function): the family's own call syntax around the JSON of a
-//! call whose name is one of the tools and whose arguments follow that
-//! tool's schema.
+//! The constraints on a model's tool calls: the family's own call syntax
+//! around the JSON of a call whose name is one of the tools and whose
+//! arguments follow that tool's schema, from the first token (`tool_choice`
+//! required or a named function) or, under `auto`, from the moment the
+//! model opens a call (Hermes' `<tool_call>` token).
 
 use serde_json::{json, Value};
 
@@ -9,17 +10,19 @@ use super::{ToolChoice, ToolFormat, ToolSpec};
 use crate::constraint::with_layout;
 use crate::Constraint;
 
-/// `None` when the choice leaves the model free (`auto`, `none`).
-/// `parallel`: more than one call may follow (where the format allows).
-pub fn forced_call(
+/// `None` where the model stays free (`none`; `auto` in formats without a
+/// call token). `parallel`: more than one call may follow (where the format
+/// allows).
+pub fn call_grammar(
     format: ToolFormat,
     tools: &[ToolSpec],
     choice: &ToolChoice,
     parallel: bool,
 ) -> Option<Constraint> {
     let chosen: Vec<&ToolSpec> = match choice {
-        ToolChoice::None | ToolChoice::Auto => return None,
-        ToolChoice::Required => tools.iter().collect(),
+        ToolChoice::None => return None,
+        ToolChoice::Auto if format != ToolFormat::Hermes => return None,
+        ToolChoice::Auto | ToolChoice::Required => tools.iter().collect(),
         ToolChoice::Function(name) => tools.iter().filter(|t| &t.name == name).collect(),
     };
     let calls: Vec<Value> = chosen
@@ -38,6 +41,13 @@ pub fn forced_call(
         Err(calls) => json!({ "anyOf": calls }),
     };
     Some(match format {
+        ToolFormat::Hermes if *choice == ToolChoice::Auto => Constraint::Triggered {
+            trigger: "<tool_call>".into(),
+            then: Box::new(Constraint::Lark(format!(
+                "start: \"\\n\" body \"\\n\" </tool_call>\nbody: %json {}\n",
+                with_layout(call)
+            ))),
+        },
         ToolFormat::Hermes => {
             let body = with_layout(call);
             let more = if parallel { " (\"\\n\" call)*" } else { "" };

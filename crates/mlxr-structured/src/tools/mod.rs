@@ -1,14 +1,14 @@
 //! Tool calling: the tools a request offers, how a model family writes a
 //! call ([`ToolFormat`]), reading calls out of its output as it streams
 //! ([`ToolCallParser`]) and the constraint that makes it call one
-//! ([`forced_call`]).
+//! ([`call_grammar`]).
 
 mod format;
 mod grammar;
 mod parser;
 
 pub use format::ToolFormat;
-pub use grammar::forced_call;
+pub use grammar::call_grammar;
 pub use parser::{Parsed, ToolCallParser};
 
 #[cfg(test)]

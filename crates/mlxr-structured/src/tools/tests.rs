@@ -172,12 +172,27 @@ fn tool_specs_are_checked() {
 #[test]
 fn forced_calls_by_format() {
     let t = tools();
+    let Some(Constraint::Triggered { trigger, .. }) =
+        call_grammar(ToolFormat::Hermes, &t, &ToolChoice::Auto, true)
+    else {
+        panic!("auto: a grammar from <tool_call> on");
+    };
+    assert_eq!(trigger, "<tool_call>");
     assert_eq!(
-        forced_call(ToolFormat::Hermes, &t, &ToolChoice::Auto, true),
+        call_grammar(
+            ToolFormat::Json { native: false },
+            &t,
+            &ToolChoice::Auto,
+            true
+        ),
+        None
+    );
+    assert_eq!(
+        call_grammar(ToolFormat::Hermes, &t, &ToolChoice::None, true),
         None
     );
     let Some(Constraint::Lark(lark)) =
-        forced_call(ToolFormat::Hermes, &t, &ToolChoice::Required, true)
+        call_grammar(ToolFormat::Hermes, &t, &ToolChoice::Required, true)
     else {
         panic!("Hermes forces a Lark grammar");
     };
@@ -186,7 +201,7 @@ fn forced_calls_by_format() {
             && lark.contains("(\"\\n\" call)*")
             && lark.contains("get_time")
     );
-    let Some(Constraint::JsonSchema(s)) = forced_call(
+    let Some(Constraint::JsonSchema(s)) = call_grammar(
         ToolFormat::Json { native: false },
         &t,
         &ToolChoice::Function("get_time".into()),

@@ -1,0 +1,90 @@
+//! The tool-call grammars on Qwen2.5-Coder's real vocabulary: under `auto`
+//! the model writes freely until its `<tool_call>` token, then only a call
+//! of a known tool with arguments of that tool's schema, then freely again.
+
+use std::sync::Arc;
+
+use mlxr_formats::gguf::GgufFile;
+use mlxr_structured::tools::{call_grammar, ToolChoice, ToolFormat, ToolSpec};
+use mlxr_structured::Grammars;
+use mlxr_tokenizer::Tokenizer;
+use serde_json::json;
+
+#[test]
+fn auto_holds_a_call_to_its_syntax_from_the_call_token_on() {
+    let Some(path) = mlxr_testkit::model_path(mlxr_testkit::QWEN_CODER_05B) else {
+        return;
+    };
+    let file = GgufFile::open(&path).unwrap();
+    let tokenizer = Arc::new(Tokenizer::from_gguf(file.metadata()).unwrap());
+    let grammars = Grammars::new(&tokenizer, tokenizer.vocab_size()).unwrap();
+    let tools = [ToolSpec::from_json(&json!({"type": "function", "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}))
+    .unwrap()];
+    let grammar = call_grammar(ToolFormat::Hermes, &tools, &ToolChoice::Auto, true).unwrap();
+    let mut m = grammars.compile(&grammar).unwrap();
+    let ids = |s: &str| tokenizer.encode(s, false, false);
+    let open = tokenizer.token_id("<tool_call>").unwrap();
+    let close = tokenizer.token_id("</tool_call>").unwrap();
+    let eos = tokenizer.eog_ids()[0];
+
+    // Free text before a call: anything goes, nothing is masked or forced.
+    for t in ids("Let me check the weather. {not json") {
+        assert!(m.allows(t));
+        m.commit(t).unwrap();
+    }
+    let mut scores = vec![0.0f32; tokenizer.vocab_size()];
+    m.mask(&mut scores).unwrap();
+    assert!(scores.iter().all(|&s| s == 0.0));
+    assert!(m.forced().is_empty());
+
+    // The call token arms the grammar: a call of a known tool only.
+    m.commit(open).unwrap();
+    assert!(!m.allows(ids("Hello")[0]));
+    assert!(!m.allows(eos), "a call cannot end the reply half written");
+    let mut text = String::new();
+    for piece in ["\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"] {
+        let mut rest = piece.to_owned();
+        while !rest.is_empty() {
+            let forced = m.forced();
+            let next = if forced.is_empty() {
+                ids(&rest)[0]
+            } else {
+                forced[0]
+            };
+            assert!(
+                m.allows(next),
+                "{:?} refused after {text:?}",
+                tokenizer.decode(&[next], false)
+            );
+            m.commit(next).unwrap();
+            let s = tokenizer.decode(&[next], false);
+            assert!(rest.starts_with(&s), "{s:?} is not the start of {rest:?}");
+            rest.drain(..s.len());
+            text += &s;
+        }
+    }
+    m.mask(&mut scores).unwrap();
+    assert_eq!(
+        scores[close as usize], 0.0,
+        "the call is complete: </tool_call> may follow"
+    );
+    m.commit(close).unwrap();
+    // Free again: more text, another call, or the end.
+    assert!(!m.is_finished());
+    assert!(m.allows(ids("Done")[0]) && m.allows(eos) && m.allows(open));
+
+    // A call of a tool not offered is refused where its name starts.
+    let mut m = grammars.compile(&grammar).unwrap();
+    m.commit(open).unwrap();
+    let mut refused = false;
+    for t in ids("\n{\"name\": \"launch_rockets\"") {
+        if !m.allows(t) {
+            refused = true;
+            break;
+        }
+        m.commit(t).unwrap();
+    }
+    assert!(refused, "an unknown tool name was allowed");
+}
