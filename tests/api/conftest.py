@@ -18,6 +18,9 @@ MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL = "smollm2"
 EMBED_DIR = "all-MiniLM-L6-v2"
 EMBED_MODEL = "all-minilm"
+# The tool-capable model (structured output and tool tests).
+QWEN_FILE = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+QWEN = "qwen-coder"
 
 
 def models_dir() -> Path:
@@ -98,6 +101,17 @@ class Server(Daemon):
 @pytest.fixture(scope="session")
 def server(tmp_path_factory):
     s = Server(tmp_path_factory.mktemp("mlxr"))
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="session")
+def qwen(tmp_path_factory):
+    """The test daemon with Qwen2.5-Coder-0.5B too, as QWEN."""
+    model = models_dir() / QWEN_FILE
+    if not model.exists():
+        pytest.fail(f"{model} missing: run scripts/fetch-models.sh")
+    s = Server(tmp_path_factory.mktemp("mlxr-qwen"), "-m", str(model), "--name", QWEN)
     yield s
     s.stop()
 

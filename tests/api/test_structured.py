@@ -16,10 +16,8 @@ import openai
 import pytest
 import requests
 
-from conftest import Server, models_dir
+from conftest import QWEN
 
-QWEN_FILE = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
-QWEN = "qwen-coder"
 
 NAME = {"type": "string", "maxLength": 40}
 
@@ -119,14 +117,6 @@ SCHEMAS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def qwen(tmp_path_factory):
-    model = models_dir() / QWEN_FILE
-    if not model.exists():
-        pytest.fail(f"{model} missing: run scripts/fetch-models.sh")
-    s = Server(tmp_path_factory.mktemp("mlxr-structured"), "-m", str(model), "--name", QWEN)
-    yield s
-    s.stop()
 
 
 @pytest.fixture

@@ -16,10 +16,8 @@ import openai
 import pytest
 import requests
 
-from conftest import MODEL, Server, models_dir
+from conftest import MODEL, QWEN
 
-QWEN_FILE = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
-QWEN = "qwen-coder"
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Get the current weather in a city",
@@ -33,14 +31,6 @@ TIME = {"type": "function", "function": {
 SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in (WEATHER, TIME)}
 
 
-@pytest.fixture(scope="module")
-def qwen(tmp_path_factory):
-    model = models_dir() / QWEN_FILE
-    if not model.exists():
-        pytest.fail(f"{model} missing: run scripts/fetch-models.sh")
-    s = Server(tmp_path_factory.mktemp("mlxr-tools"), "-m", str(model), "--name", QWEN)
-    yield s
-    s.stop()
 
 
 @pytest.fixture
