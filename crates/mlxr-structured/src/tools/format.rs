@@ -7,6 +7,9 @@ pub enum ToolFormat {
     /// `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`, one
     /// block per call (Qwen 2/2.5/3, Hermes).
     Hermes,
+    /// `<|tool_call|>[{"name": ..., "arguments": {...}}]<|/tool_call|>`
+    /// (Phi-4-mini).
+    Phi4Mini,
     /// `[TOOL_CALLS]` and a JSON array of calls (Mistral).
     Mistral,
     /// A bare JSON object `{"name", "arguments"}` (or `"parameters"`, Llama
@@ -20,12 +23,24 @@ impl ToolFormat {
     pub fn detect(template: &str) -> ToolFormat {
         if template.contains("<tool_call>") {
             ToolFormat::Hermes
+        } else if template.contains("<|tool_call|>") {
+            ToolFormat::Phi4Mini
         } else if template.contains("[TOOL_CALLS]") {
             ToolFormat::Mistral
         } else {
             ToolFormat::Json {
                 native: template.contains("tools"),
             }
+        }
+    }
+
+    /// The tags around calls (the closing one, where the format has it).
+    pub(crate) fn tags(self) -> Option<(&'static str, Option<&'static str>)> {
+        match self {
+            ToolFormat::Hermes => Some(("<tool_call>", Some("</tool_call>"))),
+            ToolFormat::Phi4Mini => Some(("<|tool_call|>", Some("<|/tool_call|>"))),
+            ToolFormat::Mistral => Some(("[TOOL_CALLS]", None)),
+            ToolFormat::Json { .. } => None,
         }
     }
 

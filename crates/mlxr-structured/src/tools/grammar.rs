@@ -55,7 +55,11 @@ pub fn call_grammar(
                 "start: call{more}\ncall: <tool_call> \"\\n\" body \"\\n\" </tool_call>\nbody: %json {body}\n"
             ))
         }
-        ToolFormat::Mistral | ToolFormat::Json { .. } => Constraint::JsonSchema(call),
+        // No vocabulary with their call tokens was here to test a grammar
+        // on: the bare JSON call, which the parser reads too.
+        ToolFormat::Phi4Mini | ToolFormat::Mistral | ToolFormat::Json { .. } => {
+            Constraint::JsonSchema(call)
+        }
     })
 }
 

@@ -39,10 +39,9 @@ const FENCE: &str = "```";
 
 impl ToolCallParser {
     pub fn new(format: ToolFormat, tools: &[ToolSpec]) -> Self {
-        let (open, close) = match format {
-            ToolFormat::Hermes => (Some("<tool_call>"), Some("</tool_call>")),
-            ToolFormat::Mistral => (Some("[TOOL_CALLS]"), None),
-            ToolFormat::Json { .. } => (None, None),
+        let (open, close) = match format.tags() {
+            Some((open, close)) => (Some(open), close),
+            None => (None, None),
         };
         Self {
             open,

@@ -121,7 +121,7 @@ fn bare_json_and_fenced_calls_of_known_tools() {
 }
 
 #[test]
-fn llama_parameters_mistral_arrays_and_string_arguments() {
+fn llama_parameters_phi_and_mistral_arrays_and_string_arguments() {
     let llama = "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}; {\"name\": \"get_time\", \"parameters\": {}}";
     let (text, calls) = parse(ToolFormat::Json { native: true }, llama);
     assert_eq!(text, "");
@@ -134,6 +134,11 @@ fn llama_parameters_mistral_arrays_and_string_arguments() {
                 arguments: json!({})
             }
         ]
+    );
+    let phi = "Sure.<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}]<|/tool_call|>";
+    assert_eq!(
+        parse(ToolFormat::Phi4Mini, phi),
+        ("Sure.".into(), vec![weather("Paris"), weather("Rome")])
     );
     let mistral = "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"}]";
     assert_eq!(
