@@ -126,6 +126,13 @@ def test_parallel_calls(oai):
     r = oai.chat.completions.create(model=QWEN, messages=question, tools=[WEATHER], tool_choice="required",
                                     parallel_tool_calls=False, temperature=0, max_tokens=200)
     assert len(r.choices[0].message.tool_calls) == 1
+    # Streamed: one delta per call, numbered from 0, each with its own id.
+    stream = oai.chat.completions.create(model=QWEN, messages=question, tools=[WEATHER], tool_choice="required",
+                                         temperature=0, max_tokens=200, stream=True)
+    deltas = [tc for chunk in stream if chunk.choices for tc in chunk.choices[0].delta.tool_calls or []]
+    assert [d.index for d in deltas] == list(range(len(calls)))
+    assert [d.id for d in deltas] != [None] * len(deltas) and len({d.id for d in deltas}) == len(deltas)
+    assert [json.loads(d.function.arguments) for d in deltas] == [json.loads(c.function.arguments) for c in calls]
 
 
 def test_a_model_without_tools_in_its_template(server):
