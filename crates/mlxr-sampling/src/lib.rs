@@ -23,6 +23,7 @@ mod stop;
 mod stop_tests;
 
 pub use error::SamplingError;
+pub use logprobs::top_probability;
 pub use params::SamplingParams;
 pub use sampler::{Sampled, Sampler, TokenFilter};
 pub use speculative::{Draft, Verified};

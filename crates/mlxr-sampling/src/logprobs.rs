@@ -69,9 +69,47 @@ mod tests {
     }
 
     #[test]
+    fn top_probability_is_the_softmax_of_the_argmax() {
+        // Logits like a vocabulary's: many, spread, ties at the top.
+        let mut logits: Vec<f32> = (0..151_936)
+            .map(|i| ((i * 7919) % 1000) as f32 / 80.0 - 6.0)
+            .collect();
+        logits[4242] = 9.5;
+        logits[77] = 9.5;
+        let max = 9.5f64;
+        let exact = 1.0
+            / logits
+                .iter()
+                .map(|&v| (f64::from(v) - max).exp())
+                .sum::<f64>();
+        let (token, p) = top_probability(&logits);
+        assert_eq!(token, 77, "the lowest id among equals");
+        assert!(
+            (f64::from(p) - exact).abs() < 1e-6 * exact,
+            "{p} vs {exact}"
+        );
+        assert_eq!(top_probability(&[f32::NEG_INFINITY; 4]), (0, 0.0));
+        assert_eq!(top_probability(&[f32::NEG_INFINITY, 2.0]), (1, 1.0));
+    }
+
+    #[test]
     fn all_masked_gives_neg_infinity() {
         let scores = [f32::NEG_INFINITY; 3];
         let lse = log_sum_exp(&scores);
         assert_eq!(logprob(f32::NEG_INFINITY, lse), f32::NEG_INFINITY);
     }
+}
+
+/// The most likely token of raw `logits` (the lowest id among equals) and
+/// its softmax probability (a greedy draft's confidence).
+pub fn top_probability(logits: &[f32]) -> (TokenId, f32) {
+    let best = crate::sampler::argmax(logits);
+    let max = logits
+        .get(best as usize)
+        .copied()
+        .unwrap_or(f32::NEG_INFINITY);
+    if max == f32::NEG_INFINITY || max.is_nan() {
+        return (best, 0.0);
+    }
+    (best, (1.0 / sum_exp_shifted(logits, max)) as f32)
 }

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use mlxr_models::{Step as ForwardStep, StepRunner};
+use mlxr_sampling::top_probability;
 
 use crate::scheduler::{ScheduledChunk, Scheduler};
 use crate::{EngineError, LoadedModel};
@@ -133,7 +134,7 @@ impl DraftModel {
                 let seq = scheduler.seq_mut(c.seq).expect("scheduled");
                 let fed = seq.tokens.len() + *made - seq.draft_computed();
                 seq.set_draft_computed(seq.draft_computed() + fed);
-                let (token, p) = top(row);
+                let (token, p) = top_probability(row);
                 if p < seq.draft_p_min() {
                     *drafting = false;
                     continue;
@@ -160,21 +161,4 @@ pub struct DraftPasses {
     /// Passes after the first.
     pub steady: usize,
     pub secs: f64,
-}
-
-/// The most likely token of `logits` and its probability.
-fn top(logits: &[f32]) -> (u32, f32) {
-    let (best, max) =
-        logits
-            .iter()
-            .enumerate()
-            .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &v)| {
-                if v > bv {
-                    (i, v)
-                } else {
-                    (bi, bv)
-                }
-            });
-    let sum: f64 = logits.iter().map(|&v| f64::from(v - max).exp()).sum();
-    (best as u32, (1.0 / sum) as f32)
 }
