@@ -41,6 +41,20 @@ pub(crate) fn top_logprobs(
         .collect()
 }
 
+/// The most likely token of raw `logits` (the lowest id among equals) and
+/// its softmax probability (a greedy draft's confidence).
+pub fn top_probability(logits: &[f32]) -> (TokenId, f32) {
+    let best = crate::sampler::argmax(logits);
+    let max = logits
+        .get(best as usize)
+        .copied()
+        .unwrap_or(f32::NEG_INFINITY);
+    if max == f32::NEG_INFINITY || max.is_nan() {
+        return (best, 0.0);
+    }
+    (best, (1.0 / sum_exp_shifted(logits, max)) as f32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,18 +112,4 @@ mod tests {
         let lse = log_sum_exp(&scores);
         assert_eq!(logprob(f32::NEG_INFINITY, lse), f32::NEG_INFINITY);
     }
-}
-
-/// The most likely token of raw `logits` (the lowest id among equals) and
-/// its softmax probability (a greedy draft's confidence).
-pub fn top_probability(logits: &[f32]) -> (TokenId, f32) {
-    let best = crate::sampler::argmax(logits);
-    let max = logits
-        .get(best as usize)
-        .copied()
-        .unwrap_or(f32::NEG_INFINITY);
-    if max == f32::NEG_INFINITY || max.is_nan() {
-        return (best, 0.0);
-    }
-    (best, (1.0 / sum_exp_shifted(logits, max)) as f32)
 }
