@@ -27,8 +27,9 @@
 #   batched  aggregate speed of 1, 8, 64 and 256 sequences served together:
 #          mlxr bench --parallel beside llama-batched-bench (GPU_BATCHED models;
 #          GPU_BATCHED_ENV="MLXR_CUDA_F16_GEMM_ROWS=8 MLXR_CUDA_QUANT_ROWS=4":
-#          also mlxr under each of those settings, run while llama.cpp still
-#          compiles)
+#          also mlxr under each of those settings (A=1,B=2: both at once),
+#          run while llama.cpp still
+#          compiles, or after it with the test stage)
 #   profile  the decode matmul kernels timed alone, then each op's time per
 #          decode step (tests/gpu --profile) on the GPU_BENCH models
 # GPU_STAGES="llama test serve bench" by default; GPU_MODELS picks the random
@@ -290,15 +291,22 @@ if has bench; then
     done
 fi
 
+# mlxr's aggregate decode under each of GPU_BATCHED_ENV's settings.
+batched_settings() {
+    for setting in ${GPU_BATCHED_ENV:-}; do
+        stage "batched $1: mlxr with $setting"
+        # shellcheck disable=SC2086 # a setting's assignments, comma-separated
+        env ${setting//,/ } timeout 300 "$MLXR" bench --device cuda -m "${MODEL[$1]}" \
+            -p 128 -n 128 -r 1 --parallel "${GPU_NPL:=1,8,64,256}" 2>&1 |
+            tee "$OUT/mlxr-batched-$1-$setting.log"
+    done
+}
+
 if has batched; then
     for m in ${GPU_BATCHED:-llama8b-q4_k_m}; do
         [[ -n ${MODEL[$m]:-} ]] || continue
-        for setting in ${GPU_BATCHED_ENV:-}; do
-            stage "batched $m: mlxr with $setting"
-            env "$setting" timeout 300 "$MLXR" bench --device cuda -m "${MODEL[$m]}" \
-                -p 128 -n 128 -r 1 --parallel "${GPU_NPL:=1,8,64,256}" 2>&1 |
-                tee "$OUT/mlxr-batched-$m-$setting.log"
-        done
+        # While llama.cpp compiles, unless the test stage filled that time.
+        has test || batched_settings "$m"
         wait_llama
         stage "batched $m: ${GPU_NPL:=1,8,64,256} sequences of pp128 + tg128"
         if [[ -x $LLAMA/build/bin/llama-batched-bench ]]; then
@@ -313,6 +321,7 @@ if has batched; then
         else
             result FAIL "mlxr bench --parallel $m (mlxr-batched-$m.log)"
         fi
+        ! has test || batched_settings "$m"
     done
 fi
 
