@@ -36,7 +36,7 @@
 # models (see random-gguf.py), GPU_BENCH the ones benchmarked (GPU_PROFILE
 # profiled, by default the same; GPU_MATVEC="block" also times decode with
 # that matmul shape). Writes logs to
-# $OUT when set.
+# $OUT when set. GPU_TEST_TIMEOUT bounds the test stage (seconds).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -120,7 +120,8 @@ if has test && [[ -x $WORK/bin/gpu ]]; then
     stage "tests/gpu: CUDA vs CPU backend"
     small=()
     for m in smollm2-q8_0 smollm2-q4_1 smollm2-f16 qwen1.5b-q4_k_m; do [[ -n ${MODEL[$m]:-} ]] && small+=("${MODEL[$m]}"); done
-    if "$WORK/bin/gpu" "$ROOT/tests/fixtures/tiny-models" "${small[@]}" 2>&1 | tee "$OUT/gpu-test.log"; then
+    if timeout "${GPU_TEST_TIMEOUT:-1800}" "$WORK/bin/gpu" "$ROOT/tests/fixtures/tiny-models" "${small[@]}" 2>&1 |
+        tee "$OUT/gpu-test.log"; then
         result PASS "tests/gpu ($(grep -c ' rows, ' "$OUT/gpu-test.log") models)"
     else
         result FAIL "tests/gpu: $(grep -c '^FAIL' "$OUT/gpu-test.log") failed (gpu-test.log)"
