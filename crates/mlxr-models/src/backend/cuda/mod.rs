@@ -143,9 +143,15 @@ impl CudaBackend {
 }
 
 /// Steps of up to this many rows run our 8-bit decode kernels (in tiles of
-/// 8 tokens beyond 8, `quant_matmul::MAX_ROWS` at most); longer ones
-/// candle's q8_1 kernels up to [`F16_GEMM_ROWS`].
-pub const QUANT_ROWS: usize = 64;
+/// 8 tokens beyond 8; `MLXR_CUDA_QUANT_ROWS` moves it up to
+/// `quant_matmul::MAX_ROWS`); longer ones candle's q8_1 kernels up to
+/// [`F16_GEMM_ROWS`]. 16, not 64, until measured side by side: a tile
+/// loads each token's activations per weight row as the one-tile kernels
+/// do, and on an 8B model an 8-token step already took 2.7× a one-token
+/// step (846 against 316 t/s aggregate, H200,
+/// bench/results/gpu-2026-12-04-s36.md; candle's q8_1 kernels: 1,195 t/s
+/// at 16), so at 32–64 rows candle's kernels may well be faster there.
+pub const QUANT_ROWS: usize = 16;
 
 /// Steps of more rows than this multiply GGML-quantized weights as F16
 /// (dequantized per call) through cuBLAS; steps of up to [`QUANT_ROWS`]
