@@ -31,7 +31,8 @@
 #          run while llama.cpp still
 #          compiles, or after it with the test stage)
 #   profile  the decode matmul kernels timed alone, then each op's time per
-#          decode step (tests/gpu --profile) on the GPU_BENCH models
+#          decode step (tests/gpu --profile) on the GPU_BENCH models, of one
+#          sequence and of each of GPU_PROFILE_SEQS (e.g. "16 64") together
 # GPU_STAGES="llama test serve bench" by default; GPU_MODELS picks the random
 # models (see random-gguf.py), GPU_BENCH the ones benchmarked (GPU_PROFILE
 # profiled, by default the same; GPU_MATVEC="block" also times decode with
@@ -341,6 +342,13 @@ if has profile && [[ -x $WORK/bin/gpu ]]; then
         else
             result FAIL "profile $m (profile-$m.log)"
         fi
+        # Many sequences decoding together (GPU_PROFILE_SEQS, e.g. "16 64"),
+        # each after a 128-token prompt.
+        for seqs in ${GPU_PROFILE_SEQS:-}; do
+            stage "profile $m, $seqs sequences (gpu --profile)"
+            timeout 150 "$WORK/bin/gpu" --profile "${MODEL[$m]}" 128 16 "$seqs" 2>&1 |
+                tee -a "$OUT/profile-$m.log" || result FAIL "profile $m, $seqs sequences (profile-$m.log)"
+        done
     done
 fi
 
