@@ -33,6 +33,7 @@
 #   profile  the decode matmul kernels timed alone, then each op's time per
 #          decode step (tests/gpu --profile) on the GPU_BENCH models, of one
 #          sequence and of each of GPU_PROFILE_SEQS (e.g. "16 64") together
+#          (GPU_BENCH_KERNELS=0: without the kernels alone)
 # GPU_STAGES="llama test serve bench" by default; GPU_MODELS picks the random
 # models (see random-gguf.py), GPU_BENCH the ones benchmarked (GPU_PROFILE
 # profiled, by default the same; GPU_MATVEC="block" also times decode with
@@ -330,8 +331,10 @@ fi
 # After the benchmarks: not while llama.cpp compiles (host load skews the
 # per-op times).
 if has profile && [[ -x $WORK/bin/gpu ]]; then
-    stage "decode matmul kernels (gpu --bench-kernels)"
-    timeout 300 "$WORK/bin/gpu" --bench-kernels 2>&1 | tee "$OUT/bench-kernels.log"
+    if [[ ${GPU_BENCH_KERNELS:-1} != 0 ]]; then
+        stage "decode matmul kernels (gpu --bench-kernels)"
+        timeout 300 "$WORK/bin/gpu" --bench-kernels 2>&1 | tee "$OUT/bench-kernels.log"
+    fi
     for m in ${GPU_PROFILE:-${GPU_BENCH:-llama8b-q4_k_m qwen1.5b-q4_k_m llama8b-f16}}; do
         [[ -n ${MODEL[$m]:-} ]] || continue
         stage "profile $m (gpu --profile)"
