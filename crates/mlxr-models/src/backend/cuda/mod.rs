@@ -8,8 +8,9 @@
 //!   stage each run of consecutive tokens' keys in shared memory once); the
 //!   step's metadata (slots, positions, block tables, prefill runs) is
 //!   uploaded once per step, in one copy;
-//! - Q4_K/Q6_K and Q4_0/Q4_1/Q5_0/Q8_0 matmuls of up to 64 rows (decode,
-//!   in tiles of 8 tokens) against activations quantized to 8 bits
+//! - Q4_K/Q6_K and Q4_0/Q4_1/Q5_0/Q8_0 matmuls of up to [`QUANT_ROWS`]
+//!   rows (decode; at most 64, in tiles of 8 tokens) against activations
+//!   quantized to 8 bits
 //!   (kernels/quant_matmul.cu): for the K-quants the CPU backend's integer
 //!   arithmetic, a token's result the same for every batch size up to 64;
 //! - F16 matmuls of up to 8 rows against f32 activations

@@ -24,8 +24,9 @@ pub const MAX_GROUP: usize = 8;
 pub const MAX_HEAD_DIM: usize = 256;
 const THREADS: u32 = 128;
 /// In steps of up to `SPLIT_TOKENS` tokens (and decode steps of up to
-/// `DECODE_TOKENS` sequences), a token of context c splits its keys into min(`MAX_SPLITS`, ceil(c / `MIN_CHUNK`)) blocks (longer steps
-/// have blocks enough with one split per token). The launch has
+/// `DECODE_TOKENS` sequences), a token of context c splits its keys into
+/// min(`MAX_SPLITS`, ceil(c / `MIN_CHUNK`)) blocks (longer steps have
+/// blocks enough with one split per token). The launch has
 /// `MAX_SPLITS` blocks per token and KV head whatever the contexts (those
 /// past a token's own splits return at once), so a recorded step (CUDA
 /// graph) serves every context.
