@@ -26,8 +26,8 @@ pub fn check(label: &str, model: &DecoderModel, device: &Device) -> Vec<String> 
         let session = |graphs| {
             let mut b = CudaBackend::new(kv, DType::F16, device).unwrap();
             b.set_graphs(graphs);
-            // Our kernels for every size (beyond the default's 16 rows).
-            b.set_quant_rows(64);
+            // Our many-sequence paths for every size (off by default).
+            b.set_many_sequence_rows(64);
             Session::new(b, n, BLOCKS_PER_SEQ, BLOCK)
         };
         let mut together = session(StepGraphs::Replay);

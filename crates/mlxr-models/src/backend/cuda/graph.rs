@@ -37,6 +37,10 @@ use crate::{ModelError, Result};
 /// made at its second occurrence, and keeps its logits between launches
 /// (64 sequences of a 49,152-word vocabulary: 12.6 MB).
 pub const MAX_RECORDED: usize = 64;
+/// The largest decode batch recorded unless `MLXR_CUDA_GRAPH_ROWS` says
+/// otherwise: steps of 9-64 sequences are recorded only on request until
+/// they are measured on a GPU.
+pub const RECORDED: usize = 8;
 
 /// Whether decode steps are recorded and replayed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -75,7 +79,7 @@ impl Graphs {
     pub fn new(device: &Device, mode: StepGraphs) -> Result<Self> {
         Ok(Self {
             mode,
-            most: MAX_RECORDED,
+            most: RECORDED,
             stream: device.as_cuda_device()?.cuda_stream(),
             recorded: HashMap::new(),
             seen: HashSet::new(),

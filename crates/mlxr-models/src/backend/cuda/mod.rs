@@ -141,18 +141,29 @@ impl CudaBackend {
     pub fn set_quant_rows(&mut self, rows: usize) {
         self.kernels_mut().quant_rows = rows.min(quant_matmul::MAX_ROWS);
     }
+
+    /// Many-sequence decode on our paths up to `rows` sequences (at most
+    /// 64): our 8-bit matmuls, the split decode attention and recorded
+    /// graphs, which without it stop at 8 (what `MLXR_CUDA_QUANT_ROWS`,
+    /// `MLXR_CUDA_DECODE_TOKENS` and `MLXR_CUDA_GRAPH_ROWS` set one by one).
+    pub fn set_many_sequence_rows(&mut self, rows: usize) {
+        self.set_quant_rows(rows);
+        let kernels = self.kernels_mut();
+        kernels.attention.decode_tokens = rows.min(ops::DECODE_TOKENS);
+        kernels.graphs.set_most(rows);
+    }
 }
 
-/// Steps of up to this many rows run our 8-bit decode kernels (in tiles of
-/// 8 tokens beyond 8; `MLXR_CUDA_QUANT_ROWS` moves it up to
-/// `quant_matmul::MAX_ROWS`); longer ones candle's q8_1 kernels up to
-/// [`F16_GEMM_ROWS`]. 16, not 64, until measured side by side: a tile
-/// loads each token's activations per weight row as the one-tile kernels
-/// do, and on an 8B model an 8-token step already took 2.7× a one-token
-/// step (846 against 316 t/s aggregate, H200,
-/// bench/results/gpu-2026-12-04-s36.md; candle's q8_1 kernels: 1,195 t/s
-/// at 16), so at 32–64 rows candle's kernels may well be faster there.
-pub const QUANT_ROWS: usize = 16;
+/// Steps of up to this many rows run our 8-bit decode kernels by default;
+/// longer ones candle's q8_1 kernels up to [`F16_GEMM_ROWS`]. Our kernels
+/// take up to `quant_matmul::MAX_ROWS` (in tiles of 8 tokens beyond 8) on
+/// request (`MLXR_CUDA_QUANT_ROWS`, [`CudaBackend::set_many_sequence_rows`]):
+/// 8 by default until steps of 9-64 rows are measured side by side on a GPU
+/// (written in session 46, when no GPU call returned; a tile loads each
+/// token's activations per weight row as the one-tile kernels do, and on an
+/// 8B model an 8-token step already took 2.7x a one-token step, so candle's
+/// kernels may be faster at 32-64 rows, bench/results/gpu-2026-12-05-s46.md).
+pub const QUANT_ROWS: usize = 8;
 
 /// Steps of more rows than this multiply GGML-quantized weights as F16
 /// (dequantized per call) through cuBLAS; steps of up to [`QUANT_ROWS`]
@@ -401,7 +412,7 @@ impl PagedAttention {
             tickets,
             prefill: PrefillAttention::default(),
             min_chunk: ops::MIN_CHUNK,
-            decode_tokens: ops::DECODE_TOKENS,
+            decode_tokens: ops::SPLIT_TOKENS,
         })
     }
 
