@@ -27,15 +27,18 @@
 #   batched  aggregate speed of 1, 8, 64 and 256 sequences served together:
 #          mlxr bench --parallel beside llama-batched-bench (GPU_BATCHED models;
 #          GPU_BATCHED_ENV="MLXR_CUDA_F16_GEMM_ROWS=8 MLXR_CUDA_QUANT_ROWS=4":
-#          also mlxr under each of those settings, run while llama.cpp still
-#          compiles)
+#          also mlxr under each of those settings (A=1,B=2: both at once),
+#          run while llama.cpp still
+#          compiles, or after it with the test stage)
 #   profile  the decode matmul kernels timed alone, then each op's time per
-#          decode step (tests/gpu --profile) on the GPU_BENCH models
+#          decode step (tests/gpu --profile) on the GPU_BENCH models, of one
+#          sequence and of each of GPU_PROFILE_SEQS (e.g. "16 64") together
+#          (GPU_BENCH_KERNELS=0: without the kernels alone)
 # GPU_STAGES="llama test serve bench" by default; GPU_MODELS picks the random
 # models (see random-gguf.py), GPU_BENCH the ones benchmarked (GPU_PROFILE
 # profiled, by default the same; GPU_MATVEC="block" also times decode with
 # that matmul shape). Writes logs to
-# $OUT when set.
+# $OUT when set. GPU_TEST_TIMEOUT bounds the test stage (seconds).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -119,7 +122,8 @@ if has test && [[ -x $WORK/bin/gpu ]]; then
     stage "tests/gpu: CUDA vs CPU backend"
     small=()
     for m in smollm2-q8_0 smollm2-q4_1 smollm2-f16 qwen1.5b-q4_k_m; do [[ -n ${MODEL[$m]:-} ]] && small+=("${MODEL[$m]}"); done
-    if "$WORK/bin/gpu" "$ROOT/tests/fixtures/tiny-models" "${small[@]}" 2>&1 | tee "$OUT/gpu-test.log"; then
+    if timeout "${GPU_TEST_TIMEOUT:-1800}" "$WORK/bin/gpu" "$ROOT/tests/fixtures/tiny-models" "${small[@]}" 2>&1 |
+        tee "$OUT/gpu-test.log"; then
         result PASS "tests/gpu ($(grep -c ' rows, ' "$OUT/gpu-test.log") models)"
     else
         result FAIL "tests/gpu: $(grep -c '^FAIL' "$OUT/gpu-test.log") failed (gpu-test.log)"
@@ -290,15 +294,22 @@ if has bench; then
     done
 fi
 
+# mlxr's aggregate decode under each of GPU_BATCHED_ENV's settings.
+batched_settings() {
+    for setting in ${GPU_BATCHED_ENV:-}; do
+        stage "batched $1: mlxr with $setting"
+        # shellcheck disable=SC2086 # a setting's assignments, comma-separated
+        env ${setting//,/ } timeout 300 "$MLXR" bench --device cuda -m "${MODEL[$1]}" \
+            -p 128 -n 128 -r 1 --parallel "${GPU_NPL:=1,8,64,256}" 2>&1 |
+            tee "$OUT/mlxr-batched-$1-$setting.log"
+    done
+}
+
 if has batched; then
     for m in ${GPU_BATCHED:-llama8b-q4_k_m}; do
         [[ -n ${MODEL[$m]:-} ]] || continue
-        for setting in ${GPU_BATCHED_ENV:-}; do
-            stage "batched $m: mlxr with $setting"
-            env "$setting" timeout 300 "$MLXR" bench --device cuda -m "${MODEL[$m]}" \
-                -p 128 -n 128 -r 1 --parallel "${GPU_NPL:=1,8,64,256}" 2>&1 |
-                tee "$OUT/mlxr-batched-$m-$setting.log"
-        done
+        # While llama.cpp compiles, unless the test stage filled that time.
+        has test || batched_settings "$m"
         wait_llama
         stage "batched $m: ${GPU_NPL:=1,8,64,256} sequences of pp128 + tg128"
         if [[ -x $LLAMA/build/bin/llama-batched-bench ]]; then
@@ -313,14 +324,17 @@ if has batched; then
         else
             result FAIL "mlxr bench --parallel $m (mlxr-batched-$m.log)"
         fi
+        ! has test || batched_settings "$m"
     done
 fi
 
 # After the benchmarks: not while llama.cpp compiles (host load skews the
 # per-op times).
 if has profile && [[ -x $WORK/bin/gpu ]]; then
-    stage "decode matmul kernels (gpu --bench-kernels)"
-    timeout 300 "$WORK/bin/gpu" --bench-kernels 2>&1 | tee "$OUT/bench-kernels.log"
+    if [[ ${GPU_BENCH_KERNELS:-1} != 0 ]]; then
+        stage "decode matmul kernels (gpu --bench-kernels)"
+        timeout 300 "$WORK/bin/gpu" --bench-kernels 2>&1 | tee "$OUT/bench-kernels.log"
+    fi
     for m in ${GPU_PROFILE:-${GPU_BENCH:-llama8b-q4_k_m qwen1.5b-q4_k_m llama8b-f16}}; do
         [[ -n ${MODEL[$m]:-} ]] || continue
         stage "profile $m (gpu --profile)"
@@ -331,6 +345,13 @@ if has profile && [[ -x $WORK/bin/gpu ]]; then
         else
             result FAIL "profile $m (profile-$m.log)"
         fi
+        # Many sequences decoding together (GPU_PROFILE_SEQS, e.g. "16 64"),
+        # each after a 128-token prompt.
+        for seqs in ${GPU_PROFILE_SEQS:-}; do
+            stage "profile $m, $seqs sequences (gpu --profile)"
+            timeout 150 "$WORK/bin/gpu" --profile "${MODEL[$m]}" 128 16 "$seqs" 2>&1 |
+                tee -a "$OUT/profile-$m.log" || result FAIL "profile $m, $seqs sequences (profile-$m.log)"
+        done
     done
 fi
 

@@ -4,7 +4,7 @@
 //! machine; CI compiles it (`--features cuda`) but has no GPU to run it.
 //!
 //!   gpu TINY_MODELS_DIR [MODEL.gguf ...]
-//!   gpu --profile MODEL.gguf [PROMPT [STEPS]]   (tests/gpu/profile.rs)
+//!   gpu --profile MODEL.gguf [PROMPT [STEPS [SEQS]]]   (tests/gpu/profile.rs)
 //!   gpu --bench-kernels   (the decode matmul shapes: tests/gpu/quant.rs)
 //!   gpu --ncu MODEL [PROMPT [STEPS]]   (decode steps for ncu: tests/gpu/profile.rs)
 //!
@@ -17,7 +17,9 @@
 //! On the GPU alone: the hit's logits equal a full prefill's, the
 //! batched logits of a sequence equal that sequence run alone, and decode
 //! steps replayed from CUDA graphs equal the same steps run plainly
-//! (tests/gpu/graphs.rs).
+//! (tests/gpu/graphs.rs); on GGUF files of our kernels' types, 9, 16 and
+//! 64 sequences decoding together give each sequence's logits alone, bit
+//! for bit (tests/gpu/batched.rs).
 //!
 //! - Tiny models (every architecture; HF, MLX and GGUF f32 forms): f32
 //!   weights on both sides, so the pass is compared: logits within
@@ -27,7 +29,7 @@
 //!   scripts/random-gguf.py): first dequantized to f32 on both sides (the
 //!   same checks), then as each device serves them: candle's CUDA kernels
 //!   (activations in q8_1, or an F16-dequantized matmul for more than 64 rows)
-//!   and, for Q4_K, Q6_K, Q4_0, Q4_1, Q5_0 and Q8_0 in steps of up to 8
+//!   and, for Q4_K, Q6_K, Q4_0, Q4_1, Q5_0 and Q8_0 in steps of up to 64
 //!   rows, ours (where k + 1 tokens in one step must give the logits of one
 //!   token a step, bit for bit: speculative verification), against the
 //!   CPU's q8_K/q8_0 arithmetic (llama.cpp's): a row passes within
@@ -36,6 +38,8 @@
 //!   `EXACT_FACTOR` times the farthest the CPU's own rows got from them in
 //!   the same run; greedy agreement reported.
 
+#[path = "gpu/batched.rs"]
+mod batched;
 mod common;
 #[path = "gpu/graphs.rs"]
 mod graphs;
@@ -628,7 +632,7 @@ fn gguf(path: &Path, device: &Device) -> Vec<Outcome> {
     let cpu = DecoderModel::load_with_kernels(&file, &Device::Cpu, order).unwrap();
     let dev = DecoderModel::load_with_kernels(&file, device, None).unwrap();
     let kernels = if ours {
-        "our kernels up to 8 rows, candle's beyond"
+        "our kernels up to 64 rows, candle's beyond"
     } else {
         "candle's kernels"
     };
@@ -643,6 +647,11 @@ fn gguf(path: &Path, device: &Device) -> Vec<Outcome> {
     if device.is_cuda() {
         let label = format!("{name} (quantized, graphs)");
         let failures = graphs::check(&label, &dev, device);
+        out.push(Outcome { label, failures });
+    }
+    if device.is_cuda() && ours {
+        let label = format!("{name} (quantized, many sequences)");
+        let failures = batched::check(&label, &dev, device);
         out.push(Outcome { label, failures });
     }
     out

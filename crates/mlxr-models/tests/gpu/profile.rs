@@ -1,9 +1,10 @@
-//! `gpu --profile MODEL.gguf [PROMPT [STEPS]]`: where a decode step's time
-//! goes on the device. One sequence is prefilled with PROMPT tokens (512 by
-//! default), then decoded for STEPS (64) steps with every op timed
-//! ([`Profiled`]); prints each op's time per step and its share. A first run
-//! times the ops on the host alone ([`Profiled::host_side`]): how long the
-//! host takes to enqueue a step against the step's time.
+//! `gpu --profile MODEL.gguf [PROMPT [STEPS [SEQS]]]`: where a decode step's
+//! time goes on the device. SEQS sequences (1 by default) are prefilled with
+//! PROMPT tokens each (512 by default), then decoded together for STEPS (64)
+//! steps with every op timed ([`Profiled`]); prints each op's time per step
+//! and its share. A first run times the ops on the host alone
+//! ([`Profiled::host_side`]): how long the host takes to enqueue a step
+//! against the step's time.
 
 use std::path::Path;
 use std::time::Instant;
@@ -18,44 +19,84 @@ use super::{geometry, prompt, BLOCK};
 
 pub fn run(args: &[String], device: &Device) {
     let (model, prompt_len, steps, blocks) = load("--profile", args, (512, 64), device);
-    let kv = geometry(&model, blocks);
+    let seqs: usize = args
+        .get(3)
+        .map(|s| s.parse().expect("SEQS: a number"))
+        .unwrap_or(1)
+        .max(1);
+    let kv = geometry(&model, blocks * seqs);
+    let shape = Shape {
+        prompt_len,
+        steps,
+        seqs,
+    };
     if device.is_cuda() {
         for graphs in [StepGraphs::Replay, StepGraphs::Off] {
             let mut b = CudaBackend::new(kv, DType::F16, device).unwrap();
             b.set_graphs(graphs);
-            let per_step = timed(&model, Session::new(b, 1, blocks, BLOCK), prompt_len, steps);
+            let per_step = timed(&model, Session::new(b, seqs, blocks, BLOCK), shape);
             println!(
-                "decode {steps} steps after {prompt_len}, graphs {graphs:?}: {per_step:.3} ms/step"
+                "decode {steps} steps of {seqs} sequences after {prompt_len}, graphs {graphs:?}: {per_step:.3} ms/step"
             );
         }
         let make = || CudaBackend::new(kv, DType::F16, device).unwrap();
         host_side(
             &model,
-            Session::new(Profiled::host_side(make()), 1, blocks, BLOCK),
-            prompt_len,
-            steps,
+            Session::new(Profiled::host_side(make()), seqs, blocks, BLOCK),
+            shape,
         );
         decode(
             &model,
-            Session::new(Profiled::new(make()), 1, blocks, BLOCK),
-            prompt_len,
-            steps,
+            Session::new(Profiled::new(make()), seqs, blocks, BLOCK),
+            shape,
         );
     } else {
         let make = || ReferenceBackend::new(kv, device).unwrap();
         host_side(
             &model,
-            Session::new(Profiled::host_side(make()), 1, blocks, BLOCK),
-            prompt_len,
-            steps,
+            Session::new(Profiled::host_side(make()), seqs, blocks, BLOCK),
+            shape,
         );
         decode(
             &model,
-            Session::new(Profiled::new(make()), 1, blocks, BLOCK),
-            prompt_len,
-            steps,
+            Session::new(Profiled::new(make()), seqs, blocks, BLOCK),
+            shape,
         );
     }
+}
+
+#[derive(Clone, Copy)]
+struct Shape {
+    prompt_len: usize,
+    steps: usize,
+    seqs: usize,
+}
+
+/// Each sequence prefilled alone: the next token of each.
+fn prefill_all<B: Backend>(
+    model: &DecoderModel,
+    session: &mut Session<B>,
+    shape: Shape,
+) -> Vec<u32> {
+    let vocab = model.config().vocab_size;
+    (0..shape.seqs)
+        .map(|s| {
+            let tokens = prompt(shape.prompt_len, s, vocab);
+            argmax(session.feed(model, &[(s, &tokens)]).unwrap())
+        })
+        .collect()
+}
+
+/// One decode step of every sequence: the next token of each.
+fn step_all<B: Backend>(model: &DecoderModel, session: &mut Session<B>, next: &[u32]) -> Vec<u32> {
+    let vocab = model.config().vocab_size;
+    let chunks: Vec<(usize, &[u32])> = next
+        .iter()
+        .enumerate()
+        .map(|(s, t)| (s, std::slice::from_ref(t)))
+        .collect();
+    let logits = session.feed(model, &chunks).unwrap();
+    logits.chunks_exact(vocab).map(argmax).collect()
 }
 
 /// `MODEL.gguf [PROMPT [STEPS]]` (`defaults` for the numbers): the model on
@@ -103,47 +144,30 @@ pub fn ncu_window(args: &[String], device: &Device) {
 }
 
 /// Decode steps as served: ms per step.
-fn timed<B: Backend>(
-    model: &DecoderModel,
-    mut session: Session<B>,
-    prompt_len: usize,
-    steps: usize,
-) -> f64 {
-    let vocab = model.config().vocab_size;
-    let mut next = argmax(
-        session
-            .feed(model, &[(0, &prompt(prompt_len, 0, vocab))])
-            .unwrap(),
-    );
+fn timed<B: Backend>(model: &DecoderModel, mut session: Session<B>, shape: Shape) -> f64 {
+    let mut next = prefill_all(model, &mut session, shape);
     // Two steps to record the step's graph.
     for _ in 0..2 {
-        next = argmax(session.feed(model, &[(0, &[next])]).unwrap());
+        next = step_all(model, &mut session, &next);
     }
     let start = Instant::now();
-    for _ in 0..steps {
-        next = argmax(session.feed(model, &[(0, &[next])]).unwrap());
+    for _ in 0..shape.steps {
+        next = step_all(model, &mut session, &next);
     }
-    start.elapsed().as_secs_f64() * 1e3 / steps as f64
+    start.elapsed().as_secs_f64() * 1e3 / shape.steps as f64
 }
 
 /// Decode steps timed without drains: the step's time against the host's
 /// time to enqueue it (every op but `read`, which waits for the device).
-fn host_side<B: Backend>(
-    model: &DecoderModel,
-    mut session: Session<Profiled<B>>,
-    prompt_len: usize,
-    steps: usize,
-) {
-    let vocab = model.config().vocab_size;
-    let mut next = argmax(
-        session
-            .feed(model, &[(0, &prompt(prompt_len, 0, vocab))])
-            .unwrap(),
-    );
+fn host_side<B: Backend>(model: &DecoderModel, mut session: Session<Profiled<B>>, shape: Shape) {
+    let Shape {
+        prompt_len, steps, ..
+    } = shape;
+    let mut next = prefill_all(model, &mut session, shape);
     session.backend_mut().reset();
     let start = Instant::now();
     for _ in 0..steps {
-        next = argmax(session.feed(model, &[(0, &[next])]).unwrap());
+        next = step_all(model, &mut session, &next);
     }
     let per_step = |d: std::time::Duration| d.as_secs_f64() * 1e3 / steps as f64;
     let rows = session.backend().report();
@@ -165,21 +189,19 @@ fn host_side<B: Backend>(
     );
 }
 
-fn decode<B: Backend>(
-    model: &DecoderModel,
-    mut session: Session<Profiled<B>>,
-    prompt_len: usize,
-    steps: usize,
-) {
-    let vocab = model.config().vocab_size;
-    let tokens = prompt(prompt_len, 0, vocab);
-    let mut next = argmax(session.feed(model, &[(0, &tokens)]).unwrap());
-    println!("prefill {prompt_len} tokens:");
-    table(session.backend(), 1);
+fn decode<B: Backend>(model: &DecoderModel, mut session: Session<Profiled<B>>, shape: Shape) {
+    let Shape {
+        prompt_len,
+        steps,
+        seqs,
+    } = shape;
+    let mut next = prefill_all(model, &mut session, shape);
+    println!("prefill {prompt_len} tokens (a sequence's, of {seqs}):");
+    table(session.backend(), seqs);
     session.backend_mut().reset();
     let start = Instant::now();
     for _ in 0..steps {
-        next = argmax(session.feed(model, &[(0, &[next])]).unwrap());
+        next = step_all(model, &mut session, &next);
     }
     let wall = start.elapsed();
     println!(

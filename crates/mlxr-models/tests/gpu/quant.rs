@@ -40,9 +40,12 @@ const BLOCK_TYPES: [GgmlDType; 4] = [
     GgmlDType::Q5_0,
     GgmlDType::Q8_0,
 ];
-/// Every kernel (1, 2, 4 and 8 tokens per row), full and partial; the
-/// backend takes candle's matmul beyond 8.
+/// Every kernel (1, 2, 4 and 8 tokens per row), full and partial.
 const TOKENS: [usize; 6] = [1, 2, 3, 4, 5, 8];
+/// Launches of more tokens, in tiles of 8 (a partial last tile, whole
+/// ones, the most the backend gives them): with plain and add + RMSNorm
+/// inputs (the host's reference is the test's cost).
+const WIDE_TOKENS: [usize; 3] = [9, 24, 64];
 
 /// Where the matmul's input comes from.
 #[derive(Clone, Copy, Debug)]
@@ -164,8 +167,8 @@ fn check_half(device: &Device) -> Vec<String> {
     failures
 }
 
-/// `gpu --bench-kernels`: the decode matmuls of an 8B model's layer (1, 2,
-/// 4 and 8 tokens: one to eight sequences decoding), each kernel shape, timed
+/// `gpu --bench-kernels`: the decode matmuls of an 8B model's layer (1 to
+/// 64 tokens: that many sequences decoding; the F16 ones past 8 are cuBLAS), each kernel shape, timed
 /// over repeated launches. GB/s counts the weights' bytes once per launch.
 pub fn bench(device: &Device) {
     let (hidden, ffn) = (4096, 14336);
@@ -197,7 +200,7 @@ pub fn bench(device: &Device) {
             .enumerate()
             .map(|(i, &(dtype, rows))| layer_of(dtype, rows, k, i as u64, device))
             .collect();
-        for tokens in [1, 2, 4, 8] {
+        for tokens in [1, 2, 4, 8, 16, 64] {
             bench_launches(name, k, &layers, tokens, device);
         }
     }
@@ -280,7 +283,9 @@ fn backend(shape: MatVec, device: &Device) -> CudaBackend {
         n_kv_heads: 1,
         head_dim: 64,
     };
-    CudaBackend::with_mat_vec(kv, candle_core::DType::F32, device, shape).unwrap()
+    let mut b = CudaBackend::with_mat_vec(kv, candle_core::DType::F32, device, shape).unwrap();
+    b.set_quant_rows(WIDE_TOKENS[WIDE_TOKENS.len() - 1]);
+    b
 }
 
 /// Q, K and V-like weights of mixed types and odd heights through
@@ -294,7 +299,7 @@ fn check_grouped(shape: MatVec, device: &Device) -> Vec<String> {
         [GgmlDType::Q8_0, GgmlDType::Q4_1, GgmlDType::Q4_0],
         [GgmlDType::Q4K, GgmlDType::Q5_0, GgmlDType::Q6K],
     ];
-    for (types, tokens) in groups.iter().flat_map(|g| [(g, 1), (g, 5)]) {
+    for (types, tokens) in groups.iter().flat_map(|g| [(g, 1), (g, 5), (g, 20)]) {
         let ws = [
             layer(types[0], 70, 1, device),
             layer(types[1], 37, 2, device),
@@ -471,7 +476,12 @@ fn check(dtype: GgmlDType, input: Input, shape: MatVec, k: usize, device: &Devic
     let dev_w = qtensor_from_ggml(dtype, &bytes, vec![N, k], device).unwrap();
     let linear = Linear::ggml(Arc::new(dev_w), None).unwrap();
     let mut backend = backend(shape, device);
-    let max_tokens = *TOKENS.iter().max().unwrap();
+    let wide: &[usize] = match input {
+        Input::Plain | Input::AddRmsNorm => &WIDE_TOKENS,
+        Input::RmsNorm | Input::SwiGlu => &[],
+    };
+    let sizes: Vec<usize> = TOKENS.iter().chain(wide).copied().collect();
+    let max_tokens = *sizes.iter().max().unwrap();
     // Activations of every scale, some with ties of +max and -max.
     let x: Vec<f32> = (0..max_tokens * k)
         .map(|i| match i % 97 {
@@ -482,7 +492,7 @@ fn check(dtype: GgmlDType, input: Input, shape: MatVec, k: usize, device: &Devic
         .collect();
     let mut failures = Vec::new();
     let mut first_seen: Vec<Vec<f32>> = Vec::new();
-    for tokens in TOKENS {
+    for &tokens in &sizes {
         let (x_dev, xs) = prepare(
             &mut backend,
             input,
@@ -536,7 +546,7 @@ fn check(dtype: GgmlDType, input: Input, shape: MatVec, k: usize, device: &Devic
         }
     }
     println!(
-        "{dtype:?} kernel ({shape:?}), {input:?} input: {N} x {k}, batches {TOKENS:?}: {}",
+        "{dtype:?} kernel ({shape:?}), {input:?} input: {N} x {k}, batches {sizes:?}: {}",
         if failures.is_empty() {
             "ok".to_string()
         } else {

@@ -32,9 +32,15 @@ use crate::backend::candle::Replay;
 use crate::step::Step;
 use crate::{ModelError, Result};
 
-/// The largest decode batch recorded: bigger ones run plainly (each size is
-/// a graph with its own activations).
-pub const MAX_RECORDED: usize = 8;
+/// The largest decode batch recorded (by default; `set_most` lowers it):
+/// bigger ones run plainly. Each size is a graph with its own activations,
+/// made at its second occurrence, and keeps its logits between launches
+/// (64 sequences of a 49,152-word vocabulary: 12.6 MB).
+pub const MAX_RECORDED: usize = 64;
+/// The largest decode batch recorded unless `MLXR_CUDA_GRAPH_ROWS` says
+/// otherwise: steps of 9-64 sequences are recorded only on request until
+/// they are measured on a GPU.
+pub const RECORDED: usize = 8;
 
 /// Whether decode steps are recorded and replayed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -58,6 +64,8 @@ unsafe impl Send for Recorded {}
 
 pub struct Graphs {
     mode: StepGraphs,
+    /// The largest step recorded.
+    most: usize,
     stream: Arc<CudaStream>,
     recorded: HashMap<usize, Recorded>,
     seen: HashSet<usize>,
@@ -71,6 +79,7 @@ impl Graphs {
     pub fn new(device: &Device, mode: StepGraphs) -> Result<Self> {
         Ok(Self {
             mode,
+            most: RECORDED,
             stream: device.as_cuda_device()?.cuda_stream(),
             recorded: HashMap::new(),
             seen: HashSet::new(),
@@ -84,12 +93,17 @@ impl Graphs {
         self.mode = mode;
     }
 
+    /// Records steps of up to `rows` sequences (at most [`MAX_RECORDED`]).
+    pub fn set_most(&mut self, rows: usize) {
+        self.most = rows.min(MAX_RECORDED);
+    }
+
     /// Replays the record for `step` if there is one (`moves`: the step
     /// buffers' moves so far), or says whether to record it.
     pub fn replay(&mut self, step: &Step, moves: u64) -> Result<Replay> {
         let tokens = step.tokens().len();
         let decode = tokens > 0 && tokens == step.seqs().len();
-        if self.mode == StepGraphs::Off || !decode || tokens > MAX_RECORDED {
+        if self.mode == StepGraphs::Off || !decode || tokens > self.most {
             return Ok(Replay::Run);
         }
         if moves != self.moves {

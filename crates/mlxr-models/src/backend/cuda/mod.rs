@@ -8,9 +8,11 @@
 //!   stage each run of consecutive tokens' keys in shared memory once); the
 //!   step's metadata (slots, positions, block tables, prefill runs) is
 //!   uploaded once per step, in one copy;
-//! - Q4_K and Q6_K matmuls of up to 8 rows (decode) against activations
-//!   quantized to Q8_K (kernels/quant_matmul.cu): the CPU backend's integer
-//!   arithmetic, the same for every batch size up to 8;
+//! - Q4_K/Q6_K and Q4_0/Q4_1/Q5_0/Q8_0 matmuls of up to [`QUANT_ROWS`]
+//!   rows (decode; at most 64, in tiles of 8 tokens) against activations
+//!   quantized to 8 bits
+//!   (kernels/quant_matmul.cu): for the K-quants the CPU backend's integer
+//!   arithmetic, a token's result the same for every batch size up to 64;
 //! - F16 matmuls of up to 8 rows against f32 activations
 //!   (kernels/half_matvec.cu); longer steps go to cuBLAS.
 
@@ -58,9 +60,12 @@ impl CudaBackend {
     /// The decode matmuls' shape is [`MatVec::default`], or the debug knob
     /// `MLXR_CUDA_MATVEC` (`block`, `warp`, `rows2`, `rows4`, `rows`) that lets one binary benchmark
     /// each; likewise `MLXR_CUDA_F16_GEMM_ROWS` moves [`F16_GEMM_ROWS`] and
-    /// `MLXR_CUDA_QUANT_ROWS` (0 to 8) the most rows our Q8_K decode
-    /// kernels take, `MLXR_CUDA_PREFILL` the [`PrefillAttention`] and
-    /// `MLXR_CUDA_ATTN_CHUNK` the decode attention's fewest keys a split.
+    /// `MLXR_CUDA_QUANT_ROWS` (0 to 64) the most rows our Q8_K decode
+    /// kernels take, `MLXR_CUDA_GRAPH_ROWS` (0 to 64) the largest decode
+    /// step recorded as a CUDA graph, `MLXR_CUDA_PREFILL` the [`PrefillAttention`] and
+    /// `MLXR_CUDA_ATTN_CHUNK` the decode attention's fewest keys a split,
+    /// `MLXR_CUDA_DECODE_TOKENS` (0 to 64) the most sequences of a decode
+    /// step the split decode attention takes.
     pub fn new(kv: KvGeometry, dtype: DType, device: &Device) -> Result<Self> {
         let mat_vec = match std::env::var("MLXR_CUDA_MATVEC") {
             Err(_) => MatVec::default(),
@@ -81,11 +86,17 @@ impl CudaBackend {
         if let Some(rows) = rows_knob("MLXR_CUDA_F16_GEMM_ROWS", usize::MAX)? {
             backend.kernels_mut().f16_gemm_rows = rows;
         }
-        if let Some(rows) = rows_knob("MLXR_CUDA_QUANT_ROWS", quant_matmul::MAX_TOKENS)? {
+        if let Some(rows) = rows_knob("MLXR_CUDA_QUANT_ROWS", quant_matmul::MAX_ROWS)? {
             backend.kernels_mut().quant_rows = rows;
+        }
+        if let Some(rows) = rows_knob("MLXR_CUDA_GRAPH_ROWS", graph::MAX_RECORDED)? {
+            backend.kernels_mut().graphs.set_most(rows);
         }
         if let Some(keys) = rows_knob("MLXR_CUDA_ATTN_CHUNK", 4096)? {
             backend.kernels_mut().attention.min_chunk = keys.max(1);
+        }
+        if let Some(tokens) = rows_knob("MLXR_CUDA_DECODE_TOKENS", ops::DECODE_TOKENS)? {
+            backend.kernels_mut().attention.decode_tokens = tokens;
         }
         if let Ok(name) = std::env::var("MLXR_CUDA_PREFILL") {
             backend.kernels_mut().attention.prefill =
@@ -106,7 +117,7 @@ impl CudaBackend {
             q8: None,
             mat_vec,
             f16_gemm_rows: F16_GEMM_ROWS,
-            quant_rows: quant_matmul::MAX_TOKENS,
+            quant_rows: QUANT_ROWS,
             graphs: graph::Graphs::new(device, StepGraphs::default())?,
             moves: 0,
         };
@@ -123,12 +134,41 @@ impl CudaBackend {
     pub fn set_graphs(&mut self, mode: StepGraphs) {
         self.kernels_mut().graphs.set_mode(mode);
     }
+
+    /// The most rows our 8-bit decode kernels take (at most
+    /// `quant_matmul::MAX_ROWS`; [`QUANT_ROWS`] by default): longer steps
+    /// take candle's kernels or cuBLAS.
+    pub fn set_quant_rows(&mut self, rows: usize) {
+        self.kernels_mut().quant_rows = rows.min(quant_matmul::MAX_ROWS);
+    }
+
+    /// Many-sequence decode on our paths up to `rows` sequences (at most
+    /// 64): our 8-bit matmuls, the split decode attention and recorded
+    /// graphs, which without it stop at 8 (what `MLXR_CUDA_QUANT_ROWS`,
+    /// `MLXR_CUDA_DECODE_TOKENS` and `MLXR_CUDA_GRAPH_ROWS` set one by one).
+    pub fn set_many_sequence_rows(&mut self, rows: usize) {
+        self.set_quant_rows(rows);
+        let kernels = self.kernels_mut();
+        kernels.attention.decode_tokens = rows.min(ops::DECODE_TOKENS);
+        kernels.graphs.set_most(rows);
+    }
 }
 
+/// Steps of up to this many rows run our 8-bit decode kernels by default;
+/// longer ones candle's q8_1 kernels up to [`F16_GEMM_ROWS`]. Our kernels
+/// take up to `quant_matmul::MAX_ROWS` (in tiles of 8 tokens beyond 8) on
+/// request (`MLXR_CUDA_QUANT_ROWS`, [`CudaBackend::set_many_sequence_rows`]):
+/// 8 by default until steps of 9-64 rows are measured side by side on a GPU
+/// (written in session 46, when no GPU call returned; a tile loads each
+/// token's activations per weight row as the one-tile kernels do, and on an
+/// 8B model an 8-token step already took 2.7x a one-token step, so candle's
+/// kernels may be faster at 32-64 rows, bench/results/gpu-2026-12-05-s46.md).
+pub const QUANT_ROWS: usize = 8;
+
 /// Steps of more rows than this multiply GGML-quantized weights as F16
-/// (dequantized per call) through cuBLAS; steps of up to 8 rows run our
-/// decode kernels and those in between candle's q8_1 kernels, which decode
-/// 16–64 sequences twice as fast as the F16 route
+/// (dequantized per call) through cuBLAS; steps of up to [`QUANT_ROWS`]
+/// rows run our decode kernels and those in between candle's q8_1 kernels,
+/// which decode 16–64 sequences twice as fast as the F16 route
 /// (bench/results/gpu-2026-12-04-batched-rows.md).
 pub const F16_GEMM_ROWS: usize = 64;
 
@@ -153,8 +193,7 @@ pub struct CudaKernels {
 fn takes(x: &Tensor, rows: usize) -> bool {
     x.dtype() == DType::F32
         && x.dims2().is_ok_and(|(tokens, k)| {
-            (1..=rows.min(quant_matmul::MAX_TOKENS)).contains(&tokens)
-                && quant_matmul::quantizable(k)
+            (1..=rows.min(quant_matmul::MAX_ROWS)).contains(&tokens) && quant_matmul::quantizable(k)
         })
 }
 
@@ -336,6 +375,9 @@ pub struct PagedAttention {
     prefill: PrefillAttention,
     /// The decode kernel's fewest keys a split.
     min_chunk: usize,
+    /// The most sequences of a decode step that takes the split decode
+    /// kernel (`ops::DECODE_TOKENS`).
+    decode_tokens: usize,
 }
 
 impl PagedAttention {
@@ -358,7 +400,7 @@ impl PagedAttention {
             )));
         }
         let (keys, values) = slot_caches(&kv, dtype, device)?;
-        let tickets = Tensor::zeros(ops::SPLIT_TOKENS * kv.n_kv_heads, DType::U32, device)?;
+        let tickets = Tensor::zeros(ops::DECODE_TOKENS * kv.n_kv_heads, DType::U32, device)?;
         Ok(Self {
             device: device.clone(),
             kv,
@@ -370,6 +412,7 @@ impl PagedAttention {
             tickets,
             prefill: PrefillAttention::default(),
             min_chunk: ops::MIN_CHUNK,
+            decode_tokens: ops::SPLIT_TOKENS,
         })
     }
 
@@ -379,6 +422,7 @@ impl PagedAttention {
             &mut self.host,
             &mut self.meta_buf,
             &self.tickets,
+            self.decode_tokens,
             &self.device,
         )?);
         Ok(())

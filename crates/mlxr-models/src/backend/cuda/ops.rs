@@ -23,9 +23,10 @@ const FLASH_MODULE: &str = "mlxr_flash_prefill";
 pub const MAX_GROUP: usize = 8;
 pub const MAX_HEAD_DIM: usize = 256;
 const THREADS: u32 = 128;
-/// In steps of up to `SPLIT_TOKENS` tokens, a token of context c splits its
-/// keys into min(`MAX_SPLITS`, ceil(c / `MIN_CHUNK`)) blocks (longer steps
-/// have blocks enough with one split per token). The launch has
+/// In steps of up to `SPLIT_TOKENS` tokens (and decode steps of up to
+/// `DECODE_TOKENS` sequences), a token of context c splits its keys into
+/// min(`MAX_SPLITS`, ceil(c / `MIN_CHUNK`)) blocks (longer steps have
+/// blocks enough with one split per token). The launch has
 /// `MAX_SPLITS` blocks per token and KV head whatever the contexts (those
 /// past a token's own splits return at once), so a recorded step (CUDA
 /// graph) serves every context.
@@ -35,6 +36,10 @@ const MAX_SPLITS: usize = 32;
 /// each).
 const _: () = assert!(MAX_SPLITS <= 32);
 pub const SPLIT_TOKENS: usize = 8;
+/// Steps of more tokens take the same split decode kernel where each
+/// sequence has one token (many sequences decoding), up to this many: the
+/// prefill kernels would stage runs of one token, unsplit.
+pub const DECODE_TOKENS: usize = 64;
 /// Steps of more tokens (prefill) take `paged_prefill`, which stages each
 /// run of a sequence's consecutive tokens' keys in shared memory once: runs
 /// of at most `RUN` tokens, each block `PREFILL_PAIRS / group` of them (the
@@ -87,7 +92,7 @@ impl PrefillAttention {
 /// tables.
 pub struct StepMeta {
     buf: Tensor,
-    /// `SPLIT_TOKENS * n_kv_heads` u32 counters, 0 between launches: the
+    /// `DECODE_TOKENS * n_kv_heads` u32 counters, 0 between launches: the
     /// decode kernel's blocks of a (token, KV head) take a ticket each, the
     /// last merges their splits and sets the counter back to 0.
     tickets: Tensor,
@@ -95,9 +100,13 @@ pub struct StepMeta {
     seqs: usize,
     /// Runs for `paged_prefill` (0: the step takes the decode kernel).
     runs: usize,
-    /// The decode kernel stores the new keys and values itself (a step of
-    /// at most `SPLIT_TOKENS` tokens, each sequence's in consecutive rows
-    /// at consecutive positions).
+    /// The decode kernel splits each token's keys over blocks: a step of at
+    /// most `SPLIT_TOKENS` tokens, or of at most `DECODE_TOKENS` sequences
+    /// of one token each.
+    split: bool,
+    /// The decode kernel stores the new keys and values itself (a split
+    /// step, each sequence's tokens in consecutive rows at consecutive
+    /// positions).
     inline_write: bool,
 }
 
@@ -107,6 +116,7 @@ impl StepMeta {
         host: &mut Vec<u32>,
         buf: &mut StepBuffer<u32>,
         tickets: &Tensor,
+        decode_tokens: usize,
         device: &Device,
     ) -> Result<Self> {
         let tokens = step.slots().len();
@@ -117,7 +127,9 @@ impl StepMeta {
             host.extend(std::iter::repeat_n(i as u32, seq.len));
         }
         host.extend(step.seqs().iter().map(|s| s.table_start as u32));
-        let runs = if tokens > SPLIT_TOKENS {
+        let split = tokens <= SPLIT_TOKENS
+            || (tokens <= decode_tokens.min(DECODE_TOKENS) && tokens == step.seqs().len());
+        let runs = if !split {
             let at = host.len();
             let positions = step.positions();
             let mut first = 0;
@@ -139,7 +151,7 @@ impl StepMeta {
         };
         let run_entries = if runs > 0 { runs + 1 } else { 0 };
         let positions = step.positions();
-        let inline_write = tokens <= SPLIT_TOKENS
+        let inline_write = split
             && (1..tokens).all(|t| {
                 host[2 * tokens + t] != host[2 * tokens + t - 1]
                     || positions[t] == positions[t - 1] + 1
@@ -156,6 +168,7 @@ impl StepMeta {
             tokens,
             seqs: step.seqs().len(),
             runs,
+            split,
             inline_write,
         })
     }
@@ -281,11 +294,10 @@ impl StepMeta {
         Ok((out, q8))
     }
 
-    /// Whether the decode kernel can write its outputs in 8 bits too: a step
-    /// of at most `SPLIT_TOKENS` tokens and query groups of whole
-    /// super-blocks.
+    /// Whether the decode kernel can write its outputs in 8 bits too: a
+    /// split step and query groups of whole super-blocks.
     pub fn quantizes(&self, spec: &AttentionSpec) -> bool {
-        self.runs == 0 && self.tokens <= SPLIT_TOKENS && group_quantizes(spec)
+        self.split && group_quantizes(spec)
     }
 }
 
@@ -399,11 +411,7 @@ impl CustomOp3 for Attention<'_> {
         let block_size = i32_of(self.block_size)?;
         let window = i32_of(s.sliding_window.unwrap_or(0).min(i32::MAX as usize))?;
         let softcap = s.softcap.unwrap_or(0.0);
-        let splits = if tokens <= SPLIT_TOKENS {
-            MAX_SPLITS
-        } else {
-            1
-        };
+        let splits = if self.meta.split { MAX_SPLITS } else { 1 };
         let (tickets, _) = self.meta.tickets.storage_and_layout();
         let Storage::Cuda(tickets) = &*tickets else {
             candle_core::bail!("attention tickets off the GPU");

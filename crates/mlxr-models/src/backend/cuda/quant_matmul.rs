@@ -21,9 +21,12 @@ pub const QK_K: usize = 256;
 /// The elements of a Q4_0/Q4_1/Q5_0/Q8_0 block, and of the activations'
 /// scale blocks on widths that are not whole super-blocks.
 pub const QK: usize = 32;
-/// The most rows [`matmuls`] is for: its kernels take up to 8 tokens per
-/// weight row read.
+/// The most tokens the kernels take per weight row read: a launch of more
+/// runs them in tiles of this many, each tile its own thread blocks.
 pub const MAX_TOKENS: usize = 8;
+/// The most rows [`matmuls`] is for (8 tiles): steps of up to 64 sequences
+/// decoding.
+pub const MAX_ROWS: usize = 64;
 /// Warps per thread block: the quantizer's super-blocks, the matmuls'
 /// warps per row (`WARPS_PER_ROW` in the kernels).
 const WARPS: usize = 4;
@@ -187,7 +190,7 @@ fn launch(
     shape: MatVec,
 ) -> candle_core::Result<Vec<Tensor>> {
     let bytes = q8_bytes(tokens, k);
-    if xq.dims() != [bytes] || !(1..=MAX_TOKENS).contains(&tokens) {
+    if xq.dims() != [bytes] || !(1..=MAX_ROWS).contains(&tokens) {
         candle_core::bail!("quantized activations {:?} for {tokens} x {k}", xq.shape());
     }
     let (storage, layout) = xq.storage_and_layout();
@@ -248,11 +251,11 @@ fn launch(
         1 => 1,
         2 => 2,
         3 | 4 => 4,
-        _ => 8,
+        _ => MAX_TOKENS,
     };
     let func = dev.get_or_load_custom_func(&format!("mmvq{per}{suffix}"), MODULE, PTX)?;
     let (k32, tokens32) = (i32_of(k)?, i32_of(tokens)?);
-    let blocks = groups.div_ceil(groups_per_block);
+    let blocks = groups.div_ceil(groups_per_block) * tokens.div_ceil(per);
     let cfg = LaunchConfig {
         grid_dim: (
             u32::try_from(blocks).map_err(|_| {
@@ -284,8 +287,8 @@ fn launch(
     // (candle's storage of a `[n_j, k]` tensor, kept alive by `guards`),
     // its bias (when not null) n_j f32 (checked above, kept alive by
     // `bias_storage`); `xq` holds `tokens` rows of `k` (checked above); the
-    // warps of one output row write that row's `tokens` outputs in its own
-    // y_j.
+    // warps of one output row and token tile write that row's outputs of
+    // the tile's tokens (at most `tokens` in all) in its own y_j.
     unsafe { b.launch(cfg) }.w()?;
     drop(y_guards);
     drop(guards);

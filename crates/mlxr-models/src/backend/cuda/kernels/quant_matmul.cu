@@ -510,10 +510,14 @@ __device__ __forceinline__ void rows_of(int type, const uint8_t *__restrict__ w,
 // and V; gate and up): weight j is a Q4_K (type 0), Q6_K (1), Q4_0 (2), Q4_1
 // (3), Q5_0 (4) or Q8_0 (5) matrix
 // of n_j rows, written to y_j ([tokens, n_j]) with bias b_j added (when not
-// null); all `tokens` (at most B) at once. A row is W warps (partial sums
-// added in a fixed order), a block R row groups of RW rows (grid: Σ
-// ⌈n_j / RW⌉ / R). mmvqB: a block of 4 warps per row; mmvqB_w: a warp per
-// row, 4 rows to a block; mmvqB_wRW: a warp per RW rows, 4 warps to a block.
+// null). A row is W warps (partial sums added in a fixed order), a block R
+// row groups of RW rows. mmvqB: a block of 4 warps per row; mmvqB_w: a warp
+// per row, 4 rows to a block; mmvqB_wRW: a warp per RW rows, 4 warps to a
+// block. The tokens go in tiles of B (the last one partial), each tile its
+// own blocks: grid Σ ⌈n_j / RW⌉ / R · tiles, the tile the fastest-varying
+// index so that the tiles of a row group run together and read its weights
+// once from DRAM (then from L2). A token is computed by the same code in
+// every tile, so its result does not depend on how many tokens there are.
 #define MMVQ(NAME, B, W, R, RW)                                                \
     extern "C" __global__ void __launch_bounds__(32 * W * R) NAME(             \
         const int8_t *__restrict__ xq, const float *__restrict__ xd,           \
@@ -523,7 +527,9 @@ __device__ __forceinline__ void rows_of(int type, const uint8_t *__restrict__ w,
         float *y2, const float *b2, int n2, int type2) {                       \
         const int g0 = (n0 + RW - 1) / RW, g1 = (n1 + RW - 1) / RW;            \
         const int groups = g0 + g1 + (n2 + RW - 1) / RW;                       \
-        int group = blockIdx.x * R + (threadIdx.x >> 5) / W;                   \
+        const int tiles = (tokens + B - 1) / B;                                \
+        const int tile = blockIdx.x % tiles;                                   \
+        int group = (blockIdx.x / tiles) * R + (threadIdx.x >> 5) / W;         \
         if (group >= groups) {                                                 \
             if (W == 1) return;                                                \
             group = groups - 1; /* R = 1 when W > 1: never here */             \
@@ -537,9 +543,13 @@ __device__ __forceinline__ void rows_of(int type, const uint8_t *__restrict__ w,
         } else if (group >= g0) {                                              \
             group -= g0; w = w1; y = y1; bias = b1; n = n1; type = type1;      \
         }                                                                      \
+        const long first = (long)tile * B;                                     \
+        const int scales = k % QK_K == 0 ? k / QK_K : k / QK;                  \
         const int row = group * RW, nrows = min(RW, n - row);                  \
-        const int nb = min(B, tokens);                                         \
-        rows_of<B, W, R, RW>(type, w, xq, xd, xs, y, bias, n, k, nb, row, nrows); \
+        const int nb = min(B, tokens - (int)first);                            \
+        rows_of<B, W, R, RW>(type, w, xq + first * k, xd + first * scales,     \
+                             xs + first * (k / 16), y + first * n, bias, n, k, \
+                             nb, row, nrows);                                  \
     }
 
 MMVQ(mmvq1, 1, WARPS_PER_ROW, 1, 1)
