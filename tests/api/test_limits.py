@@ -257,7 +257,6 @@ def test_per_request_template_is_applied(server):
     ("tool_choice", {"type": "function", "function": {"name": "f"}}),
     ("functions", [{"name": "f", "parameters": {}}]),
     ("function_call", {"name": "f"}),
-    ("parallel_tool_calls", False),
 ])
 def test_tool_fields_without_tools_are_refused(server, field, value):
     refused(chat(server, **{field: value}), field)
@@ -265,7 +264,7 @@ def test_tool_fields_without_tools_are_refused(server, field, value):
 
 @pytest.mark.parametrize("field,value", [
     ("tool_choice", "none"), ("tool_choice", "auto"), ("function_call", "none"),
-    ("parallel_tool_calls", True), ("functions", []),
+    ("parallel_tool_calls", True), ("parallel_tool_calls", False), ("functions", []),
 ])
 def test_tool_fields_meaning_the_default_are_accepted(server, field, value):
     ok(chat(server, **{field: value}))

@@ -134,11 +134,18 @@ pub struct ToolReader {
     calls: usize,
 }
 
-/// Text for the reply and calls (numbered from 0, with their ids), in order.
+/// Text for the reply and calls, in order.
 #[derive(Default)]
 pub struct ReplyPieces {
     pub text: String,
-    pub calls: Vec<(usize, String, ToolCall)>,
+    pub calls: Vec<ReplyCall>,
+}
+
+/// A call of the reply: numbered from 0, with its id (`call_...`).
+pub struct ReplyCall {
+    pub index: usize,
+    pub id: String,
+    pub call: ToolCall,
 }
 
 impl ToolReader {
@@ -165,7 +172,11 @@ impl ToolReader {
                 // Without parallel calls, the first call is the reply's.
                 Parsed::Call(_) if !self.parallel && self.calls > 0 => {}
                 Parsed::Call(call) => {
-                    out.calls.push((self.calls, call_id(), call));
+                    out.calls.push(ReplyCall {
+                        index: self.calls,
+                        id: call_id(),
+                        call,
+                    });
                     self.calls += 1;
                 }
             }

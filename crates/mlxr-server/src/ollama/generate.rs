@@ -8,9 +8,9 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use futures_util::StreamExt;
 use mlxr_engine::{
-    ChatMessage, Constraint, Event, GenerateRequest, LoadedModel, Prompt, Timings, TokenLogprob,
-    Usage,
+    ChatMessage, Constraint, GenerateRequest, LoadedModel, Prompt, Timings, TokenLogprob, Usage,
 };
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -18,14 +18,13 @@ use serde_json::{json, Map, Value};
 use super::options::{settings, Settings};
 use crate::error::{ApiError, OllamaError};
 use crate::extract::JsonBody;
-use crate::generation::{finish_reason_str, submit};
+use crate::generation::{finish_reason_str, pieces, submit, Piece};
 use crate::limits::{self, at_most};
 use crate::models::{Acquired, KeepAlive};
 use crate::state::AppState;
 use crate::structured;
-use crate::tools::{history_calls, read, ToolReader, ToolRequest};
+use crate::tools::{history_calls, ReplyCall, ToolReader, ToolRequest};
 use crate::wire::ndjson;
-use mlxr_structured::tools::ToolCall;
 
 #[derive(Deserialize)]
 pub struct GenerateBody {
@@ -440,22 +439,21 @@ async fn respond(
     shape: Shape,
     started: Instant,
     with_context: bool,
-    mut reader: Option<ToolReader>,
+    reader: Option<ToolReader>,
 ) -> Result<Response, OllamaError> {
-    let mut stream = submit(&acquired.engine, request).await?;
+    let stream = submit(&acquired.engine, request).await?;
     let prompt_tokens = stream.prompt_tokens().to_vec();
     let model = acquired.spec.name.clone();
     let load_ns = acquired.load_duration.as_nanos();
     let want_logprobs = common.logprobs == Some(true);
 
     if common.stream == Some(false) {
-        let out = crate::generation::collect(stream).await;
+        let out = crate::generation::collect(stream, reader).await;
         state.models.release(&model, keep_alive).await;
         let out = out?;
-        let pieces = read(&mut reader, &out.text, true);
-        let mut v = shape.chunk(&model, &pieces.text, true);
-        if !pieces.calls.is_empty() {
-            v["message"]["tool_calls"] = pieces.calls.iter().map(tool_call_json).collect();
+        let mut v = shape.chunk(&model, &out.text, true);
+        if !out.calls.is_empty() {
+            v["message"]["tool_calls"] = out.calls.iter().map(tool_call_json).collect();
         }
         v["done_reason"] = json!(out.finish_reason.map(finish_reason_str));
         final_fields(&mut v, started, load_ns, &out.usage, &out.timings);
@@ -469,47 +467,36 @@ async fn respond(
     }
 
     let lines = async_stream::stream! {
+        let mut pieces = std::pin::pin!(pieces(stream, reader));
         let mut generated = Vec::new();
-        while let Some(event) = stream.next().await {
-            let line = match event {
-                Event::Token(t) => {
-                    generated.push(t.id);
-                    let pieces = read(&mut reader, &t.text, false);
-                    for call in &pieces.calls {
-                        yield Ok::<_, std::convert::Infallible>(ndjson(&call_chunk(shape, &model, call)));
-                    }
-                    if pieces.text.is_empty() && !want_logprobs {
+        while let Some(piece) = pieces.next().await {
+            let line = match piece {
+                Piece::Token { id, text, logprob } => {
+                    generated.push(id);
+                    if text.is_empty() && !want_logprobs {
                         continue;
                     }
-                    let mut v = shape.chunk(&model, &pieces.text, false);
-                    if let (true, Some(lp)) = (want_logprobs, t.logprob) {
-                        v["logprobs"] = logprobs_json(&[(lp, t.top_logprobs)]);
+                    let mut v = shape.chunk(&model, &text, false);
+                    if let (true, Some(lp)) = (want_logprobs, logprob) {
+                        v["logprobs"] = logprobs_json(&[lp]);
                     }
                     v
                 }
-                Event::Done { finish_reason, text, usage, timings } => {
-                    let pieces = read(&mut reader, &text, true);
-                    if !pieces.text.is_empty() {
-                        yield Ok(ndjson(&shape.chunk(&model, &pieces.text, false)));
-                    }
-                    for call in &pieces.calls {
-                        yield Ok(ndjson(&call_chunk(shape, &model, call)));
-                    }
+                Piece::Text(text) => shape.chunk(&model, &text, false),
+                Piece::Call(call) => call_chunk(shape, &model, &call),
+                // Ollama's done_reason stays `stop` after tool calls.
+                Piece::Done { finish_reason, usage, timings, .. } => {
                     let mut v = shape.chunk(&model, "", true);
                     v["done_reason"] = json!(finish_reason_str(finish_reason));
                     final_fields(&mut v, started, load_ns, &usage, &timings);
                     if with_context {
                         v["context"] = json!([prompt_tokens.clone(), generated.clone()].concat());
                     }
-                    yield Ok(ndjson(&v));
-                    break;
+                    v
                 }
-                Event::Error(message) => {
-                    yield Ok(ndjson(&json!({"error": message})));
-                    break;
-                }
+                Piece::Error(message) => json!({"error": message}),
             };
-            yield Ok(ndjson(&line));
+            yield Ok::<_, std::convert::Infallible>(ndjson(&line));
         }
         state.models.release(&model, keep_alive).await;
     };
@@ -521,12 +508,12 @@ async fn respond(
 }
 
 /// One call in Ollama's shape (arguments as an object).
-fn tool_call_json((index, id, call): &(usize, String, ToolCall)) -> Value {
-    json!({"id": id, "function": {"index": index, "name": call.name, "arguments": call.arguments}})
+fn tool_call_json(c: &ReplyCall) -> Value {
+    json!({"id": c.id, "function": {"index": c.index, "name": c.call.name, "arguments": c.call.arguments}})
 }
 
 /// A streamed chunk that carries one call, whole, as Ollama sends them.
-fn call_chunk(shape: Shape, model: &str, call: &(usize, String, ToolCall)) -> Value {
+fn call_chunk(shape: Shape, model: &str, call: &ReplyCall) -> Value {
     let mut v = shape.chunk(model, "", false);
     v["message"]["tool_calls"] = json!([tool_call_json(call)]);
     v

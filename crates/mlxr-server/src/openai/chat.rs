@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::response::sse::Sse;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use mlxr_engine::Event;
+use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use super::request::ChatCompletionRequest;
@@ -16,11 +16,9 @@ use super::response::{
 };
 use crate::error::OpenAiError;
 use crate::extract::JsonBody;
-use crate::generation::{collect, finish_reason_str, submit};
+use crate::generation::{collect, pieces, submit, Piece};
 use crate::state::AppState;
-use crate::tools::{read, ToolReader};
-use mlxr_engine::FinishReason;
-use mlxr_structured::tools::ToolCall;
+use crate::tools::ReplyCall;
 
 pub async fn handle(
     State(state): State<AppState>,
@@ -29,7 +27,7 @@ pub async fn handle(
     let mut engine_req = req.to_request()?;
     let tools = req.tools()?;
     let acquired = state.models.acquire(&req.model, None).await?;
-    let mut reader = match &tools {
+    let reader = match &tools {
         Some(t) => t.apply(acquired.engine.model(), &mut engine_req)?,
         None => None,
     };
@@ -40,25 +38,22 @@ pub async fn handle(
     let want_logprobs = req.logprobs == Some(true);
 
     if !req.common.stream {
-        let out = collect(stream).await;
+        let out = collect(stream, reader).await;
         state.models.release(&acquired.spec.name, None).await;
         let out = out?;
         let logprobs = want_logprobs.then(|| {
             json!({"content": out.logprobs.iter().map(|(c, t)| chat_logprob(c, t)).collect::<Vec<_>>()})
         });
-        let pieces = read(&mut reader, &out.text, true);
-        let mut message = json!({"role": "assistant", "content": pieces.text});
-        if !pieces.calls.is_empty() {
-            message["tool_calls"] = pieces
-                .calls
-                .iter()
-                .map(|c| tool_call_json(c, false))
-                .collect();
-            if pieces.text.is_empty() {
+        let mut message = json!({"role": "assistant", "content": out.text});
+        if !out.calls.is_empty() {
+            message["tool_calls"] = out.calls.iter().map(|c| tool_call_json(c, false)).collect();
+            if out.text.is_empty() {
                 message["content"] = Value::Null;
             }
         }
-        let finish = finish_reason(&reader, out.finish_reason);
+        let finish = out
+            .finish_reason
+            .map(|r| Piece::openai_finish(r, out.called));
         return Ok(Json(json!({
             "id": id,
             "object": "chat.completion",
@@ -89,42 +84,31 @@ pub async fn handle(
         })
     };
     let events = async_stream::stream! {
-        let mut stream = stream;
+        let mut pieces = std::pin::pin!(pieces(stream, reader));
         yield Ok::<_, Infallible>(sse_json(&chunk(json!({"role": "assistant", "content": ""}), None, None)));
-        while let Some(event) = stream.next().await {
-            match event {
-                Event::Token(t) => {
-                    let logprobs = (want_logprobs)
-                        .then(|| t.logprob.as_ref().map(|c| json!({"content": [chat_logprob(c, &t.top_logprobs)]})))
-                        .flatten();
-                    let pieces = read(&mut reader, &t.text, false);
-                    if !pieces.text.is_empty() || logprobs.is_some() {
-                        yield Ok(sse_json(&chunk(json!({"content": pieces.text}), None, logprobs)));
-                    }
-                    for call in &pieces.calls {
-                        yield Ok(sse_json(&chunk(json!({"tool_calls": [tool_call_json(call, true)]}), None, None)));
+        while let Some(piece) = pieces.next().await {
+            match piece {
+                Piece::Token { text, logprob, .. } => {
+                    let logprobs = logprob
+                        .filter(|_| want_logprobs)
+                        .map(|(c, top)| json!({"content": [chat_logprob(&c, &top)]}));
+                    if !text.is_empty() || logprobs.is_some() {
+                        yield Ok(sse_json(&chunk(json!({"content": text}), None, logprobs)));
                     }
                 }
-                Event::Done { finish_reason: reason, text, usage, timings } => {
-                    let pieces = read(&mut reader, &text, true);
-                    if !pieces.text.is_empty() {
-                        yield Ok(sse_json(&chunk(json!({"content": pieces.text}), None, None)));
-                    }
-                    for call in &pieces.calls {
-                        yield Ok(sse_json(&chunk(json!({"tool_calls": [tool_call_json(call, true)]}), None, None)));
-                    }
-                    let mut last = chunk(json!({}), finish_reason(&reader, Some(reason)), None);
+                Piece::Text(text) => yield Ok(sse_json(&chunk(json!({"content": text}), None, None))),
+                Piece::Call(call) => {
+                    yield Ok(sse_json(&chunk(json!({"tool_calls": [tool_call_json(&call, true)]}), None, None)));
+                }
+                Piece::Done { finish_reason, called, usage, timings } => {
+                    let mut last = chunk(json!({}), Some(Piece::openai_finish(finish_reason, called)), None);
                     last["timings"] = timings_json(&timings, &usage);
                     yield Ok(sse_json(&last));
                     if include_usage {
                         yield Ok(usage_chunk(chunk(json!({}), None, None), &usage));
                     }
-                    break;
                 }
-                Event::Error(message) => {
-                    yield Ok(sse_error(message));
-                    break;
-                }
+                Piece::Error(message) => yield Ok(sse_error(message)),
             }
         }
         state.models.release(&acquired.spec.name, None).await;
@@ -133,27 +117,16 @@ pub async fn handle(
     Ok(Sse::new(events).into_response())
 }
 
-/// `tool_calls` when the reply made calls.
-fn finish_reason(
-    reader: &Option<ToolReader>,
-    reason: Option<FinishReason>,
-) -> Option<&'static str> {
-    if reader.as_ref().is_some_and(ToolReader::called) {
-        return Some("tool_calls");
-    }
-    reason.map(finish_reason_str)
-}
-
 /// One call in OpenAI's shape (arguments as a JSON string); streamed with
 /// its `index`, whole in one delta.
-fn tool_call_json((index, id, call): &(usize, String, ToolCall), streamed: bool) -> Value {
+fn tool_call_json(c: &ReplyCall, streamed: bool) -> Value {
     let mut v = json!({
-        "id": id,
+        "id": c.id,
         "type": "function",
-        "function": {"name": call.name, "arguments": call.arguments.to_string()},
+        "function": {"name": c.call.name, "arguments": c.call.arguments.to_string()},
     });
     if streamed {
-        v["index"] = json!(index);
+        v["index"] = json!(c.index);
     }
     v
 }

@@ -6,7 +6,8 @@ use axum::extract::State;
 use axum::response::sse::Sse;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use mlxr_engine::{Event, TokenLogprob};
+use futures_util::StreamExt;
+use mlxr_engine::TokenLogprob;
 use serde_json::{json, Map, Value};
 
 use super::request::CompletionRequest;
@@ -15,7 +16,7 @@ use super::response::{
 };
 use crate::error::OpenAiError;
 use crate::extract::JsonBody;
-use crate::generation::{collect, finish_reason_str, submit};
+use crate::generation::{collect, finish_reason_str, pieces, submit, Piece};
 use crate::state::AppState;
 
 /// The legacy completions `logprobs` object for a run of tokens starting at
@@ -52,7 +53,7 @@ pub async fn handle(
     let want_logprobs = req.logprobs.is_some();
 
     if !req.common.stream {
-        let out = collect(stream).await;
+        let out = collect(stream, None).await;
         state.models.release(&acquired.spec.name, None).await;
         let out = out?;
         return Ok(Json(json!({
@@ -85,31 +86,30 @@ pub async fn handle(
         })
     };
     let events = async_stream::stream! {
-        let mut stream = stream;
+        let mut pieces = std::pin::pin!(pieces(stream, None));
         let mut offset = 0;
-        while let Some(event) = stream.next().await {
-            match event {
-                Event::Token(t) => {
-                    let logprobs = t.logprob.clone().filter(|_| want_logprobs)
-                        .map(|c| logprobs_json(&[(c, t.top_logprobs.clone())], offset));
-                    offset += t.text.len();
-                    if !t.text.is_empty() || logprobs.is_some() {
-                        yield Ok::<_, Infallible>(sse_json(&chunk(&t.text, None, logprobs)));
+        while let Some(piece) = pieces.next().await {
+            match piece {
+                Piece::Token { text, logprob, .. } => {
+                    let logprobs = logprob.filter(|_| want_logprobs)
+                        .map(|lp| logprobs_json(&[lp], offset));
+                    offset += text.len();
+                    if !text.is_empty() || logprobs.is_some() {
+                        yield Ok::<_, Infallible>(sse_json(&chunk(&text, None, logprobs)));
                     }
                 }
-                Event::Done { finish_reason, text, usage, timings } => {
-                    let mut last = chunk(&text, Some(finish_reason_str(finish_reason)), None);
+                Piece::Text(text) => yield Ok(sse_json(&chunk(&text, None, None))),
+                // Completions have no tools.
+                Piece::Call(_) => {}
+                Piece::Done { finish_reason, usage, timings, .. } => {
+                    let mut last = chunk("", Some(finish_reason_str(finish_reason)), None);
                     last["timings"] = timings_json(&timings, &usage);
                     yield Ok(sse_json(&last));
                     if include_usage {
                         yield Ok(usage_chunk(chunk("", None, None), &usage));
                     }
-                    break;
                 }
-                Event::Error(message) => {
-                    yield Ok(sse_error(message));
-                    break;
-                }
+                Piece::Error(message) => yield Ok(sse_error(message)),
             }
         }
         state.models.release(&acquired.spec.name, None).await;
