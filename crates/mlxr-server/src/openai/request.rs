@@ -294,7 +294,10 @@ impl ChatCompletionRequest {
     pub fn tools(&self) -> Result<Option<ToolRequest>, ApiError> {
         let default_call = |f: &Value| f.is_null() || f == "none" || f == "auto";
         if self.functions.as_ref().is_some_and(|f| !f.is_empty())
-            || self.function_call.as_ref().is_some_and(|f| !default_call(f))
+            || self
+                .function_call
+                .as_ref()
+                .is_some_and(|f| !default_call(f))
         {
             return Err(ApiError::bad_request(
                 "functions and function_call are deprecated and not supported: send tools and tool_choice",
