@@ -33,6 +33,7 @@ pub enum Command {
   mlxr run -m SmolLM2-135M-Instruct.Q4_1.gguf               in-process, no daemon (/bye or Ctrl-D to leave)
   mlxr run -m SmolLM2-135M-Instruct.Q4_1.gguf \"Hi there\"    one reply, then exit
   mlxr run -m model.gguf --verbose --temperature 0 \"2+2=\"   with timings
+  mlxr run qwen-coder --tools tools.json \"Weather in Paris?\" the model's tool calls shown
 
 In a chat, Ctrl-C stops the current reply; /bye or Ctrl-D leaves.")]
     Run(RunArgs),
@@ -407,6 +408,11 @@ pub struct RunArgs {
     /// How long the daemon keeps the model loaded afterwards (5m, 1h, 0, -1).
     #[arg(long, value_name = "DURATION")]
     pub keepalive: Option<String>,
+    /// Tools the model may call: a JSON array of tool definitions
+    /// (`{"type": "function", "function": {"name", "description",
+    /// "parameters"}}`); its calls are printed. Models on the daemon only.
+    #[arg(long, value_name = "FILE")]
+    pub tools: Option<PathBuf>,
     #[command(flatten)]
     pub host: HostArg,
     /// A model on the daemon (pulled if missing), a GGUF file or a model folder; with -m, the prompt.

@@ -433,3 +433,58 @@ fn run_on_an_embedding_model_prints_the_vector() {
         stderr(&out)
     );
 }
+
+/// `run NAME --tools FILE`: the daemon gets the tools with every turn and
+/// the model's calls are printed (Qwen2.5-Coder calls the weather tool).
+#[test]
+fn run_shows_the_models_tool_calls() {
+    let (Some(model), Some(qwen)) = (
+        smollm2(),
+        mlxr_testkit::model_path(mlxr_testkit::QWEN_CODER_05B),
+    ) else {
+        return;
+    };
+    let qwen = qwen.to_str().unwrap().to_owned();
+    let server = Server::start_with(&model, &["-m", &qwen, "--name", "qwen-coder"]);
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools.json");
+    std::fs::write(
+        &tools,
+        r#"[{"type": "function", "function": {"name": "get_weather",
+            "description": "Get the current weather in a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                           "required": ["city"]}}}]"#,
+    )
+    .unwrap();
+    let tools = tools.to_str().unwrap();
+    let args = [
+        "run",
+        "qwen-coder",
+        "--tools",
+        tools,
+        "--temperature",
+        "0",
+        "What is the weather like in Paris today?",
+    ];
+    let out = server.ok(&args);
+    assert!(
+        out.contains("[tool call] get_weather {\"city\":\"Paris\"}"),
+        "{out:?}"
+    );
+
+    // Not a JSON array; a file run in-process: clear errors.
+    std::fs::write(dir.path().join("bad.json"), "{}").unwrap();
+    let bad = dir.path().join("bad.json");
+    let out = server.mlxr(&["run", "qwen-coder", "--tools", bad.to_str().unwrap(), "hi"]);
+    assert!(
+        stderr(&out).contains("expected a JSON array"),
+        "{}",
+        stderr(&out)
+    );
+    let out = server.mlxr(&["run", "-m", &qwen, "--tools", tools, "hi"]);
+    assert!(
+        stderr(&out).contains("--tools needs a model served"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -1,6 +1,6 @@
 //! `mlxr run NAME`: the chat loop over the daemon's `POST /api/chat`.
 
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
 use mlxr_engine::ChatMessage;
 use serde_json::{json, Map, Value};
 
@@ -34,6 +34,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         model: name,
         options: options(&args.sampling, &args.engine.spec),
         keep_alive: args.keepalive.clone(),
+        tools: args.tools.as_deref().map(read_tools).transpose()?,
         verbose: args.verbose,
     };
     chat(backend, args.system.as_deref(), args.prompt.as_deref())
@@ -54,7 +55,23 @@ struct Remote {
     model: String,
     options: Map<String, Value>,
     keep_alive: Option<String>,
+    /// `tools` for every turn (the daemon checks them).
+    tools: Option<Value>,
     verbose: bool,
+}
+
+/// A `--tools` file: a JSON array.
+fn read_tools(path: &std::path::Path) -> Result<Value> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let tools: Value =
+        serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+    ensure!(
+        tools.is_array(),
+        "{}: expected a JSON array of tool definitions",
+        path.display()
+    );
+    Ok(tools)
 }
 
 impl Backend for Remote {
@@ -75,6 +92,9 @@ impl Backend for Remote {
         if let Some(k) = &self.keep_alive {
             body["keep_alive"] = json!(k);
         }
+        if let Some(tools) = &self.tools {
+            body["tools"] = tools.clone();
+        }
         let mut reply = String::new();
         let mut last = Value::Null;
         // Leaving the loop early drops the connection, which stops the
@@ -85,6 +105,21 @@ impl Backend for Remote {
             reply.push_str(text);
             if !text.is_empty() && !on_text(text) {
                 break;
+            }
+            for call in chunk["message"]["tool_calls"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                let f = &call["function"];
+                let shown = format!(
+                    "[tool call] {} {}\n",
+                    f["name"].as_str().unwrap_or_default(),
+                    f["arguments"]
+                );
+                if !on_text(&shown) {
+                    break;
+                }
             }
             if chunk["done"].as_bool() == Some(true) {
                 last = chunk;

@@ -37,6 +37,9 @@ pub fn run(args: RunArgs) -> Result<()> {
         (None, None) => bail!("give a model: `mlxr run NAME` (daemon) or `mlxr run -m FILE`"),
     };
     let file = file.expect("set above");
+    if args.tools.is_some() {
+        bail!("--tools needs a model served by `mlxr serve` (mlxr run NAME), not a file run in-process");
+    }
     if file.is_dir() && mlxr_embed::is_embedding_folder(&file) {
         return embed_locally(&file, prompt.as_deref());
     }
