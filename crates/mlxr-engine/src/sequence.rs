@@ -153,21 +153,38 @@ impl Sequence {
     /// Samples the next token from `logits` (the last computed token's) and
     /// turns it into events. `context_limit` caps prompt + generated tokens.
     pub fn sample(&mut self, logits: &[f32], tokenizer: &Tokenizer, context_limit: usize) -> Step {
-        let Some(grammar) = &mut self.constraint else {
-            let sampled = self.sampler.sample(logits, &self.tokens);
-            return self.emit(sampled, tokenizer, context_limit);
+        let sampled = match &mut self.constraint {
+            None => self.sampler.sample(logits, &self.tokens),
+            Some(grammar) => self.sampler.sample_filtered(logits, &self.tokens, grammar),
         };
-        let sampled = self.sampler.sample_filtered(logits, &self.tokens, grammar);
-        let token = sampled.token;
-        if !tokenizer.is_eog(token) {
-            grammar.accept(token);
+        let complete = match self.advance_grammar(sampled.token, tokenizer) {
+            Ok(complete) => complete,
+            Err(message) => return Step::Finished(None, Event::Error(message)),
+        };
+        let step = self.emit(sampled, tokenizer, context_limit);
+        self.end_if_complete(step, complete)
+    }
+
+    /// Moves the grammar (if any) past `last`, a step's last token (drafts
+    /// that stood before it moved it on as they were verified). `Ok(true)`:
+    /// the output is complete; `Err`: the grammar failed.
+    fn advance_grammar(&mut self, last: TokenId, tokenizer: &Tokenizer) -> Result<bool, String> {
+        let Some(grammar) = &mut self.constraint else {
+            return Ok(false);
+        };
+        if !tokenizer.is_eog(last) {
+            grammar.accept(last);
         }
-        if let Some(message) = grammar.error.take() {
-            return Step::Finished(None, Event::Error(message));
+        match grammar.error.take() {
+            Some(message) => Err(message),
+            None => Ok(grammar.c.is_finished()),
         }
-        let complete = grammar.c.is_finished();
-        match self.emit(sampled, tokenizer, context_limit) {
-            // Nothing may follow: end as an end-of-generation token would.
+    }
+
+    /// `step`, the last of a step, as the end of the reply when the grammar
+    /// is complete: nothing may follow, as after an end-of-generation token.
+    fn end_if_complete(&mut self, step: Step, complete: bool) -> Step {
+        match step {
             Step::Continue(event) if complete => {
                 Step::Finished(Some(event), self.finish(FinishReason::Stop, true))
             }
@@ -263,30 +280,23 @@ impl Sequence {
         };
         let verified = match &mut self.constraint {
             None => self.sampler.verify(rows, &self.tokens, d),
-            Some(grammar) => {
-                // The drafts that stood moved the grammar on as they did.
-                let v = self.sampler.verify_filtered(rows, &self.tokens, d, grammar);
-                let last = v.tokens.last().expect("a step emits a token").token;
-                if !tokenizer.is_eog(last) {
-                    grammar.accept(last);
-                }
-                v
-            }
+            Some(grammar) => self.sampler.verify_filtered(rows, &self.tokens, d, grammar),
         };
         if let (Some(spec), false) = (&mut self.spec, self.draft_forced) {
             spec.record(draft.len(), verified.accepted);
         }
-        if let Some(message) = self.constraint.as_mut().and_then(|g| g.error.take()) {
-            return (vec![Step::Finished(None, Event::Error(message))], 0);
-        }
-        let complete = self.constraint.as_ref().is_some_and(|g| g.c.is_finished());
+        let last = verified.tokens.last().expect("a step emits a token").token;
+        let complete = match self.advance_grammar(last, tokenizer) {
+            Ok(complete) => complete,
+            Err(message) => return (vec![Step::Finished(None, Event::Error(message))], 0),
+        };
         let committed = self.tokens.len() + verified.accepted;
         let mut steps = Vec::with_capacity(verified.tokens.len());
         let n = verified.tokens.len();
         for (i, sampled) in verified.tokens.into_iter().enumerate() {
             let mut step = self.emit(sampled, tokenizer, context_limit);
-            if let (Step::Continue(event), true) = (&step, complete && i + 1 == n) {
-                step = Step::Finished(Some(event.clone()), self.finish(FinishReason::Stop, true));
+            if i + 1 == n {
+                step = self.end_if_complete(step, complete);
             }
             let finished = matches!(step, Step::Finished(..));
             steps.push(step);
