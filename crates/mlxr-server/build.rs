@@ -1,4 +1,5 @@
-//! Embeds the web GUI (`app/ui`) in the binary, building it when needed.
+//! Compiles the gRPC API's `proto/mlxr/v1/*.proto` (see [`compile_protos`])
+//! and embeds the web GUI (`app/ui`) in the binary, building it when needed.
 //!
 //! - `app/ui/dist` newer than every input of the UI build: embedded as is
 //!   (what `scripts/build-ui.sh` produces).
@@ -46,6 +47,9 @@ enum Assets {
 fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
+    if let Err(e) = compile_protos(&manifest.join("../../proto"), &out) {
+        panic!("compiling proto/mlxr/v1: {e}");
+    }
     let ui = manifest.join("../../app/ui");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed={SKIP_VAR}");
@@ -205,4 +209,21 @@ fn collect(root: &Path, dir: &Path, files: &mut Vec<(String, String)>) {
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         files.push((rel.join("/"), abs.to_string_lossy().into_owned()));
     }
+}
+
+/// protox (pure Rust: no `protoc` binary needed) parses the protos; tonic
+/// generates the server code from them; the descriptor set is kept for
+/// server reflection (`mlxr_descriptor.bin`).
+fn compile_protos(root: &Path, out: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo:rerun-if-changed={}", root.display());
+    let fds = protox::compile(["mlxr/v1/inference.proto"], [root])?;
+    fs::write(
+        out.join("mlxr_descriptor.bin"),
+        prost::Message::encode_to_vec(&fds),
+    )?;
+    tonic_prost_build::configure()
+        .build_client(false)
+        .build_transport(false)
+        .compile_fds(fds)?;
+    Ok(())
 }

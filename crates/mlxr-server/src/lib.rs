@@ -3,7 +3,8 @@
 //!
 //! - [`catalog`]: model names to files; [`models`]: load on first use,
 //!   keep-alive, least-recently-used unloading.
-//! - [`openai`], [`ollama`]: the two APIs; [`ops`]: health, version, metrics.
+//! - [`openai`], [`ollama`]: the two REST APIs; [`grpc`]: the gRPC API on
+//!   the same listeners; [`ops`]: health, version, metrics.
 //! - [`admin`]: the daemon's configuration and live log for the web UI
 //!   ([`logs`] keeps the lines).
 //! - [`limits`]: every bound on the work one request may ask for.
@@ -17,6 +18,7 @@ pub mod embedding;
 pub mod error;
 pub mod extract;
 pub mod generation;
+pub mod grpc;
 pub mod limits;
 pub mod logs;
 pub mod models;

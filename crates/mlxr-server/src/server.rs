@@ -24,7 +24,7 @@ use crate::error::ApiError;
 use crate::logs::LogBuffer;
 use crate::models::ModelManager;
 use crate::state::AppState;
-use crate::{admin, ollama, openai, ops, ui};
+use crate::{admin, grpc, ollama, openai, ops, ui};
 
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -96,6 +96,7 @@ pub fn router_with(
         registry,
         server: Arc::new(config.clone()),
     };
+    let api_key = config.api_key.as_deref().map(Arc::from);
     let routes = Router::new()
         // Browsers get the web UI at `/`; other clients Ollama's liveness text.
         .route("/", get(ui::root).head(ops::root))
@@ -106,13 +107,14 @@ pub fn router_with(
         .merge(openai::routes())
         .merge(ollama::routes())
         .merge(admin::routes())
+        .merge(grpc::routes(state.clone(), api_key.clone()))
         .merge(extra);
     // The last layer runs first: panics are caught around everything, and
     // the guard refuses a foreign origin before CORS answers its preflight.
     routes
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(
-            AuthKey(config.api_key.as_deref().map(Arc::from)),
+            AuthKey(api_key),
             require_api_key,
         ))
         .layer(DefaultBodyLimit::max(config.body_limit))
@@ -168,8 +170,14 @@ async fn require_api_key(State(key): State<AuthKey>, req: Request, next: Next) -
     };
     let path = req.uri().path();
     // Static UI files are public: a browser cannot add a Bearer token to a
-    // <script> request. The UI sends the key on its API calls.
-    if path == "/" || path == "/health" || ui::is_ui_path(path) || req.method() == Method::OPTIONS {
+    // <script> request. The UI sends the key on its API calls. gRPC checks
+    // the key itself, to answer with a gRPC status.
+    if path == "/"
+        || path == "/health"
+        || ui::is_ui_path(path)
+        || grpc::is_grpc_path(path)
+        || req.method() == Method::OPTIONS
+    {
         return next.run(req).await;
     }
     let given = req

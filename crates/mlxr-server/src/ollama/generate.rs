@@ -52,6 +52,11 @@ pub struct ChatBody {
     messages: Vec<ChatBodyMessage>,
     #[serde(default)]
     tools: Option<Vec<Value>>,
+    /// MLXR's extensions, as OpenAI takes them (Ollama lets the model decide).
+    #[serde(default)]
+    tool_choice: Option<Value>,
+    #[serde(default)]
+    parallel_tool_calls: Option<bool>,
     #[serde(default)]
     template: Option<String>,
     #[serde(flatten)]
@@ -194,9 +199,13 @@ impl ChatBody {
         self.common.settings(model_params)
     }
 
-    /// `tools` (Ollama has no `tool_choice`: the model decides).
+    /// `tools`, and `tool_choice` and `parallel_tool_calls` if given.
     fn tools(&self) -> Result<Option<ToolRequest>, ApiError> {
-        ToolRequest::parse(self.tools.as_deref(), None, None)
+        ToolRequest::parse(
+            self.tools.as_deref(),
+            self.tool_choice.as_ref(),
+            self.parallel_tool_calls,
+        )
     }
 
     /// The conversation as chat templates read it.
@@ -239,48 +248,117 @@ fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
 }
 
+/// A request ready for the engine, its model acquired: whoever runs it
+/// releases the model when the reply ends (the gRPC API runs these too).
+pub struct Prepared {
+    pub acquired: Acquired,
+    pub request: GenerateRequest,
+    /// Reads tool calls out of the reply when the request has tools.
+    pub reader: Option<ToolReader>,
+    pub keep_alive: Option<KeepAlive>,
+}
+
+impl GenerateBody {
+    /// An empty prompt without `context` only loads or unloads the model.
+    pub fn is_load_only(&self) -> bool {
+        self.prompt.as_deref().unwrap_or_default().is_empty() && self.context.is_none()
+    }
+
+    /// The engine request: the model acquired, the prompt templated.
+    pub async fn prepare(
+        &self,
+        state: &AppState,
+        keep_alive: Option<KeepAlive>,
+    ) -> Result<Prepared, ApiError> {
+        let acquired = state.models.acquire(&self.model, keep_alive).await?;
+        let settings = self.common.settings(&acquired.spec.parameters)?;
+        let prompt = self.prompt.clone().unwrap_or_default();
+        let system = self.system.clone().or_else(|| acquired.spec.system.clone());
+        let engine_prompt = if self.raw {
+            Prompt::Raw(prompt)
+        } else {
+            let mut messages = Vec::new();
+            if let Some(system) = system {
+                messages.push(message("system", &system));
+            }
+            messages.extend(acquired.spec.messages.iter().map(|(r, c)| message(r, c)));
+            messages.push(message("user", &prompt));
+            let template = self.template.clone().filter(|t| !t.is_empty());
+            chat_prompt(
+                acquired.engine.model(),
+                template,
+                messages,
+                self.context.clone(),
+            )
+            .await?
+        };
+        let request = engine_request(engine_prompt, &settings, &self.common)?;
+        Ok(Prepared {
+            acquired,
+            request,
+            reader: None,
+            keep_alive,
+        })
+    }
+}
+
+impl ChatBody {
+    /// No messages: the request only loads or unloads the model.
+    pub fn is_load_only(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    /// The engine request: the model acquired, the conversation templated,
+    /// the tools applied.
+    pub async fn prepare(
+        &self,
+        state: &AppState,
+        keep_alive: Option<KeepAlive>,
+    ) -> Result<Prepared, ApiError> {
+        let acquired = state.models.acquire(&self.model, keep_alive).await?;
+        let settings = self.common.settings(&acquired.spec.parameters)?;
+        let mut messages = self.messages()?;
+        // A system prompt (the chat's, else the model's), the model's MESSAGE
+        // turns, then the chat.
+        let has_system = messages[0].role == "system";
+        let preset = acquired.spec.messages.iter().map(|(r, c)| message(r, c));
+        messages.splice(usize::from(has_system)..usize::from(has_system), preset);
+        if let (false, Some(system)) = (has_system, &acquired.spec.system) {
+            messages.insert(0, message("system", system));
+        }
+        let template = self.template.clone().filter(|t| !t.is_empty());
+        let prompt = chat_prompt(acquired.engine.model(), template, messages, None).await?;
+        let mut request = engine_request(prompt, &settings, &self.common)?;
+        let reader = match self.tools()? {
+            Some(tools) => tools.apply(acquired.engine.model(), &mut request)?,
+            None => None,
+        };
+        Ok(Prepared {
+            acquired,
+            request,
+            reader,
+            keep_alive,
+        })
+    }
+}
+
 pub async fn generate(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<GenerateBody>,
 ) -> Result<Response, OllamaError> {
     let started = Instant::now();
     let keep_alive = body.check()?;
-    let template = body.template.clone().filter(|t| !t.is_empty());
-    let prompt = body.prompt.clone().unwrap_or_default();
-    if prompt.is_empty() && body.context.is_none() {
+    if body.is_load_only() {
         return load_or_unload(&state, &body.model, keep_alive, Shape::Generate).await;
     }
-    let acquired = state.models.acquire(&body.model, keep_alive).await?;
-    let settings = body.common.settings(&acquired.spec.parameters)?;
-    let system = body.system.clone().or_else(|| acquired.spec.system.clone());
-    let engine_prompt = if body.raw {
-        Prompt::Raw(prompt)
-    } else {
-        let mut messages = Vec::new();
-        if let Some(system) = system {
-            messages.push(message("system", &system));
-        }
-        messages.extend(acquired.spec.messages.iter().map(|(r, c)| message(r, c)));
-        messages.push(message("user", &prompt));
-        chat_prompt(
-            acquired.engine.model(),
-            template,
-            messages,
-            body.context.clone(),
-        )
-        .await?
-    };
-    let request = engine_request(engine_prompt, &settings, &body.common)?;
+    let prepared = body.prepare(&state, keep_alive).await?;
     respond(
         state,
-        acquired,
-        request,
+        prepared,
         &body.common,
-        keep_alive,
         Shape::Generate,
         started,
         !body.raw,
-        None,
     )
     .await
 }
@@ -291,39 +369,11 @@ pub async fn chat(
 ) -> Result<Response, OllamaError> {
     let started = Instant::now();
     let keep_alive = body.check()?;
-    if body.messages.is_empty() {
+    if body.is_load_only() {
         return load_or_unload(&state, &body.model, keep_alive, Shape::Chat).await;
     }
-    let acquired = state.models.acquire(&body.model, keep_alive).await?;
-    let settings = body.common.settings(&acquired.spec.parameters)?;
-    let mut messages = body.messages()?;
-    // A system prompt (the chat's, else the model's), the model's MESSAGE
-    // turns, then the chat.
-    let has_system = messages[0].role == "system";
-    let preset = acquired.spec.messages.iter().map(|(r, c)| message(r, c));
-    messages.splice(usize::from(has_system)..usize::from(has_system), preset);
-    if let (false, Some(system)) = (has_system, &acquired.spec.system) {
-        messages.insert(0, message("system", system));
-    }
-    let template = body.template.clone().filter(|t| !t.is_empty());
-    let prompt = chat_prompt(acquired.engine.model(), template, messages, None).await?;
-    let mut request = engine_request(prompt, &settings, &body.common)?;
-    let reader = match body.tools()? {
-        Some(tools) => tools.apply(acquired.engine.model(), &mut request)?,
-        None => None,
-    };
-    respond(
-        state,
-        acquired,
-        request,
-        &body.common,
-        keep_alive,
-        Shape::Chat,
-        started,
-        false,
-        reader,
-    )
-    .await
+    let prepared = body.prepare(&state, keep_alive).await?;
+    respond(state, prepared, &body.common, Shape::Chat, started, false).await
 }
 
 /// The prompt `messages` become: with the model's chat template, or the
@@ -429,18 +479,20 @@ fn final_fields(v: &mut Value, started: Instant, load_ns: u128, usage: &Usage, t
     v["draft_n_accepted"] = json!(t.draft_n_accepted);
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn respond(
     state: AppState,
-    acquired: Acquired,
-    request: GenerateRequest,
+    prepared: Prepared,
     common: &Common,
-    keep_alive: Option<KeepAlive>,
     shape: Shape,
     started: Instant,
     with_context: bool,
-    reader: Option<ToolReader>,
 ) -> Result<Response, OllamaError> {
+    let Prepared {
+        acquired,
+        request,
+        reader,
+        keep_alive,
+    } = prepared;
     let stream = submit(&acquired.engine, request).await?;
     let prompt_tokens = stream.prompt_tokens().to_vec();
     let model = acquired.spec.name.clone();
