@@ -10,7 +10,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 import mlxr
 import pytest
 
-from conftest import EMBED_MODEL, MODEL, MODEL_FILE, Server, models_dir
+from conftest import EMBED_MODEL, MODEL, MODEL_FILE, QWEN, Server, models_dir
 
 HI = [{"role": "user", "content": "Name three colours."}]
 GREEDY = {"temperature": 0, "seed": 7, "num_predict": 24}
@@ -85,6 +85,22 @@ def test_structured_output(client):
     r = client.chat(MODEL, HI, format=schema, **GREEDY | {"num_predict": 64})
     import json
     assert list(json.loads(r.message.content)) == ["colour"]
+
+
+def test_tool_calls_are_typed(qwen):
+    weather = {"type": "function", "function": {
+        "name": "get_weather", "description": "The weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    r = mlxr.Client(qwen.url).chat(QWEN, [{"role": "user", "content": "What is the weather in Paris?"}],
+                                   tools=[weather], temperature=0, num_predict=64)
+    [call] = r.message.tool_calls
+    assert isinstance(call, mlxr.ToolCall) and call.function.name == "get_weather"
+    assert call.function.arguments == {"city": "Paris"}
+    # The reply goes back into the conversation as it came.
+    follow = mlxr.Client(qwen.url).chat(QWEN, [{"role": "user", "content": "What is the weather in Paris?"}, r.message,
+                                               {"role": "tool", "tool_name": "get_weather", "content": "sunny, 21 C"}],
+                                        tools=[weather], temperature=0, num_predict=16)
+    assert follow.done
 
 
 def test_generate(client):
