@@ -73,6 +73,16 @@ def test_chat_stream_equals_the_whole_reply(client):
     assert whole["message"]["content"] == whole.message.content
 
 
+def test_leaving_a_stream_early_closes_it(client):
+    stream = client.generate(MODEL, "Count to 100:", stream=True, temperature=0, num_predict=500)
+    for n, part in enumerate(stream):
+        assert not part.done
+        if n == 2:
+            break
+    stream.close()
+    assert client.generate(MODEL, "Hi", num_predict=2).eval_count == 2
+
+
 def test_options_as_a_dict_or_keywords_are_the_same(client):
     a = client.chat(MODEL, HI, options=GREEDY)
     b = client.chat(MODEL, HI, **GREEDY)

@@ -30,7 +30,9 @@ from ._types import (
 )
 
 DEFAULT_HOST = "127.0.0.1:11435"
-DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=5.0)
+# No read limit (a load may take minutes, as may a long reply without `stream`),
+# but a daemon that is not there fails fast.
+DEFAULT_TIMEOUT = httpx.Timeout(None, connect=5.0)
 
 # Request fields of /api/chat and /api/generate that sit beside `options`;
 # any other keyword argument of `chat`/`generate` is a model option.

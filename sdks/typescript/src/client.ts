@@ -136,6 +136,7 @@ export class Client {
    */
   chat(request: ChatRequest & { stream: true }): Promise<Stream<ChatResponse>>;
   chat(request: ChatRequest & { stream?: false }): Promise<ChatResponse>;
+  chat(request: ChatRequest): Promise<ChatResponse | Stream<ChatResponse>>;
   async chat(request: ChatRequest): Promise<ChatResponse | Stream<ChatResponse>> {
     const { signal, ...body } = request;
     if (body.stream) return this.stream<ChatResponse>("/api/chat", body, signal);
@@ -145,6 +146,7 @@ export class Client {
   /** A completion of `prompt` (`POST /api/generate`); see `chat` for streams. */
   generate(request: GenerateRequest & { stream: true }): Promise<Stream<GenerateResponse>>;
   generate(request: GenerateRequest & { stream?: false }): Promise<GenerateResponse>;
+  generate(request: GenerateRequest): Promise<GenerateResponse | Stream<GenerateResponse>>;
   async generate(request: GenerateRequest): Promise<GenerateResponse | Stream<GenerateResponse>> {
     const { signal, ...body } = request;
     if (body.stream) return this.stream<GenerateResponse>("/api/generate", body, signal);
