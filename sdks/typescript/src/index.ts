@@ -3,4 +3,6 @@ export { Client, DEFAULT_HOST } from "./client.js";
 export type { ClientOptions } from "./client.js";
 export { ResponseError } from "./errors.js";
 export { LineSplitter, readNdjson } from "./ndjson.js";
+export { SseParser, readSse } from "./sse.js";
+export type { SseEvent } from "./sse.js";
 export type * from "./types.js";

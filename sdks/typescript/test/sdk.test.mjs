@@ -55,6 +55,20 @@ test("leaving a stream early ends it and the daemon goes on", async () => {
   assert.equal(r.eval_count, 2);
 });
 
+test("aborting a stream's signal ends it with an AbortError", async () => {
+  const controller = new AbortController();
+  const stream = await client.generate({ model: MODEL, prompt: "Count to 100:", stream: true, signal: controller.signal,
+    options: { temperature: 0, num_predict: 500 } });
+  await assert.rejects(async () => {
+    let n = 0;
+    for await (const part of stream) {
+      assert.equal(part.done, false);
+      if (++n === 2) controller.abort();
+    }
+  }, { name: "AbortError" });
+  assert.equal((await client.chat({ model: MODEL, messages: HI, options: { num_predict: 2 } })).eval_count, 2);
+});
+
 test("generate, streamed and whole, with format", async () => {
   const whole = await client.generate({ model: MODEL, prompt: "The capital of France is", options: GREEDY });
   assert.ok(whole.response.length > 0 && whole.context.length > 0);
