@@ -4,6 +4,7 @@ with the daemon's message, the API key, the Unix socket, AsyncClient."""
 
 import asyncio
 import functools
+import json
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
@@ -93,7 +94,6 @@ def test_structured_output(client):
     schema = {"type": "object", "properties": {"colour": {"type": "string", "maxLength": 12}},
               "required": ["colour"], "additionalProperties": False}
     r = client.chat(MODEL, HI, format=schema, **GREEDY | {"num_predict": 64})
-    import json
     assert list(json.loads(r.message.content)) == ["colour"]
 
 

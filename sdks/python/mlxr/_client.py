@@ -112,7 +112,7 @@ def _generation_body(model: str, fields: set, required: dict, stream: bool, opti
         if key in fields:
             if value is not None:
                 body[key] = value
-        else:
+        elif value is not None:
             model_options[key] = value
     if model_options:
         body["options"] = model_options
