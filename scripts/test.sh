@@ -95,7 +95,9 @@ stage "cargo clippy --features cuda (CUDA 13.0 from PyPI, sm_90)" cuda_clippy
 stage "cargo build (release, every target)" cargo build --release --workspace --all-targets
 stage "cargo test (release: the parity tests run real models)" cargo test --release --workspace --no-fail-fast
 stage "x86 kernel paths under MLXR_CPU_ISA=avxvnni, avx2 and scalar: kernel tests, llama.cpp parity" isa_paths
-stage "API tests: the official openai and ollama clients against a real mlxr serve" api_tests
+stage "API tests: the official openai and ollama clients and the Python SDK against a real mlxr serve" api_tests
+stage "TypeScript SDK: npm ci, tsc, node --test against a real mlxr serve" \
+    env MLXR_BIN="$PWD/target/release/mlxr" scripts/sdk-ts-tests.sh
 stage "web UI end to end: Playwright (Debian chromium) against a real mlxr serve" \
     env MLXR_BIN="$PWD/target/release/mlxr" scripts/ui-e2e.sh
 # Not in CI (each is another ~15-25 minutes on 2 slow cores, and CI must stay

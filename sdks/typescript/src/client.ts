@@ -1,0 +1,207 @@
+import { ResponseError } from "./errors.js";
+import { errorText, readNdjson } from "./ndjson.js";
+import type {
+  ChatRequest,
+  ChatResponse,
+  CopyRequest,
+  CreateRequest,
+  EmbedRequest,
+  EmbedResponse,
+  GenerateRequest,
+  GenerateResponse,
+  ListResponse,
+  ProcessResponse,
+  ProgressResponse,
+  PullRequest,
+  ShowResponse,
+} from "./types.js";
+
+/** Where `mlxr serve` listens unless `--host` says otherwise. */
+export const DEFAULT_HOST = "127.0.0.1:11435";
+
+export interface ClientOptions {
+  /**
+   * `host:port` or a URL; default `MLXR_HOST` (in Node), else
+   * 127.0.0.1:11435. In a browser page served by the daemon, `""` is the
+   * page's own origin. (A Unix socket needs a `fetch` that can reach one.)
+   */
+  host?: string;
+  /** Sent as `Authorization: Bearer KEY`; default `MLXR_API_KEY` in Node. */
+  apiKey?: string;
+  /** Another `fetch` (a proxy, a test double, undici with a socket agent). */
+  fetch?: typeof fetch;
+  headers?: Record<string, string>;
+}
+
+function env(name: string): string | undefined {
+  const process = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process;
+  return process?.env?.[name] || undefined;
+}
+
+/** A host as the `mlxr` CLI reads it: `host:port` or a URL. */
+function baseUrl(host: string): string {
+  if (host.startsWith("unix:")) {
+    throw new TypeError(`${host}: the TypeScript SDK reaches the daemon over TCP only (fetch has no Unix sockets)`);
+  }
+  host = host.replace(/\/+$/, "");
+  return host === "" || /^https?:\/\//.test(host) ? host : `http://${host}`;
+}
+
+type Stream<T> = AsyncGenerator<T, void, undefined>;
+
+/**
+ * A client of a running `mlxr serve`, over its Ollama-style `/api/*` routes.
+ *
+ * ```ts
+ * import { Client } from "mlxr";
+ * const client = new Client();             // MLXR_HOST, else 127.0.0.1:11435
+ * const r = await client.chat({ model: "smollm2", messages: [{ role: "user", content: "Hi" }] });
+ * console.log(r.message.content);
+ * for await (const part of await client.generate({ model: "smollm2", prompt: "Hi", stream: true })) {
+ *   process.stdout.write(part.response);
+ * }
+ * ```
+ */
+export class Client {
+  readonly host: string;
+  private readonly fetch: typeof fetch;
+  private readonly headers: Record<string, string>;
+
+  constructor(options: ClientOptions = {}) {
+    this.host = baseUrl(options.host ?? env("MLXR_HOST") ?? DEFAULT_HOST);
+    this.fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
+    const apiKey = options.apiKey ?? env("MLXR_API_KEY");
+    this.headers = { Accept: "application/json", ...options.headers };
+    if (apiKey) this.headers.Authorization = `Bearer ${apiKey}`;
+  }
+
+  /** Sends a request; a non-2xx answer throws with the daemon's message. */
+  private async send(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<Response> {
+    const headers = { ...this.headers };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    let response: Response;
+    try {
+      response = await this.fetch(`${this.host}${path}`, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal,
+      });
+    } catch (e) {
+      if ((e as { name?: string }).name === "AbortError") throw e;
+      const cause = e instanceof Error ? (e.cause instanceof Error ? e.cause.message : e.message) : String(e);
+      throw new Error(`could not connect to mlxr serve at ${this.host} (start it with \`mlxr serve\`): ${cause}`, {
+        cause: e,
+      });
+    }
+    if (!response.ok) {
+      const text = await response.text().catch(() => "");
+      let message = text.trim() || `HTTP ${response.status}`;
+      try {
+        const parsed = JSON.parse(text) as { error?: unknown };
+        if (parsed.error !== undefined) message = errorText(parsed.error);
+      } catch {
+        // not JSON: the text itself
+      }
+      throw new ResponseError(response.status, message);
+    }
+    return response;
+  }
+
+  private async json<T>(method: string, path: string, body?: unknown): Promise<T> {
+    return (await (await this.send(method, path, body)).json()) as T;
+  }
+
+  private async stream<T>(path: string, body: object, signal?: AbortSignal): Promise<Stream<T>> {
+    const response = await this.send("POST", path, body, signal);
+    if (!response.body) throw new ResponseError(-1, `${path}: the response has no body`);
+    return readNdjson<T>(response.body);
+  }
+
+  /** Streams progress lines to `onProgress`; resolves with the last one. */
+  private async progress(path: string, body: object, request: { onProgress?: (p: ProgressResponse) => void; signal?: AbortSignal }): Promise<ProgressResponse> {
+    let last: ProgressResponse | undefined;
+    for await (const line of await this.stream<ProgressResponse>(path, { ...body, stream: true }, request.signal)) {
+      last = line;
+      request.onProgress?.(line);
+    }
+    if (!last) throw new ResponseError(-1, `${path}: the stream ended without a status`);
+    return last;
+  }
+
+  /**
+   * A reply to `messages` (`POST /api/chat`); with `stream: true`, an async
+   * iterator of pieces (the last has `done: true`, the reason and counts).
+   * Breaking out of the loop stops the generation.
+   */
+  chat(request: ChatRequest & { stream: true }): Promise<Stream<ChatResponse>>;
+  chat(request: ChatRequest & { stream?: false }): Promise<ChatResponse>;
+  chat(request: ChatRequest): Promise<ChatResponse | Stream<ChatResponse>>;
+  async chat(request: ChatRequest): Promise<ChatResponse | Stream<ChatResponse>> {
+    const { signal, ...body } = request;
+    if (body.stream) return this.stream<ChatResponse>("/api/chat", body, signal);
+    return (await (await this.send("POST", "/api/chat", { ...body, stream: false }, signal)).json()) as ChatResponse;
+  }
+
+  /** A completion of `prompt` (`POST /api/generate`); see `chat` for streams. */
+  generate(request: GenerateRequest & { stream: true }): Promise<Stream<GenerateResponse>>;
+  generate(request: GenerateRequest & { stream?: false }): Promise<GenerateResponse>;
+  generate(request: GenerateRequest): Promise<GenerateResponse | Stream<GenerateResponse>>;
+  async generate(request: GenerateRequest): Promise<GenerateResponse | Stream<GenerateResponse>> {
+    const { signal, ...body } = request;
+    if (body.stream) return this.stream<GenerateResponse>("/api/generate", body, signal);
+    return (await (await this.send("POST", "/api/generate", { ...body, stream: false }, signal)).json()) as GenerateResponse;
+  }
+
+  /** Embeddings of one text or several (`POST /api/embed`), L2-normalized. */
+  embed(request: EmbedRequest): Promise<EmbedResponse> {
+    return this.json("POST", "/api/embed", request);
+  }
+
+  /** The models the daemon can serve (`GET /api/tags`). */
+  list(): Promise<ListResponse> {
+    return this.json("GET", "/api/tags");
+  }
+
+  /** The models loaded now (`GET /api/ps`). */
+  ps(): Promise<ProcessResponse> {
+    return this.json("GET", "/api/ps");
+  }
+
+  /** A model's Modelfile, template, parameters and metadata (`POST /api/show`). */
+  show(request: { model: string }): Promise<ShowResponse> {
+    return this.json("POST", "/api/show", request);
+  }
+
+  /**
+   * Pulls a model into the daemon's registry (`POST /api/pull`);
+   * `onProgress` gets each line (`status`, and `completed` of `total` bytes).
+   * Resolves with the last line (`status: "success"`); a failed download
+   * rejects with a ResponseError.
+   */
+  pull(request: PullRequest): Promise<ProgressResponse> {
+    const { onProgress, signal, ...body } = request;
+    return this.progress("/api/pull", body, { onProgress, signal });
+  }
+
+  /** Creates a model from another (`from`) or from blobs (`files`) (`POST /api/create`). */
+  create(request: CreateRequest): Promise<ProgressResponse> {
+    const { onProgress, signal, ...body } = request;
+    return this.progress("/api/create", body, { onProgress, signal });
+  }
+
+  /** Copies a registry model under a new name (`POST /api/copy`). */
+  async copy(request: CopyRequest): Promise<void> {
+    await this.send("POST", "/api/copy", request);
+  }
+
+  /** Deletes a registry model (`DELETE /api/delete`). */
+  async delete(request: { model: string }): Promise<void> {
+    await this.send("DELETE", "/api/delete", request);
+  }
+
+  /** The daemon's version (`GET /api/version`). */
+  async version(): Promise<string> {
+    return (await this.json<{ version: string }>("GET", "/api/version")).version;
+  }
+}

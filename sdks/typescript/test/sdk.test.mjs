@@ -1,0 +1,172 @@
+// The TypeScript SDK (dist/, built by tsc) against a real `mlxr serve`.
+import assert from "node:assert/strict";
+import { statSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+
+import { Client, ResponseError } from "../dist/index.js";
+import { EMBED_MODEL, MODEL, MODEL_FILE, modelsDir, serveModelFiles, startDaemon } from "./daemon.mjs";
+
+const HI = [{ role: "user", content: "Name three colours." }];
+const GREEDY = { temperature: 0, seed: 7, num_predict: 24 };
+
+let daemon, keyed, files, client;
+
+before(async () => {
+  [daemon, keyed, files] = await Promise.all([
+    startDaemon("--allow-insecure-pulls"),
+    startDaemon("--api-key", "sekrit"),
+    serveModelFiles(),
+  ]);
+  client = new Client({ host: daemon.url });
+});
+
+after(async () => {
+  await Promise.all([daemon?.stop(), keyed?.stop(), files?.close()]);
+});
+
+test("version", async () => {
+  assert.match(await client.version(), /^\d+\.\d+\.\d+/);
+});
+
+test("a streamed chat equals the whole reply", async () => {
+  const whole = await client.chat({ model: MODEL, messages: HI, options: GREEDY });
+  assert.equal(whole.done, true);
+  assert.equal(whole.message.role, "assistant");
+  assert.equal(whole.eval_count, 24);
+  assert.ok(whole.message.content.length > 0);
+  const parts = [];
+  for await (const part of await client.chat({ model: MODEL, messages: HI, stream: true, options: GREEDY })) {
+    parts.push(part);
+  }
+  assert.ok(parts.length > 2);
+  assert.equal(parts.at(-1).done, true);
+  assert.equal(parts.filter((p) => p.done).length, 1);
+  assert.equal(parts.map((p) => p.message.content).join(""), whole.message.content);
+});
+
+test("leaving a stream early ends it and the daemon goes on", async () => {
+  let n = 0;
+  for await (const part of await client.generate({ model: MODEL, prompt: "Count to 100:", stream: true, options: { temperature: 0, num_predict: 500 } })) {
+    assert.equal(part.done, false);
+    if (++n === 3) break;
+  }
+  const r = await client.generate({ model: MODEL, prompt: "Hi", options: { num_predict: 2 } });
+  assert.equal(r.eval_count, 2);
+});
+
+test("aborting a stream's signal ends it with an AbortError", async () => {
+  const controller = new AbortController();
+  const stream = await client.generate({ model: MODEL, prompt: "Count to 100:", stream: true, signal: controller.signal,
+    options: { temperature: 0, num_predict: 500 } });
+  await assert.rejects(async () => {
+    let n = 0;
+    for await (const part of stream) {
+      assert.equal(part.done, false);
+      if (++n === 2) controller.abort();
+    }
+  }, { name: "AbortError" });
+  assert.equal((await client.chat({ model: MODEL, messages: HI, options: { num_predict: 2 } })).eval_count, 2);
+});
+
+test("generate, streamed and whole, with format", async () => {
+  const whole = await client.generate({ model: MODEL, prompt: "The capital of France is", options: GREEDY });
+  assert.ok(whole.response.length > 0 && whole.context.length > 0);
+  let text = "";
+  for await (const part of await client.generate({ model: MODEL, prompt: "The capital of France is", stream: true, options: GREEDY })) {
+    text += part.response;
+  }
+  assert.equal(text, whole.response);
+  const schema = { type: "object", properties: { city: { type: "string", maxLength: 12 } }, required: ["city"], additionalProperties: false };
+  const json = await client.generate({ model: MODEL, prompt: "A city as JSON", format: schema, options: { ...GREEDY, num_predict: 64 } });
+  assert.deepEqual(Object.keys(JSON.parse(json.response)), ["city"]);
+});
+
+test("embed", async () => {
+  const r = await client.embed({ model: EMBED_MODEL, input: ["a cat sits on the mat", "a kitten sits on the rug", "tax law"] });
+  assert.equal(r.embeddings.length, 3);
+  assert.equal(r.embeddings[0].length, 384);
+  const dot = (a, b) => a.reduce((s, x, i) => s + x * b[i], 0);
+  assert.ok(dot(r.embeddings[0], r.embeddings[1]) > dot(r.embeddings[0], r.embeddings[2]));
+  assert.equal((await client.embed({ model: EMBED_MODEL, input: "one", dimensions: 64 })).embeddings[0].length, 64);
+});
+
+test("list, show, ps", async () => {
+  const models = (await client.list()).models;
+  const smol = models.find((m) => m.model === `${MODEL}:latest`);
+  assert.ok(smol && models.some((m) => m.model === `${EMBED_MODEL}:latest`));
+  assert.equal(smol.details.format, "gguf");
+  assert.equal(smol.details.quantization_level, "Q4_1");
+  const shown = await client.show({ model: MODEL });
+  assert.equal(shown.details.family, "llama");
+  assert.match(shown.template, /im_start/);
+  await client.generate({ model: MODEL, prompt: "Hi", options: { num_predict: 1 } });
+  const running = (await client.ps()).models.find((m) => m.model === `${MODEL}:latest`);
+  assert.ok(running && running.context_length > 0 && running.expires_at);
+});
+
+test("pull reports progress; create, copy, delete", async () => {
+  const seen = [];
+  const last = await client.pull({ model: `${files.url}/${MODEL_FILE}`, onProgress: (p) => seen.push(p) });
+  assert.equal(last.status, "success");
+  assert.equal(seen.at(-1), last);
+  const total = statSync(join(modelsDir, MODEL_FILE)).size;
+  const sized = seen.filter((p) => p.total);
+  assert.ok(sized.length > 0 && sized.every((p) => p.total === total));
+  assert.equal(sized.at(-1).completed, total);
+  const pulled = "smollm2-135m-instruct.q4_1:latest";
+  assert.ok((await client.list()).models.some((m) => m.model === pulled));
+
+  const steps = [];
+  const created = await client.create({ model: "ts-pirate", from: pulled, system: "You are a pirate.",
+    parameters: { temperature: 0, num_predict: 8 }, onProgress: (p) => steps.push(p) });
+  assert.equal(created.status, "success");
+  assert.equal(steps.at(-1), created);
+  assert.equal((await client.show({ model: "ts-pirate" })).system, "You are a pirate.");
+  assert.equal((await client.chat({ model: "ts-pirate", messages: HI })).eval_count, 8);
+
+  await client.copy({ source: "ts-pirate", destination: "ts-pirate-2" });
+  assert.equal((await client.show({ model: "ts-pirate-2" })).system, "You are a pirate.");
+  await client.delete({ model: "ts-pirate-2" });
+  await assert.rejects(client.show({ model: "ts-pirate-2" }), { statusCode: 404 });
+  await client.delete({ model: "ts-pirate" });
+  assert.ok(!(await client.list()).models.some((m) => m.model === "ts-pirate:latest"));
+});
+
+test("errors carry the daemon's message", async () => {
+  await assert.rejects(client.chat({ model: "no-such-model", messages: HI }), (e) => {
+    assert.ok(e instanceof ResponseError);
+    assert.equal(e.statusCode, 404);
+    assert.equal(e.message, "model 'no-such-model' not found");
+    return true;
+  });
+  await assert.rejects(client.generate({ model: MODEL, prompt: "Hi", stream: true, options: { num_predict: -5 } }),
+    (e) => e instanceof ResponseError && e.statusCode === 400 && e.message.includes("num_predict"));
+  await assert.rejects(client.delete({ model: "no-such-model" }), { statusCode: 404 });
+  // A download that fails after the stream started: an in-band error line.
+  const seen = [];
+  await assert.rejects(client.pull({ model: `${files.url}/missing.gguf`, onProgress: (p) => seen.push(p) }),
+    (e) => e instanceof ResponseError && e.statusCode === -1 && e.message.includes("404"));
+  assert.ok(seen.length > 0);
+  await assert.rejects(new Client({ host: "127.0.0.1:9" }).version(), /could not connect to mlxr serve/);
+});
+
+test("API key", async () => {
+  await assert.rejects(new Client({ host: keyed.url }).list(), { statusCode: 401 });
+  await assert.rejects(new Client({ host: keyed.url, apiKey: "wrong" }).list(), { statusCode: 401 });
+  const ok = new Client({ host: keyed.url, apiKey: "sekrit" });
+  assert.ok((await ok.list()).models.some((m) => m.model === `${MODEL}:latest`));
+  assert.equal((await ok.chat({ model: MODEL, messages: HI, options: { num_predict: 2 } })).eval_count, 2);
+});
+
+test("host from MLXR_HOST", async () => {
+  const saved = process.env.MLXR_HOST;
+  process.env.MLXR_HOST = daemon.url.replace("http://", "");
+  try {
+    assert.equal(new Client().host, daemon.url);
+    assert.ok(await new Client().version());
+  } finally {
+    if (saved === undefined) delete process.env.MLXR_HOST;
+    else process.env.MLXR_HOST = saved;
+  }
+});
