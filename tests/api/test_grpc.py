@@ -3,16 +3,19 @@ a real `mlxr serve`, on the same port as REST and on the Unix socket: stubs
 generated here from the committed protos (grpcio-tools). Generation streams
 what REST answers for the same request; cancelling a call frees its request
 (`/metrics`); tools, structured output, embeddings, tokenizer and model
-calls; errors as status codes; the API key; health and reflection.
+calls; show, pull (progress) and delete; errors as status codes; the API
+key; health and reflection.
 """
 
+import functools
 import json
 import math
 import re
 import subprocess
 import sys
+import threading
 import time
-from pathlib import Path
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
 import jsonschema
@@ -21,7 +24,7 @@ import requests
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from conftest import EMBED_MODEL, MODEL, QWEN, ROOT, Server
+from conftest import EMBED_MODEL, MODEL, MODEL_FILE, QWEN, ROOT, Server, models_dir
 
 
 @pytest.fixture(scope="session")
@@ -325,3 +328,51 @@ def test_unix_socket(tmp_path, pb):
             assert len(ids) == 8 and done.usage.completion_tokens == 8
     finally:
         s.stop()
+
+
+def test_show_pull_and_delete(tmp_path, pb):
+    """A daemon that may pull over plain http, from the models folder."""
+    inference_pb2, inference_pb2_grpc = pb
+    handler = functools.partial(QuietFiles, directory=str(models_dir()))
+    files = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=files.serve_forever, daemon=True).start()
+    s = Server(tmp_path, "--allow-insecure-pulls")
+    try:
+        with channel(s) as ch:
+            stub = inference_pb2_grpc.InferenceStub(ch)
+            shown = stub.ShowModel(inference_pb2.ShowModelRequest(model=MODEL))
+            assert "im_start" in shown.template and shown.modelfile.startswith("FROM ")
+            assert shown.capabilities == ["completion"] and shown.details.quantization_level == "Q4_1"
+            assert json.loads(shown.model_info_json)["general.architecture"] == "llama"
+
+            url = f"http://127.0.0.1:{files.server_address[1]}/{MODEL_FILE}"
+            progress = list(stub.PullModel(inference_pb2.PullModelRequest(model=url)))
+            assert progress[-1].status == "success"
+            total = (models_dir() / MODEL_FILE).stat().st_size
+            sizes = [p for p in progress if p.total]
+            assert sizes and sizes[-1].completed == sizes[-1].total == total
+            assert [p.completed for p in sizes] == sorted(p.completed for p in sizes)
+            pulled = "smollm2-135m-instruct.q4_1:latest"
+            assert pulled in [m.name for m in stub.ListModels(inference_pb2.ListModelsRequest()).models]
+            text, ids, _, _ = run(stub.Generate(inference_pb2.GenerateRequest(
+                model=pulled, prompt="Hi", options=inference_pb2.Options(num_predict=4))))
+            assert len(ids) == 4
+
+            stub.DeleteModel(inference_pb2.DeleteModelRequest(model=pulled))
+            assert pulled not in [m.name for m in stub.ListModels(inference_pb2.ListModelsRequest()).models]
+            for call in (lambda: stub.DeleteModel(inference_pb2.DeleteModelRequest(model=pulled)),
+                         lambda: stub.ShowModel(inference_pb2.ShowModelRequest(model=pulled))):
+                with pytest.raises(grpc.RpcError) as e:
+                    call()
+                assert e.value.code() == grpc.StatusCode.NOT_FOUND, e.value
+            with pytest.raises(grpc.RpcError) as e:
+                list(stub.PullModel(inference_pb2.PullModelRequest(model=url + ".missing")))
+            assert e.value.code() != grpc.StatusCode.OK and e.value.details()
+    finally:
+        s.stop()
+        files.shutdown()
+
+
+class QuietFiles(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass

@@ -15,6 +15,8 @@ use super::convert::{self, status};
 use super::pb;
 use crate::generation::{pieces, submit};
 use crate::models::KeepAlive;
+use crate::ollama::info::show_model;
+use crate::ollama::manage::{delete_model, registry_error, start_pull};
 use crate::ollama::Prepared;
 use crate::state::AppState;
 
@@ -87,10 +89,13 @@ async fn stream_reply(
     Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
 }
 
+type PullStream = Pin<Box<dyn Stream<Item = Result<pb::PullProgress, Status>> + Send>>;
+
 #[tonic::async_trait]
 impl pb::inference_server::Inference for Inference {
     type GenerateStream = ReplyStream;
     type ChatStream = ReplyStream;
+    type PullModelStream = PullStream;
 
     async fn generate(
         &self,
@@ -286,6 +291,77 @@ impl pb::inference_server::Inference for Inference {
         self.state.models.resolve(&r.model).map_err(status)?;
         let unloaded = self.state.models.unload(&r.model).await;
         Ok(Response::new(pb::UnloadModelResponse { unloaded }))
+    }
+
+    async fn show_model(
+        &self,
+        request: Request<pb::ShowModelRequest>,
+    ) -> Result<Response<pb::ShowModelResponse>, Status> {
+        let r = request.into_inner();
+        let v = show_model(&self.state, &r.model, r.verbose).map_err(status)?;
+        let text = |key: &str| v[key].as_str().unwrap_or_default().to_owned();
+        let spec = self.state.models.resolve(&r.model).map_err(status)?;
+        Ok(Response::new(pb::ShowModelResponse {
+            modelfile: text("modelfile"),
+            parameters: text("parameters"),
+            template: text("template"),
+            system: v["system"].as_str().map(str::to_owned),
+            license: v["license"].as_str().map(str::to_owned),
+            details: Some(details(&spec)),
+            capabilities: v["capabilities"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.as_str().map(str::to_owned))
+                .collect(),
+            model_info_json: v["model_info"].to_string(),
+            modified_at: text("modified_at"),
+            device: text("device"),
+        }))
+    }
+
+    async fn pull_model(
+        &self,
+        request: Request<pb::PullModelRequest>,
+    ) -> Result<Response<PullStream>, Status> {
+        let (mut progress, task) =
+            start_pull(&self.state, &request.into_inner().model).map_err(status)?;
+        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        tokio::spawn(async move {
+            loop {
+                let p = tokio::select! {
+                    p = progress.recv() => p,
+                    () = tx.closed() => return,
+                };
+                let Some(p) = p else { break };
+                let message = pb::PullProgress {
+                    status: p.status,
+                    digest: p.digest.map(|d| d.to_string()).unwrap_or_default(),
+                    total: p.total.unwrap_or(0),
+                    completed: p.completed.unwrap_or(0),
+                };
+                if tx.send(Ok(message)).await.is_err() {
+                    return;
+                }
+            }
+            let end = match task.await {
+                Ok(Ok(_)) => return,
+                Ok(Err(e)) => status(registry_error(e)),
+                Err(e) => Status::internal(format!("pull panicked: {e}")),
+            };
+            let _ = tx.send(Err(end)).await;
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn delete_model(
+        &self,
+        request: Request<pb::DeleteModelRequest>,
+    ) -> Result<Response<pb::DeleteModelResponse>, Status> {
+        delete_model(&self.state, &request.into_inner().model)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::DeleteModelResponse {}))
     }
 }
 

@@ -85,7 +85,13 @@ pub async fn show(
     JsonBody(body): JsonBody<ShowBody>,
 ) -> Result<Json<Value>, OllamaError> {
     let name = super::requested_model(body.model, body.name)?;
-    let spec = state.models.resolve(&name)?;
+    Ok(Json(show_model(&state, &name, body.verbose)?))
+}
+
+/// `/api/show`'s answer for a model: its Modelfile, template, parameters,
+/// details, metadata (`model_info`; long arrays only when verbose).
+pub fn show_model(state: &AppState, name: &str, verbose: bool) -> Result<Value, ApiError> {
+    let spec = state.models.resolve(name)?;
     let (model_info, file_template, capabilities) = match spec.kind {
         ModelKind::Generate if spec.path.is_dir() => (
             folder_info(&spec),
@@ -101,11 +107,7 @@ pub async fn show(
                 .ok()
                 .flatten()
                 .map(str::to_string);
-            (
-                model_info(&file, body.verbose),
-                template,
-                json!(["completion"]),
-            )
+            (model_info(&file, verbose), template, json!(["completion"]))
         }
         ModelKind::Embed => (folder_info(&spec), None, json!(["embedding"])),
     };
@@ -132,7 +134,7 @@ pub async fn show(
     for line in parameters.lines() {
         modelfile.push_str(&format!("PARAMETER {line}\n"));
     }
-    Ok(Json(json!({
+    Ok(json!({
         "modelfile": modelfile,
         "parameters": parameters,
         "template": template.unwrap_or_default(),
@@ -148,7 +150,7 @@ pub async fn show(
             ModelKind::Generate => state.models.device().to_string(),
             ModelKind::Embed => "cpu".to_string(),
         },
-    })))
+    }))
 }
 
 fn plain(v: &Value) -> String {

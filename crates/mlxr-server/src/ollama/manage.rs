@@ -19,7 +19,7 @@ use crate::extract::JsonBody;
 use crate::state::AppState;
 use crate::wire::ndjson;
 
-pub(super) fn registry_error(e: RegistryError) -> ApiError {
+pub fn registry_error(e: RegistryError) -> ApiError {
     let status = match &e {
         RegistryError::PullRefused { .. } => Some(StatusCode::FORBIDDEN),
         RegistryError::BlobTooLarge { .. } => Some(StatusCode::PAYLOAD_TOO_LARGE),
@@ -59,17 +59,7 @@ pub async fn pull(
     JsonBody(body): JsonBody<PullBody>,
 ) -> Result<Response, OllamaError> {
     let spec = super::requested_model(body.model, body.name)?;
-    let (source, name) = state.registry.resolve_pull(&spec).map_err(registry_error)?;
-    let registry = state.registry.clone();
-    let (tx, rx) = mpsc::unbounded_channel::<Value>();
-    let task = tokio::task::spawn_blocking(move || {
-        let progress_tx = tx.clone();
-        let mut progress = |p: PullProgress| {
-            let _ = progress_tx.send(json!(p));
-        };
-        let cancelled = || tx.is_closed();
-        registry.pull_with_cancel(&source, &name, &mut progress, &cancelled)
-    });
+    let (rx, task) = start_pull(&state, &spec)?;
     if body.stream == Some(false) {
         // A dropped receiver reads as a cancelled pull: drain it until the
         // pull ends, so only a client that goes away cancels it.
@@ -84,8 +74,8 @@ pub async fn pull(
     }
     let lines = async_stream::stream! {
         let mut rx = rx;
-        while let Some(line) = rx.recv().await {
-            yield Ok::<_, std::convert::Infallible>(ndjson(&line));
+        while let Some(progress) = rx.recv().await {
+            yield Ok::<_, std::convert::Infallible>(ndjson(&json!(progress)));
         }
         match task.await {
             Ok(Ok(_)) => {}
@@ -94,6 +84,31 @@ pub async fn pull(
         }
     };
     Ok(ndjson_response(Body::from_stream(lines)))
+}
+
+/// A running pull: its progress, and its end. Dropping the receiver cancels
+/// the pull (the registry can resume it).
+pub type Pull = (
+    mpsc::UnboundedReceiver<PullProgress>,
+    tokio::task::JoinHandle<Result<ModelName, RegistryError>>,
+);
+
+/// Starts pulling `spec` on a blocking thread.
+pub fn start_pull(state: &AppState, spec: &str) -> Result<Pull, ApiError> {
+    let (source, name) = state.registry.resolve_pull(spec).map_err(registry_error)?;
+    let registry = state.registry.clone();
+    let (tx, rx) = mpsc::unbounded_channel::<PullProgress>();
+    let task = tokio::task::spawn_blocking(move || {
+        let progress_tx = tx.clone();
+        let mut progress = |p: PullProgress| {
+            let _ = progress_tx.send(p);
+        };
+        let cancelled = || tx.is_closed();
+        registry
+            .pull_with_cancel(&source, &name, &mut progress, &cancelled)
+            .map(|_| name)
+    });
+    Ok((rx, task))
 }
 
 fn ndjson_response(body: Body) -> Response {
@@ -331,15 +346,19 @@ pub async fn delete(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<DeleteBody>,
 ) -> Result<StatusCode, OllamaError> {
-    let name = model_name(&super::requested_model(
-        body.model.clone(),
-        body.name.clone(),
-    )?)?;
+    let name = super::requested_model(body.model.clone(), body.name.clone())?;
+    delete_model(&state, &name).await?;
+    Ok(StatusCode::OK)
+}
+
+/// Unloads a registry model and deletes it (its blobs when no other model
+/// uses them).
+pub async fn delete_model(state: &AppState, name: &str) -> Result<(), ApiError> {
+    let name = model_name(name)?;
     state.models.unload(&name.to_string()).await;
     let registry = state.registry.clone();
     tokio::task::spawn_blocking(move || registry.delete(&name))
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?
-        .map_err(registry_error)?;
-    Ok(StatusCode::OK)
+        .map_err(registry_error)
 }

@@ -3,8 +3,8 @@
 pub mod blobs;
 mod embed;
 mod generate;
-mod info;
-mod manage;
+pub mod info;
+pub mod manage;
 pub mod options;
 
 use axum::extract::DefaultBodyLimit;
