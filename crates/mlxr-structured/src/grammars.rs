@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use llguidance::{Matcher, ParserFactory, TokenParser};
 use mlxr_tokenizer::Tokenizer;
 
-use crate::{Constraint, StructuredError, TokenConstraint, Vocab};
+use crate::{Constraint, StructuredError, TokenConstraint, Tokenization, Vocab};
 
 /// Compiled grammars kept for reuse (an agent sends the same schema or
 /// tools with every turn); the cache starts over when full.
@@ -22,10 +22,10 @@ impl Grammars {
     /// Builds the token trie and the parser factory: a fraction of a second
     /// for a 150k-token vocabulary, so once per model.
     pub fn new(tokenizer: &Arc<Tokenizer>, n_vocab: usize) -> Result<Grammars, StructuredError> {
-        Self::with_vocab(Vocab::new(tokenizer, n_vocab, true))
+        Self::with_vocab(Vocab::new(tokenizer, n_vocab, Tokenization::Canonical))
     }
 
-    /// Over any [`Vocab`] (e.g. one that forces nothing: [`Vocab::new`]).
+    /// Over any [`Vocab`] (e.g. one that forces nothing: [`Tokenization::Any`]).
     pub fn with_vocab(vocab: Vocab) -> Result<Grammars, StructuredError> {
         let env = Arc::new(vocab);
         let mut factory =

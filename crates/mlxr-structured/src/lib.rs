@@ -19,4 +19,4 @@ pub use constraint::Constraint;
 pub use error::StructuredError;
 pub use grammars::Grammars;
 pub use matcher::TokenConstraint;
-pub use vocab::Vocab;
+pub use vocab::{Tokenization, Vocab};

@@ -12,6 +12,17 @@ use mlxr_tokenizer::{TokenId, Tokenizer, TokenizerKind};
 /// the logits' width. Lark grammars still name them as `<name>` or `<[id]>`.
 const SPECIAL: u8 = TokTrie::SPECIAL_TOKEN_MARKER;
 
+/// Which tokens may spell the bytes a grammar allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tokenization {
+    /// The tokenizer's own splits, where it has them (byte-level BPE):
+    /// llguidance then forces the canonical tokens of bytes the grammar
+    /// determines, and allows only those there.
+    Canonical,
+    /// Every token whose bytes fit; nothing is forced.
+    Any,
+}
+
 /// The token trie of one tokenizer, padded to the model's logits width.
 pub struct Vocab {
     trie: TokTrie,
@@ -22,12 +33,7 @@ pub struct Vocab {
 impl Vocab {
     /// `n_vocab`: the width of the model's logits (at least the
     /// tokenizer's size). End-of-generation tokens end a grammar's output.
-    ///
-    /// With `forcing`, a byte-level BPE tokenizer's own splits are given to
-    /// llguidance, which then forces the canonical tokens of bytes the
-    /// grammar determines (and allows only those there); without it, every
-    /// token whose bytes fit is allowed and nothing is forced.
-    pub fn new(tokenizer: &Arc<Tokenizer>, n_vocab: usize, forcing: bool) -> Vocab {
+    pub fn new(tokenizer: &Arc<Tokenizer>, n_vocab: usize, tokenization: Tokenization) -> Vocab {
         let n_vocab = n_vocab.max(tokenizer.vocab_size());
         let words: Vec<Vec<u8>> = (0..n_vocab as TokenId)
             .map(|id| token_bytes(tokenizer, id))
@@ -44,7 +50,8 @@ impl Vocab {
         }
         // The SentencePiece encoder puts a space before every fragment: its
         // splits of a grammar's bytes are not the model's, so none is forced.
-        let canonical = forcing && tokenizer.kind() == TokenizerKind::Bpe;
+        let canonical =
+            tokenization == Tokenization::Canonical && tokenizer.kind() == TokenizerKind::Bpe;
         Vocab {
             trie,
             encoder: canonical.then(|| Arc::clone(tokenizer)),

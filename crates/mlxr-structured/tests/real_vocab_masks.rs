@@ -7,7 +7,7 @@
 //! grammar determines the bytes: tested on their own below).
 
 use mlxr_formats::gguf::GgufFile;
-use mlxr_structured::{Constraint, Grammars, Vocab};
+use mlxr_structured::{Constraint, Grammars, Tokenization, Vocab};
 use mlxr_tokenizer::{TokenId, Tokenizer};
 
 const WORDS: &[&str] = &[
@@ -88,7 +88,8 @@ fn check_model(name: &str) {
             }
         })
         .collect();
-    let grammars = Grammars::with_vocab(Vocab::new(&tokenizer, n_vocab, false)).unwrap();
+    let grammars =
+        Grammars::with_vocab(Vocab::new(&tokenizer, n_vocab, Tokenization::Any)).unwrap();
     let regex = WORDS
         .iter()
         .map(|w| escape(w))
