@@ -1,18 +1,16 @@
 """The gRPC API (`proto/mlxr/v1/inference.proto`) from Python's grpcio against
-a real `mlxr serve`, on the same port as REST and on the Unix socket: stubs
-generated here from the committed protos (grpcio-tools). Generation streams
+a real `mlxr serve`, on the same port as REST and on the Unix socket.
+Generation streams
 what REST answers for the same request; cancelling a call frees its request
 (`/metrics`); tools, structured output, embeddings, tokenizer and model
 calls; show, pull (progress) and delete; errors as status codes; the API
-key; health and reflection.
+key; health and reflection. The stubs are the Python SDK's (`mlxr.v1`).
 """
 
 import functools
 import json
 import math
 import re
-import subprocess
-import sys
 import threading
 import time
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -24,19 +22,14 @@ import requests
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from conftest import EMBED_MODEL, MODEL, MODEL_FILE, QWEN, ROOT, Server, models_dir
+from conftest import EMBED_MODEL, MODEL, MODEL_FILE, QWEN, Server, models_dir
 
 
 @pytest.fixture(scope="session")
-def pb(tmp_path_factory):
-    """The generated `mlxr.v1` modules (inference_pb2, inference_pb2_grpc), as
-    top-level modules: the `mlxr` package name is the Python SDK's."""
-    out = tmp_path_factory.mktemp("grpc-stubs")
-    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT / 'proto/mlxr/v1'}",
-                    f"--python_out={out}", f"--grpc_python_out={out}", "inference.proto"], check=True)
-    sys.path.insert(0, str(out))
-    import inference_pb2  # noqa: E402
-    import inference_pb2_grpc  # noqa: E402
+def pb():
+    """The `mlxr.v1` stubs the Python SDK ships, generated from proto/
+    (test_sdk_grpc.py checks that they are current)."""
+    from mlxr.v1 import inference_pb2, inference_pb2_grpc
     return inference_pb2, inference_pb2_grpc
 
 

@@ -30,6 +30,9 @@ def _metadata() -> str:
              f"Summary: {p['description']}", f"License: {p['license']['text']}",
              f"Requires-Python: {p['requires-python']}"]
     lines += [f"Requires-Dist: {d}" for d in p.get("dependencies", [])]
+    for extra, deps in p.get("optional-dependencies", {}).items():
+        lines.append(f"Provides-Extra: {extra}")
+        lines += [f'Requires-Dist: {d}; extra == "{extra}"' for d in deps]
     lines += ["Description-Content-Type: text/markdown", "", (ROOT / p["readme"]).read_text()]
     return "\n".join(lines)
 
