@@ -22,7 +22,7 @@ import requests
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from conftest import EMBED_MODEL, MODEL, MODEL_FILE, QWEN, Server, models_dir
+from conftest import EMBED_MODEL, MODEL, MODEL_FILE, QWEN, Server, free_port, models_dir
 
 
 @pytest.fixture(scope="session")
@@ -369,3 +369,16 @@ def test_show_pull_and_delete(tmp_path, pb):
 class QuietFiles(SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
+
+
+def test_a_grpc_port_of_its_own(tmp_path, pb):
+    inference_pb2, inference_pb2_grpc = pb
+    port = free_port()
+    s = Server(tmp_path, "--grpc-port", str(port))
+    try:
+        assert f"listening for gRPC on 127.0.0.1:{port}" in s.read_log()
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            models = inference_pb2_grpc.InferenceStub(ch).ListModels(inference_pb2.ListModelsRequest()).models
+            assert MODEL in [m.name.split(":")[0] for m in models]
+    finally:
+        s.stop()

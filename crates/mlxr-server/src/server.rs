@@ -34,6 +34,9 @@ pub struct ServerConfig {
     pub socket: Option<PathBuf>,
     /// Give the socket to this group (a name or id) with mode 0660.
     pub socket_group: Option<String>,
+    /// Also listen on this port of `host`'s address (for gRPC clients;
+    /// REST answers there too).
+    pub grpc_port: Option<u16>,
     /// Require `Authorization: Bearer <key>` (except on `/` and `/health`).
     pub api_key: Option<String>,
     /// Browser origins allowed besides loopback ones and the server's
@@ -61,6 +64,7 @@ impl Default for ServerConfig {
             host: DEFAULT_HOST.to_string(),
             socket: None,
             socket_group: None,
+            grpc_port: None,
             api_key: None,
             cors_origins: Vec::new(),
             allowed_hosts: Vec::new(),
@@ -241,6 +245,22 @@ pub async fn serve(
             std::io::Error::new(e.kind(), format!("cannot listen on {}: {e}", config.host))
         })?;
     let local = tcp.local_addr()?;
+    // Bound before the main listener is announced: a client that waits for
+    // that line finds this one too.
+    let grpc = match config.grpc_port {
+        Some(port) => {
+            let addr = std::net::SocketAddr::new(local.ip(), port);
+            let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("cannot listen on {addr} (--grpc-port): {e}"),
+                )
+            })?;
+            tracing::info!("listening for gRPC on {}", listener.local_addr()?);
+            Some(listener)
+        }
+        None => None,
+    };
     tracing::info!("listening on http://{local}");
     let expiry = tokio::spawn({
         let models = models.clone();
@@ -251,6 +271,20 @@ pub async fn serve(
             }
         }
     });
+    let grpc = match grpc {
+        Some(listener) => {
+            let grpc_app = app
+                .clone()
+                .layer(Extension(Listener::Tcp(listener.local_addr()?)));
+            let shutdown = shutdown_signal(config.logs.clone());
+            Some(tokio::spawn(async move {
+                axum::serve(listener, grpc_app)
+                    .with_graceful_shutdown(shutdown)
+                    .await
+            }))
+        }
+        None => None,
+    };
     let tcp_app = app.clone().layer(Extension(Listener::Tcp(local)));
     let tcp_server =
         axum::serve(tcp, tcp_app).with_graceful_shutdown(shutdown_signal(config.logs.clone()));
@@ -264,6 +298,9 @@ pub async fn serve(
         }
         None => tcp_server.await,
     };
+    if let Some(grpc) = grpc {
+        let _ = grpc.await;
+    }
     expiry.abort();
     models.unload_all().await;
     result

@@ -164,6 +164,11 @@ pub struct ServeArgs {
     /// Give the socket to this group (name or id), mode 0660.
     #[arg(long, value_name = "GROUP", requires = "socket")]
     pub socket_group: Option<String>,
+    /// Also listen on this port of --host's address, for gRPC clients that
+    /// want a port of their own (gRPC answers on --host and the socket in
+    /// any case; this listener answers REST too).
+    #[arg(long, value_name = "PORT")]
+    pub grpc_port: Option<u16>,
     /// Where the registry and model blobs live.
     #[arg(long, env = "MLXR_HOME")]
     pub home: Option<PathBuf>,

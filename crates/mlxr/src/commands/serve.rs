@@ -105,6 +105,7 @@ pub fn serve(mut args: ServeArgs) -> Result<()> {
         host: args.host,
         socket: args.socket,
         socket_group: args.socket_group,
+        grpc_port: args.grpc_port,
         api_key: args.api_key.filter(|k| !k.is_empty()),
         cors_origins: args.origins,
         allowed_hosts: args.allowed_hosts,

@@ -17,6 +17,7 @@ pub struct ServeFile {
     host: Option<String>,
     socket: Option<PathBuf>,
     socket_group: Option<String>,
+    grpc_port: Option<u16>,
     home: Option<PathBuf>,
     api_key: Option<String>,
     origins: Option<Vec<String>>,
@@ -96,6 +97,7 @@ pub fn apply(args: &mut ServeArgs, file: ServeFile, given: Option<&ArgMatches>) 
     take!(host);
     take!(opt socket);
     take!(opt socket_group);
+    take!(opt grpc_port);
     take!(opt home);
     take!(opt api_key);
     take!(origins);
