@@ -88,3 +88,74 @@ fn auto_holds_a_call_to_its_syntax_from_the_call_token_on() {
     }
     assert!(refused, "an unknown tool name was allowed");
 }
+
+/// Bare JSON formats (Llama 3.x's, and the system-message fallback of
+/// models without tools, here SmolLM2): under `auto` a reply that opens a
+/// JSON object is held to a call of a known tool; any other reply is free.
+#[test]
+fn auto_holds_a_bare_json_reply_to_a_call() {
+    let Some(path) = mlxr_testkit::model_path(mlxr_testkit::SMOLLM2) else {
+        return;
+    };
+    let file = GgufFile::open(&path).unwrap();
+    let tokenizer = Arc::new(Tokenizer::from_gguf(file.metadata()).unwrap());
+    let grammars = Grammars::new(&tokenizer, tokenizer.vocab_size()).unwrap();
+    let tools = [ToolSpec::from_json(&json!({"type": "function", "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}))
+    .unwrap()];
+    let format = ToolFormat::Json { native: false };
+    let grammar = call_grammar(format, &tools, &ToolChoice::Auto, true).unwrap();
+    let ids = |s: &str| tokenizer.encode(s, false, false);
+    let eos = tokenizer.eog_ids()[0];
+    // Feeds `text` a byte-exact token at a time (forced tokens first);
+    // false at the first token the grammar refuses.
+    let feed = |m: &mut mlxr_structured::TokenConstraint, text: &str| -> bool {
+        let mut rest = text.to_owned();
+        while !rest.is_empty() {
+            let forced = m.forced();
+            let next = forced.first().copied().unwrap_or_else(|| ids(&rest)[0]);
+            let s = tokenizer.decode(&[next], false);
+            if !m.allows(next) || !rest.starts_with(&s) {
+                // Refused, or the grammar forces other text than `rest`.
+                return false;
+            }
+            m.commit(next).unwrap();
+            rest.drain(..s.len());
+        }
+        true
+    };
+
+    let mut m = grammars.compile(&grammar).unwrap();
+    assert!(m.allows(eos), "an empty reply is a reply");
+    assert!(feed(
+        &mut m,
+        "It is sunny in Paris today, {probably} 25 degrees."
+    ));
+    assert!(m.allows(eos));
+
+    let mut m = grammars.compile(&grammar).unwrap();
+    assert!(feed(
+        &mut m,
+        "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}"
+    ));
+    assert!(m.is_finished(), "the call is the whole reply");
+
+    for wrong in [
+        "{\"name\": \"get_time\"",
+        "{\"city\": \"Paris\"}",
+        "{\"name\": \"get_weather\", \"arguments\": {\"town\"",
+    ] {
+        let mut m = grammars.compile(&grammar).unwrap();
+        assert!(!feed(&mut m, wrong), "{wrong} was allowed");
+    }
+    let mut m = grammars.compile(&grammar).unwrap();
+    assert!(feed(
+        &mut m,
+        "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\""
+    ));
+    assert!(
+        !m.allows(eos) && !m.is_finished(),
+        "a call cannot end half written"
+    );
+}

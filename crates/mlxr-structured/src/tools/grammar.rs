@@ -10,9 +10,9 @@ use super::{ToolChoice, ToolFormat, ToolSpec};
 use crate::constraint::with_layout;
 use crate::Constraint;
 
-/// `None` where the model stays free (`none`; `auto` in formats without a
-/// call token). `parallel`: more than one call may follow (where the format
-/// allows).
+/// `None` where the model stays free (`none`; `auto` in Phi-4-mini's and
+/// Mistral's formats, untested without their vocabularies). `parallel`:
+/// more than one call may follow (where the format allows).
 pub fn call_grammar(
     format: ToolFormat,
     tools: &[ToolSpec],
@@ -21,7 +21,9 @@ pub fn call_grammar(
 ) -> Option<Constraint> {
     let chosen: Vec<&ToolSpec> = match choice {
         ToolChoice::None => return None,
-        ToolChoice::Auto if format != ToolFormat::Hermes => return None,
+        ToolChoice::Auto if matches!(format, ToolFormat::Phi4Mini | ToolFormat::Mistral) => {
+            return None
+        }
         ToolChoice::Auto | ToolChoice::Required => tools.iter().collect(),
         ToolChoice::Function(name) => tools.iter().filter(|t| &t.name == name).collect(),
     };
@@ -55,6 +57,12 @@ pub fn call_grammar(
                 "start: call{more}\ncall: <tool_call> \"\\n\" body \"\\n\" </tool_call>\nbody: %json {body}\n"
             ))
         }
+        // A bare JSON call is the whole reply: under `auto`, a reply that
+        // opens a JSON object is a call, any other is free text.
+        ToolFormat::Json { .. } if *choice == ToolChoice::Auto => Constraint::Lark(format!(
+            "start: call | TEXT\ncall: %json {}\nTEXT: /{BARE_TEXT}/\n",
+            with_layout(call)
+        )),
         // No vocabulary with their call tokens was here to test a grammar
         // on: the bare JSON call, which the parser reads too.
         ToolFormat::Phi4Mini | ToolFormat::Mistral | ToolFormat::Json { .. } => {
@@ -62,6 +70,10 @@ pub fn call_grammar(
         }
     })
 }
+
+/// A reply that is not a bare JSON call: it does not open with `{` (after
+/// whitespace), or is empty.
+const BARE_TEXT: &str = r"(\s*[^{\s][\s\S]*)?";
 
 /// The arguments' schema with `additionalProperties: false` wherever an
 /// object lists its properties and says nothing of others (llama.cpp's

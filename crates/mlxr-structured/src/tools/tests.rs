@@ -183,13 +183,17 @@ fn forced_calls_by_format() {
         panic!("auto: a grammar from <tool_call> on");
     };
     assert_eq!(trigger, "<tool_call>");
+    let Some(Constraint::Lark(bare)) = call_grammar(
+        ToolFormat::Json { native: false },
+        &t,
+        &ToolChoice::Auto,
+        true,
+    ) else {
+        panic!("auto, bare JSON: a call or free text");
+    };
+    assert!(bare.starts_with("start: call | TEXT"), "{bare}");
     assert_eq!(
-        call_grammar(
-            ToolFormat::Json { native: false },
-            &t,
-            &ToolChoice::Auto,
-            true
-        ),
+        call_grammar(ToolFormat::Mistral, &t, &ToolChoice::Auto, true),
         None
     );
     assert_eq!(
