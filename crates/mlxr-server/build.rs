@@ -21,9 +21,11 @@ use std::time::SystemTime;
 use std::{env, fs};
 
 /// What the UI build reads (relative to `app/ui`): a change to any of them
-/// makes `dist` stale and reruns this script.
+/// makes `dist` stale and reruns this script. The UI imports the TypeScript
+/// SDK's sources (`mlxr` in vite.config.ts and tsconfig.json).
 const INPUTS: &[&str] = &[
     "src",
+    "../../sdks/typescript/src",
     "lint",
     "public",
     "index.html",

@@ -1,6 +1,6 @@
 /**
  * NDJSON over a `fetch` body: the daemon's `/api/*` streams, one JSON object
- * a line. (The same splitter as app/ui/src/api/ndjson.ts.)
+ * a line. The web UI (app/ui) reads its streams with these too.
  */
 import { ResponseError } from "./errors.js";
 

@@ -1,5 +1,5 @@
 /** Server-Sent Events over a `fetch` body (the OpenAI-style /v1 streams and
- * /api/mlxr/logs); the same parser as app/ui/src/api/sse.ts. */
+ * /api/mlxr/logs, which the web UI follows with it). */
 import { LineSplitter } from "./ndjson.js";
 
 /** One Server-Sent Event: its `event` name (default "message"), `id` and `data`. */

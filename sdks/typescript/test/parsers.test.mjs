@@ -1,6 +1,6 @@
 // The stream parsers (NDJSON, SSE) on hand-made bodies: chunks split
-// anywhere, multi-byte characters, CRLF, comments, in-band errors. The same
-// cases as app/ui/src/api/{ndjson,sse}.test.ts.
+// anywhere, multi-byte characters, CRLF, comments, in-band errors. The web
+// UI (app/ui) imports these parsers, so these are its tests of them too.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 

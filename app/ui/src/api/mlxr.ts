@@ -1,5 +1,5 @@
+import { readSse } from "mlxr";
 import { apiFetch, getJson } from "./client";
-import { readSse } from "./sse";
 
 /** `GET /api/mlxr/config`: sections of settings (see crates/mlxr-server/src/admin.rs). */
 export type ServerConfig = Record<string, unknown>;

@@ -1,5 +1,5 @@
+import { readNdjson } from "mlxr";
 import { apiFetch, getJson, postJson } from "./client";
-import { readNdjson } from "./ndjson";
 
 export interface ModelDetails {
   format?: string;
