@@ -78,7 +78,11 @@ mod tests {
         assert_eq!(e4m3_to_f32(0x08), 2f32.powi(-6));
         assert_eq!(e4m3_to_f32(0x78), 256.0);
         assert!(e4m3_to_f32(0x7f).is_nan() && e4m3_to_f32(0xff).is_nan());
-        let finite = Float8::E4M3.table().iter().filter(|v| v.is_finite()).count();
+        let finite = Float8::E4M3
+            .table()
+            .iter()
+            .filter(|v| v.is_finite())
+            .count();
         assert_eq!(finite, 254);
     }
 

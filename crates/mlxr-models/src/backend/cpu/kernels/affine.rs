@@ -108,11 +108,7 @@ impl AffineWeight {
     fn unpack_group(&self, r: usize, g: usize, out: &mut [f32]) {
         let words_per_group = self.group_size * self.bits as usize / 32;
         let first = r * self.words_per_row() + g * words_per_group;
-        unpack_stream(
-            &self.packed[first..first + words_per_group],
-            self.bits,
-            out,
-        );
+        unpack_stream(&self.packed[first..first + words_per_group], self.bits, out);
     }
 
     /// Row `r` as f32 values.
