@@ -515,6 +515,70 @@ mod tests {
         }
     }
 
+    /// `mx.quantize` of a [2, 64] matrix at 3, 5 and 6 bits (group 32),
+    /// against `mx.dequantize` (tests/fixtures/fp8-nf4/mlx-pack.json, from
+    /// scripts/fixtures/fp8-nf4.py, mlx 0.32.4).
+    #[test]
+    fn straddling_widths_match_mlx_dequantize() {
+        let path = mlxr_testkit::fixture_path("fp8-nf4/mlx-pack.json");
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let floats = |v: &serde_json::Value| -> Vec<f32> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap() as f32)
+                .collect()
+        };
+        let x = floats(&doc["weight"]);
+        for case in doc["cases"].as_array().unwrap() {
+            let bits = case["bits"].as_u64().unwrap() as u32;
+            let packed: Vec<u32> = case["packed"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w.as_u64().unwrap() as u32)
+                .collect();
+            let w = AffineWeight::new(
+                2,
+                64,
+                bits,
+                32,
+                packed,
+                floats(&case["scales"]),
+                floats(&case["biases"]),
+            )
+            .unwrap();
+            let want = floats(&case["dequantized"]);
+            let got = w.dequantize();
+            assert!(
+                max_abs(&got, &want) <= 1e-6,
+                "{bits} bits: dequantize differs from mlx by {}",
+                max_abs(&got, &want)
+            );
+            // One token through the kernel against the dot with mlx's values.
+            let y = w.matmul(&x[..64], 1);
+            for (r, &yr) in y.iter().enumerate() {
+                let dot: f32 = want[r * 64..(r + 1) * 64]
+                    .iter()
+                    .zip(&x[..64])
+                    .map(|(a, b)| a * b)
+                    .sum();
+                assert!(
+                    (yr - dot).abs() <= 1e-4,
+                    "{bits} bits row {r}: {yr} vs {dot}"
+                );
+            }
+        }
+    }
+
+    fn max_abs(a: &[f32], b: &[f32]) -> f32 {
+        a.iter()
+            .zip(b)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max)
+    }
+
     #[test]
     fn bad_shapes_are_errors() {
         assert!(
