@@ -1,6 +1,6 @@
 //! Quantized Hugging Face checkpoints: `config.json`'s `quantization_config`
 //! read into [`HfQuantization`], and the FP8 and bitsandbytes 4-bit weights
-//! it describes dequantized to f32 (../shared/reference/fp8-nf4.md).
+//! it describes (../shared/reference/fp8-nf4.md).
 //!
 //! - FP8 (`quant_method: fp8`, DeepSeek / Qwen3-FP8): an `F8_E4M3` (or
 //!   `F8_E5M2`) `weight [out, in]` and a float `weight_scale_inv`
@@ -18,7 +18,9 @@
 //!   scaled per 256 blocks by `nested_absmax`, plus `nested_offset`; the JSON
 //!   `quant_state.bitsandbytes__nf4` (or `__fp4`) gives blocksize and shape.
 //!
-//! Weights are dequantized at load: there is no FP8 or NF4 matmul kernel yet.
+//! On the CPU the weights stay in their codes and are decoded row by row
+//! inside the matmul (`backend::cpu::kernels::{fp8, bnb4}`); other devices
+//! get them dequantized to f32 at load.
 
 use serde_json::Value;
 
@@ -288,34 +290,6 @@ impl HfQuantization {
     }
 }
 
-/// `q · scale` for an FP8 `[rows, cols]` matrix whose scales cover blocks of
-/// `block` (`[⌈rows/bn⌉, ⌈cols/bk⌉]` of them, edge blocks partial).
-pub fn dequantize_fp8(
-    format: Float8,
-    q: &[u8],
-    rows: usize,
-    cols: usize,
-    scales: &[f32],
-    block: [usize; 2],
-) -> Vec<f32> {
-    let table = format.table();
-    let scale_cols = cols.div_ceil(block[1]);
-    debug_assert_eq!(q.len(), rows * cols);
-    debug_assert_eq!(scales.len(), rows.div_ceil(block[0]) * scale_cols);
-    let mut out = vec![0.0f32; rows * cols];
-    for (i, (row, qrow)) in out
-        .chunks_exact_mut(cols)
-        .zip(q.chunks_exact(cols))
-        .enumerate()
-    {
-        let srow = &scales[(i / block[0]) * scale_cols..][..scale_cols];
-        for (j, (w, &b)) in row.iter_mut().zip(qrow).enumerate() {
-            *w = table[b as usize] * srow[j / block[1]];
-        }
-    }
-    out
-}
-
 /// bitsandbytes' NF4 code book (`functional.py::get_4bit_type("nf4")`).
 pub const NF4_CODE: [f32; 16] = [
     -1.0,
@@ -368,25 +342,6 @@ impl Absmax<'_> {
                 .collect(),
         }
     }
-}
-
-/// `n` values of a bitsandbytes 4-bit weight: `code[nibble] · absmax[j /
-/// blocksize]`, the even element of each byte in its high nibble.
-pub fn dequantize_bnb4(
-    packed: &[u8],
-    n: usize,
-    code: &[f32; 16],
-    absmax: &[f32],
-    blocksize: usize,
-) -> Vec<f32> {
-    debug_assert!(packed.len() * 2 >= n && absmax.len() == n.div_ceil(blocksize));
-    (0..n)
-        .map(|j| {
-            let byte = packed[j / 2];
-            let nibble = if j % 2 == 0 { byte >> 4 } else { byte & 0xf };
-            code[nibble as usize] * absmax[j / blocksize]
-        })
-        .collect()
 }
 
 /// The JSON of a `quant_state.bitsandbytes__{nf4,fp4}` tensor.
@@ -547,23 +502,7 @@ mod tests {
     }
 
     #[test]
-    fn fp8_blocks_cover_partial_edges() {
-        // 3x5 weight, blocks of 2x2: scales [2, 3], the last row and column
-        // partial.
-        let q: Vec<u8> = vec![0x38; 15]; // 1.0 in E4M3
-        let scales: Vec<f32> = (1..=6).map(|s| s as f32).collect();
-        let w = dequantize_fp8(Float8::E4M3, &q, 3, 5, &scales, [2, 2]);
-        assert_eq!(
-            w,
-            [1., 1., 2., 2., 3., 1., 1., 2., 2., 3., 4., 4., 5., 5., 6.]
-        );
-    }
-
-    #[test]
-    fn bnb4_high_nibble_first_and_nested_absmax() {
-        let packed = [0x0f, 0x70];
-        let w = dequantize_bnb4(&packed, 4, &NF4_CODE, &[2.0, 3.0], 2);
-        assert_eq!(w, [-2.0, 2.0, 0.0, -3.0]);
+    fn nested_absmax_is_code_times_scale_plus_offset() {
         let absmax = Absmax::Nested {
             codes: &[0, 1, 1],
             quant_map: vec![0.5, 1.0],

@@ -8,8 +8,9 @@
 //! which also covers MLX's per-layer overrides.
 //!
 //! FP8 (`quant_method: fp8`, compressed-tensors) and bitsandbytes 4-bit
-//! linear weights, as `config.json`'s `quantization_config` declares them,
-//! are dequantized to f32 at load ([`super::hf_quant`]).
+//! linear weights, as `config.json`'s `quantization_config` declares them
+//! ([`super::hf_quant`]), stay in their codes for the CPU kernels, or are
+//! dequantized to f32 for other devices.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,12 +22,12 @@ use mlxr_formats::float8::Float8;
 use safetensors::Dtype;
 
 use super::hf_names::hf_name;
-use super::hf_quant::{
-    dequantize_bnb4, dequantize_fp8, Absmax, Bnb4Kind, Bnb4State, HfQuantization, ScaleStrategy,
-    NF4_CODE,
-};
+use super::hf_quant::{Absmax, Bnb4Kind, Bnb4State, HfQuantization, ScaleStrategy, NF4_CODE};
 use super::Weights;
 use crate::backend::cpu::kernels::affine::AffineWeight;
+use crate::backend::cpu::kernels::bnb4::Bnb4Weight;
+use crate::backend::cpu::kernels::decoded::RowDecode;
+use crate::backend::cpu::kernels::fp8::Fp8Weight;
 use crate::layers::{Embedding, Linear};
 use crate::{ModelError, Result};
 
@@ -206,9 +207,10 @@ impl SafetensorsWeights {
             .data())
     }
 
-    /// The FP8 or bitsandbytes 4-bit weight `{stem}.weight` (`hf`),
-    /// dequantized to f32 `[out, inp]`; `None` when it is stored as floats.
-    fn hf_quantized(&self, stem: &str, hf: &str, out: usize, inp: usize) -> Result<Option<Tensor>> {
+    /// The FP8 or bitsandbytes 4-bit weight `{stem}.weight` (`hf`) as a
+    /// linear layer: the codes for the CPU kernels, or f32 on other
+    /// devices; `None` when it is stored as floats.
+    fn hf_quantized(&self, stem: &str, hf: &str, out: usize, inp: usize) -> Result<Option<Linear>> {
         let dtype = self.dtype(hf)?;
         let stored = match dtype {
             Dtype::F8_E4M3 => Some(Float8::E4M3),
@@ -223,7 +225,7 @@ impl SafetensorsWeights {
                  converted ({q:?})"
             )));
         }
-        let values = match (stored, quant) {
+        let linear = match (stored, quant) {
             (
                 Some(format),
                 Some(HfQuantization::Fp8 {
@@ -236,7 +238,7 @@ impl SafetensorsWeights {
                     )));
                 }
                 let scale = format!("{stem}.weight_scale_inv");
-                match block {
+                let w = match block {
                     Some(b) => self.fp8(hf, format, out, inp, &scale, *b)?,
                     None if self.has(&scale) => {
                         self.fp8(hf, format, out, inp, &scale, [out, inp])?
@@ -245,7 +247,8 @@ impl SafetensorsWeights {
                         let scale = format!("{stem}.weight_scale");
                         self.fp8(hf, format, out, inp, &scale, [out, inp])?
                     }
-                }
+                };
+                self.on_device(w, Linear::fp8)?
             }
             (Some(format), Some(HfQuantization::CompressedFp8 { strategy, .. })) => {
                 let block = match strategy {
@@ -253,9 +256,13 @@ impl SafetensorsWeights {
                     ScaleStrategy::Channel => [1, inp],
                     ScaleStrategy::Block(b) => *b,
                 };
-                self.fp8(hf, format, out, inp, &format!("{stem}.weight_scale"), block)?
+                let w = self.fp8(hf, format, out, inp, &format!("{stem}.weight_scale"), block)?;
+                self.on_device(w, Linear::fp8)?
             }
-            (None, Some(HfQuantization::Bnb4 { kind, .. })) => self.bnb4(hf, *kind, out, inp)?,
+            (None, Some(HfQuantization::Bnb4 { kind, .. })) => {
+                let w = self.bnb4(hf, *kind, out, inp)?;
+                self.on_device(w, Linear::bnb4)?
+            }
             (Some(_), _) => {
                 return Err(files_error(format!(
                     "tensor '{hf}' is {dtype:?}, but config.json has no FP8 quantization_config"
@@ -268,7 +275,20 @@ impl SafetensorsWeights {
                 )))
             }
         };
-        Ok(Some(Tensor::from_vec(values, (out, inp), &self.device)?))
+        Ok(Some(linear))
+    }
+
+    /// `w` for the CPU kernels, or dequantized to f32 for another device.
+    fn on_device<W: RowDecode>(&self, w: W, cpu: fn(Arc<W>) -> Linear) -> Result<Linear> {
+        if self.device.is_cpu() {
+            return Ok(cpu(Arc::new(w)));
+        }
+        let values = w.dequantize();
+        Ok(Linear::dense(Tensor::from_vec(
+            values,
+            (w.rows(), w.cols()),
+            &self.device,
+        )?))
     }
 
     /// `hf` (FP8 `[out, inp]`) times its scales `scale`, one per `block`.
@@ -280,7 +300,7 @@ impl SafetensorsWeights {
         inp: usize,
         scale: &str,
         block: [usize; 2],
-    ) -> Result<Vec<f32>> {
+    ) -> Result<Fp8Weight> {
         let view = self
             .files
             .get(hf)
@@ -311,18 +331,12 @@ impl SafetensorsWeights {
                 found: shape,
             });
         }
-        Ok(dequantize_fp8(
-            format,
-            view.data(),
-            out,
-            inp,
-            &scales,
-            block,
-        ))
+        Fp8Weight::new(format, out, inp, view.data().to_vec(), scales, block)
+            .map_err(|e| files_error(format!("FP8 tensor '{hf}': {e}")))
     }
 
     /// A bitsandbytes 4-bit weight `hf` with its quant state beside it.
-    fn bnb4(&self, hf: &str, kind: Bnb4Kind, out: usize, inp: usize) -> Result<Vec<f32>> {
+    fn bnb4(&self, hf: &str, kind: Bnb4Kind, out: usize, inp: usize) -> Result<Bnb4Weight> {
         let kind_name = match kind {
             Bnb4Kind::Nf4 => "nf4",
             Bnb4Kind::Fp4 => "fp4",
@@ -403,13 +417,15 @@ impl SafetensorsWeights {
                 Absmax::Plain(absmax)
             }
         };
-        Ok(dequantize_bnb4(
-            packed,
-            n,
-            &code,
-            &absmax.resolve(),
+        Bnb4Weight::new(
+            out,
+            inp,
             state.blocksize,
-        ))
+            packed.to_vec(),
+            code,
+            absmax.resolve(),
+        )
+        .map_err(|e| files_error(format!("4-bit tensor '{hf}': {e}")))
     }
 }
 
@@ -441,8 +457,8 @@ impl Weights for SafetensorsWeights {
             }
             return Ok(Linear::affine(Arc::new(w)));
         }
-        if let Some(w) = self.hf_quantized(stem, &hf, out, inp)? {
-            return Ok(Linear::dense(w));
+        if let Some(linear) = self.hf_quantized(stem, &hf, out, inp)? {
+            return Ok(linear);
         }
         Ok(Linear::dense(self.float(&hf, &[out, inp])?))
     }
