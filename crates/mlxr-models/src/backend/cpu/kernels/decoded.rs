@@ -7,9 +7,10 @@
 //!
 //! The dot sums eight lanes (`j mod 8`) and then the lanes, the same for
 //! every token, so a token's result does not depend on the batch. The AVX2
-//! twin is the same code compiled with AVX2 + FMA (no contraction: the same
-//! float operations in the same order), checked bit for bit against the
-//! portable one.
+//! twin decodes with the weight's AVX2 code ([`RowDecode::decode_row_avx2`])
+//! and runs the same dot compiled with AVX2 + FMA (no contraction: the same
+//! float operations in the same order); it is checked bit for bit against
+//! the portable one.
 
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
 use rayon::prelude::*;
@@ -20,6 +21,16 @@ pub trait RowDecode: Sync {
     fn cols(&self) -> usize;
     /// Row `r` as f32, into `out` (`cols` values).
     fn decode_row(&self, r: usize, out: &mut [f32]);
+
+    /// [`Self::decode_row`] with AVX2 instructions, the same values bit for
+    /// bit (the default is the portable code).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn decode_row_avx2(&self, r: usize, out: &mut [f32]) {
+        self.decode_row(r, out)
+    }
 
     /// The whole matrix as f32, `[rows, cols]` row-major.
     fn dequantize(&self) -> Vec<f32> {
@@ -64,7 +75,7 @@ fn matmul_with<W: RowDecode>(w: &W, x: &[f32], m: usize, use_avx2: bool) -> Vec<
                 return unsafe { rows_avx2(w, range, x, m) };
             }
             let _ = use_avx2;
-            rows_product(w, range, x, m)
+            rows_product::<W, false>(w, range, x, m)
         })
         .collect();
     let mut y = vec![0.0f32; m * rows];
@@ -88,12 +99,13 @@ unsafe fn rows_avx2<W: RowDecode>(
     x: &[f32],
     m: usize,
 ) -> Vec<f32> {
-    rows_product(w, rows, x, m)
+    rows_product::<W, true>(w, rows, x, m)
 }
 
-/// Outputs of `rows` for every token, row-major `[rows.len(), m]`.
+/// Outputs of `rows` for every token, row-major `[rows.len(), m]`; `AVX2`:
+/// decode with the weight's AVX2 code (only inside [`rows_avx2`]).
 #[inline(always)]
-fn rows_product<W: RowDecode>(
+fn rows_product<W: RowDecode, const AVX2: bool>(
     w: &W,
     rows: std::ops::Range<usize>,
     x: &[f32],
@@ -103,6 +115,14 @@ fn rows_product<W: RowDecode>(
     let mut part = vec![0.0f32; rows.len() * m];
     let mut row = vec![0.0f32; cols];
     for (i, r) in rows.enumerate() {
+        #[cfg(target_arch = "x86_64")]
+        if AVX2 {
+            // SAFETY: AVX2 is only true in `rows_avx2`, run on AVX2 CPUs.
+            unsafe { w.decode_row_avx2(r, &mut row) };
+        } else {
+            w.decode_row(r, &mut row);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
         w.decode_row(r, &mut row);
         for (t, xs) in x.chunks_exact(cols).enumerate() {
             part[i * m + t] = dot(&row, xs);

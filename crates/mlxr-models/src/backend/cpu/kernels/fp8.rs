@@ -86,6 +86,39 @@ impl RowDecode for Fp8Weight {
             }
         }
     }
+
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn decode_row_avx2(&self, r: usize, out: &mut [f32]) {
+        decode_row_avx2(self, r, out)
+    }
+}
+
+/// [`Fp8Weight::decode_row`] eight codes at a time: widened to indices and
+/// gathered from the same 256-entry table, times the same scale.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn decode_row_avx2(w: &Fp8Weight, r: usize, out: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let [bn, bk] = w.block;
+    let scale_cols = w.cols.div_ceil(bk);
+    let scales = &w.scales[(r / bn) * scale_cols..][..scale_cols];
+    let codes = &w.codes[r * w.cols..(r + 1) * w.cols];
+    for ((out, codes), &s) in out.chunks_mut(bk).zip(codes.chunks(bk)).zip(scales) {
+        let vs = _mm256_set1_ps(s);
+        let mut out8 = out.chunks_exact_mut(8);
+        let mut codes8 = codes.chunks_exact(8);
+        for (o, c) in (&mut out8).zip(&mut codes8) {
+            // SAFETY: `c` holds 8 bytes and `o` 8 floats; indices are < 256.
+            unsafe {
+                let idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(c.as_ptr() as *const __m128i));
+                let v = _mm256_i32gather_ps::<4>(w.table.as_ptr(), idx);
+                _mm256_storeu_ps(o.as_mut_ptr(), _mm256_mul_ps(v, vs));
+            }
+        }
+        for (o, &q) in out8.into_remainder().iter_mut().zip(codes8.remainder()) {
+            *o = w.table[q as usize] * s;
+        }
+    }
 }
 
 #[cfg(test)]
