@@ -275,7 +275,9 @@ impl HfQuantization {
     }
 
     /// Whether `module` (an HF tensor stem like `model.layers.0.mlp.up_proj`)
-    /// is listed as left in float.
+    /// is listed as left in float: an entry matches whole dot-separated
+    /// parts of the name (`lm_head`, `mlp.gate`, `model.layers.0`);
+    /// compressed-tensors' `re:` patterns are not interpreted (never match).
     pub fn leaves_float(&self, module: &str) -> bool {
         let list = match self {
             Self::MlxAffine => return false,
@@ -283,10 +285,10 @@ impl HfQuantization {
             | Self::CompressedFp8 { not_converted, .. }
             | Self::Bnb4 { not_converted, .. } => not_converted,
         };
-        list.iter().any(|m| {
-            let m = m.strip_prefix("re:").unwrap_or(m);
-            module == m || module.ends_with(&format!(".{m}")) || module.contains(&format!("{m}."))
-        })
+        let dotted = format!(".{module}.");
+        list.iter()
+            .filter(|m| !m.starts_with("re:") && !m.is_empty())
+            .any(|m| dotted.contains(&format!(".{m}.")))
     }
 }
 
@@ -523,6 +525,12 @@ mod tests {
         .unwrap();
         assert!(q.leaves_float("lm_head"));
         assert!(q.leaves_float("model.layers.3.mlp.gate"));
+        assert!(!q.leaves_float("model.layers.3.mlp.gate_proj"));
+        assert!(!q.leaves_float("model.layers.3.xmlp.gate"));
+        let q =
+            parse(json!({"quant_method": "fp8", "modules_to_not_convert": ["re:.*proj", "proj"]}))
+                .unwrap()
+                .unwrap();
         assert!(!q.leaves_float("model.layers.3.mlp.gate_proj"));
     }
 }

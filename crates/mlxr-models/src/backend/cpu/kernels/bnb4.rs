@@ -78,7 +78,11 @@ impl RowDecode for Bnb4Weight {
         for (j, w) in out.iter_mut().enumerate() {
             let k = first + j;
             let byte = self.packed[k / 2];
-            let nibble = if k.is_multiple_of(2) { byte >> 4 } else { byte & 0xf };
+            let nibble = if k.is_multiple_of(2) {
+                byte >> 4
+            } else {
+                byte & 0xf
+            };
             *w = self.code[nibble as usize] * self.absmax[k / self.blocksize];
         }
     }
@@ -109,7 +113,11 @@ unsafe fn decode_row_avx2(w: &Bnb4Weight, r: usize, out: &mut [f32]) {
         let whole = k.is_multiple_of(2) && j + 8 <= w.cols && k % w.blocksize + 8 <= w.blocksize;
         if !whole {
             let byte = w.packed[k / 2];
-            let n = if k.is_multiple_of(2) { byte >> 4 } else { byte & 0xf };
+            let n = if k.is_multiple_of(2) {
+                byte >> 4
+            } else {
+                byte & 0xf
+            };
             out[j] = w.code[n as usize] * w.absmax[k / w.blocksize];
             j += 1;
             continue;
