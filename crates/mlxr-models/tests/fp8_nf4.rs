@@ -101,6 +101,52 @@ fn quantized_folders_match_their_reference() {
     }
 }
 
+/// The same FP8 weights under the other layout's names: compressed-tensors
+/// per-tensor scales as `quant_method: fp8` without a block size (one
+/// `weight_scale_inv` a tensor), and `fp8` [64, 64] blocks as
+/// compressed-tensors `strategy: block`; each must give its source's
+/// reference logits.
+#[test]
+fn one_set_of_weights_under_either_fp8_layout() {
+    let rename = |from: &'static str, to: &'static str| {
+        move |t: &mut Vec<(String, safetensors::Dtype, Vec<usize>, Vec<u8>)>| {
+            for (n, ..) in t.iter_mut() {
+                if let Some(stem) = n.strip_suffix(from) {
+                    *n = format!("{stem}{to}");
+                }
+            }
+        }
+    };
+    let per_tensor = edited(
+        "qwen2-ct-fp8-tensor",
+        |c| c["quantization_config"] = serde_json::json!({"quant_method": "fp8", "fmt": "e4m3"}),
+        rename(".weight_scale", ".weight_scale_inv"),
+    );
+    let block = edited(
+        "qwen2-fp8-b64",
+        |c| {
+            c["quantization_config"] = serde_json::json!({
+                "quant_method": "compressed-tensors", "format": "float-quantized",
+                "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+                    "num_bits": 8, "type": "float", "strategy": "block",
+                    "block_structure": [64, 64], "symmetric": true}}}})
+        },
+        rename(".weight_scale_inv", ".weight_scale"),
+    );
+    for (dir, source) in [
+        (&per_tensor, "qwen2-ct-fp8-tensor"),
+        (&block, "qwen2-fp8-b64"),
+    ] {
+        let model = DecoderModel::load_dir(dir.path(), &Device::Cpu).unwrap();
+        let diff = worst(
+            &model,
+            &reference(source),
+            &mut common::cpu(&model, 1, 4, DType::F32),
+        );
+        assert!(diff <= TOLERANCE, "{source} relabelled: {diff}");
+    }
+}
+
 /// A copy of fixture `name` in a temporary folder, its config.json edited
 /// by `config` and its tensors by `tensors` (name, dtype, shape, bytes).
 fn edited(
