@@ -85,11 +85,13 @@ pub fn details(weights: &[&Path], config: Option<&Path>) -> Result<ModelDetails>
 /// [`details`] from parsed headers and `config.json` (`Value::Null` when
 /// absent). Any header and config are accepted: counts saturate.
 pub fn details_from_headers(headers: &[Header], config: &Value) -> ModelDetails {
-    // MLX packs `32 / bits` integers in each U32 element; its per-group
-    // scales and biases are not parameters of the model.
+    // MLX packs `bits`-bit integers into U32 elements (across element
+    // boundaries at 3, 5, 6 bits); its per-group scales and biases are not
+    // parameters of the model.
     let mlx_bits = config["quantization"]["bits"]
         .as_u64()
-        .filter(|&b| b > 0 && 32 % b == 0);
+        .filter(|&b| (1..=32).contains(&b));
+    let hf_quant = hf_quantization(config);
     let mut params = 0u64;
     let mut by_dtype: HashMap<String, u64> = HashMap::new();
     for header in headers {
@@ -111,7 +113,29 @@ pub fn details_from_headers(headers: &[Header], config: &Value) -> ModelDetails 
                     continue;
                 }
                 if dtype == "U32" {
-                    n = n.saturating_mul(32 / bits);
+                    n = n.checked_mul(32).map_or(u64::MAX, |b| b / bits);
+                }
+            }
+            if let Some(level) = &hf_quant {
+                // FP8 scales and bitsandbytes quant states are not parameters;
+                // a 4-bit U8 weight holds two.
+                const STATS: [&str; 7] = [
+                    ".weight_scale_inv",
+                    ".weight_scale",
+                    ".input_scale",
+                    ".absmax",
+                    ".quant_map",
+                    ".nested_absmax",
+                    ".nested_quant_map",
+                ];
+                if STATS
+                    .iter()
+                    .any(|s| name.ends_with(s) || name.contains(".quant_state."))
+                {
+                    continue;
+                }
+                if dtype == "U8" && matches!(level.as_str(), "NF4" | "FP4") {
+                    n = n.saturating_mul(2);
                 }
             }
             params = params.saturating_add(n);
@@ -129,9 +153,10 @@ pub fn details_from_headers(headers: &[Header], config: &Value) -> ModelDetails 
         .unwrap_or("unknown")
         .to_string();
     // MLX conversions: the integer width, not the U32 words they are packed in.
-    let quantization_level = match config["quantization"]["bits"].as_u64() {
-        Some(bits) => format!("MLX_Q{bits}"),
-        None => quantization_level,
+    let quantization_level = match (config["quantization"]["bits"].as_u64(), hf_quant) {
+        (Some(bits), _) => format!("MLX_Q{bits}"),
+        (None, Some(level)) => level,
+        (None, None) => quantization_level,
     };
     ModelDetails {
         format: "safetensors".to_string(),
@@ -139,6 +164,23 @@ pub fn details_from_headers(headers: &[Header], config: &Value) -> ModelDetails 
         family,
         parameter_size: human_number(params),
         quantization_level,
+    }
+}
+
+/// The level a Hugging Face `quantization_config` names: `FP8` (fp8 and
+/// compressed-tensors float-quantized), `NF4`/`FP4` (bitsandbytes 4-bit).
+fn hf_quantization(config: &Value) -> Option<String> {
+    let qc = &config["quantization_config"];
+    match qc["quant_method"].as_str()? {
+        "fp8" => Some("FP8".to_string()),
+        "compressed-tensors" if qc["format"] == "float-quantized" => Some("FP8".to_string()),
+        "bitsandbytes" if qc["load_in_4bit"] == true => Some(
+            qc["bnb_4bit_quant_type"]
+                .as_str()
+                .unwrap_or("fp4")
+                .to_uppercase(),
+        ),
+        _ => None,
     }
 }
 
@@ -171,13 +213,41 @@ mod tests {
     }
 
     #[test]
-    fn zero_or_odd_mlx_bits_count_u32_words() {
-        for bits in [0, 3] {
-            let h = header(json!({"w": {"dtype": "U32", "shape": [10]}}));
+    fn mlx_bits_unpack_u32_words() {
+        for (bits, params) in [(0, 30), (3, 320), (5, 192), (6, 160), (64, 30)] {
+            let h = header(json!({"w": {"dtype": "U32", "shape": [30]}}));
             let config = json!({"quantization": {"bits": bits}});
             let d = details_from_headers(&[h], &config);
-            assert_eq!(d.parameter_size, human_number(10));
+            assert_eq!(d.parameter_size, human_number(params), "{bits} bits");
             assert_eq!(d.quantization_level, format!("MLX_Q{bits}"));
         }
+    }
+
+    #[test]
+    fn fp8_and_nf4_checkpoints_name_their_level() {
+        let fp8 = header(json!({
+            "l.weight": {"dtype": "F8_E4M3", "shape": [64, 64]},
+            "l.weight_scale_inv": {"dtype": "F32", "shape": [1, 1]},
+            "norm.weight": {"dtype": "BF16", "shape": [64]}}));
+        let config = json!({"quantization_config": {"quant_method": "fp8"}});
+        let d = details_from_headers(&[fp8], &config);
+        assert_eq!(
+            (d.quantization_level.as_str(), d.parameter_size),
+            ("FP8", human_number(4160))
+        );
+        let nf4 = header(json!({
+            "l.weight": {"dtype": "U8", "shape": [2048, 1]},
+            "l.weight.absmax": {"dtype": "U8", "shape": [64]},
+            "l.weight.quant_map": {"dtype": "F32", "shape": [16]},
+            "l.weight.nested_absmax": {"dtype": "F32", "shape": [1]},
+            "l.weight.nested_quant_map": {"dtype": "F32", "shape": [256]},
+            "l.weight.quant_state.bitsandbytes__nf4": {"dtype": "U8", "shape": [166]}}));
+        let config = json!({"quantization_config": {"quant_method": "bitsandbytes",
+            "load_in_4bit": true, "bnb_4bit_quant_type": "nf4"}});
+        let d = details_from_headers(&[nf4], &config);
+        assert_eq!(
+            (d.quantization_level.as_str(), d.parameter_size),
+            ("NF4", human_number(4096))
+        );
     }
 }

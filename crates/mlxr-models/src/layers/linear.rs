@@ -4,6 +4,9 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Module, Tensor};
 
 use crate::backend::cpu::kernels::affine::{AffineMatMul, AffineWeight};
+use crate::backend::cpu::kernels::bnb4::Bnb4Weight;
+use crate::backend::cpu::kernels::decoded::{DecodedMatMul, RowDecode};
+use crate::backend::cpu::kernels::fp8::Fp8Weight;
 use crate::backend::cpu::kernels::{QuantMatMul, RowOrder};
 use crate::weights::Weights;
 use crate::Result;
@@ -32,6 +35,11 @@ enum LinearWeight {
     Dense(Tensor),
     /// MLX affine-quantized integers with per-group scales and biases.
     Affine(Arc<AffineWeight>),
+    /// FP8 codes with block scales (Hugging Face FP8 checkpoints), decoded
+    /// row by row inside the matmul.
+    Fp8(Arc<Fp8Weight>),
+    /// bitsandbytes NF4/FP4 codes with block absmax, likewise.
+    Bnb4(Arc<Bnb4Weight>),
 }
 
 impl Linear {
@@ -125,6 +133,14 @@ impl Linear {
         Self::new(LinearWeight::Affine(w))
     }
 
+    pub fn fp8(w: Arc<Fp8Weight>) -> Self {
+        Self::new(LinearWeight::Fp8(w))
+    }
+
+    pub fn bnb4(w: Arc<Bnb4Weight>) -> Self {
+        Self::new(LinearWeight::Bnb4(w))
+    }
+
     fn new(weight: LinearWeight) -> Self {
         Self {
             weight,
@@ -167,6 +183,8 @@ impl Linear {
             LinearWeight::Tiled(op) => (op.rows(), op.cols()),
             LinearWeight::Dense(w) => dims2(w),
             LinearWeight::Affine(w) => (w.rows(), w.cols()),
+            LinearWeight::Fp8(w) => (w.rows(), w.cols()),
+            LinearWeight::Bnb4(w) => (w.rows(), w.cols()),
         }
     }
 
@@ -215,6 +233,8 @@ impl Linear {
             LinearWeight::Tiled(fast) => fast.forward(&x.to_dtype(DType::F32)?)?,
             LinearWeight::Dense(w) => x.contiguous()?.matmul(&w.t()?)?,
             LinearWeight::Affine(w) => AffineMatMul(w).forward(x)?,
+            LinearWeight::Fp8(w) => DecodedMatMul(&**w).forward(x)?,
+            LinearWeight::Bnb4(w) => DecodedMatMul(&**w).forward(x)?,
         };
         self.with_bias(y)
     }

@@ -7,6 +7,7 @@
 
 mod gguf;
 mod hf_names;
+pub mod hf_quant;
 mod safetensors;
 
 pub use gguf::GgufWeights;

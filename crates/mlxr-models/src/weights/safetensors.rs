@@ -6,6 +6,11 @@
 //! `uint32` weight holds `bits`-bit integers, and `bits` and the group size
 //! follow from the shapes (`in·bits/32` words and `in/group` scales per row),
 //! which also covers MLX's per-layer overrides.
+//!
+//! FP8 (`quant_method: fp8`, compressed-tensors) and bitsandbytes 4-bit
+//! linear weights, as `config.json`'s `quantization_config` declares them
+//! ([`super::hf_quant`]), stay in their codes for the CPU kernels, or are
+//! dequantized to f32 for other devices.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,9 +18,16 @@ use std::sync::Arc;
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Tensor};
 
+use mlxr_formats::float8::Float8;
+use safetensors::Dtype;
+
 use super::hf_names::hf_name;
+use super::hf_quant::{Absmax, Bnb4Kind, Bnb4State, HfQuantization, ScaleStrategy, NF4_CODE};
 use super::Weights;
 use crate::backend::cpu::kernels::affine::AffineWeight;
+use crate::backend::cpu::kernels::bnb4::Bnb4Weight;
+use crate::backend::cpu::kernels::decoded::RowDecode;
+use crate::backend::cpu::kernels::fp8::Fp8Weight;
 use crate::layers::{Embedding, Linear};
 use crate::{ModelError, Result};
 
@@ -26,6 +38,7 @@ pub struct SafetensorsWeights {
     prefix: String,
     post_norms: bool,
     device: Device,
+    quantization: Option<HfQuantization>,
 }
 
 fn files_error(msg: impl Into<String>) -> ModelError {
@@ -60,6 +73,7 @@ impl SafetensorsWeights {
             prefix,
             post_norms,
             device: device.clone(),
+            quantization: quantization_of(dir)?,
         })
     }
 
@@ -80,6 +94,7 @@ impl SafetensorsWeights {
 
     /// A float tensor as f32, checked against `shape`.
     fn float(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
+        self.check_float(name)?;
         let t = self
             .files
             .load(name, &self.device)
@@ -149,6 +164,7 @@ impl SafetensorsWeights {
     }
 
     fn float_any(&self, name: &str) -> Result<Tensor> {
+        self.check_float(name)?;
         let t = self
             .files
             .load(name, &self.device)
@@ -159,6 +175,269 @@ impl SafetensorsWeights {
     fn is_quantized(&self, stem: &str) -> bool {
         self.has(&format!("{stem}.scales"))
     }
+
+    fn dtype(&self, name: &str) -> Result<Dtype> {
+        Ok(self
+            .files
+            .get(name)
+            .map_err(|_| ModelError::MissingTensor(name.to_string()))?
+            .dtype())
+    }
+
+    fn check_float(&self, name: &str) -> Result<()> {
+        match self.dtype(name)? {
+            Dtype::F32 | Dtype::F16 | Dtype::BF16 => Ok(()),
+            other => Err(files_error(format!(
+                "tensor '{name}' is {other:?}; float weights must be F32, F16 or BF16"
+            ))),
+        }
+    }
+
+    /// A float tensor's values as f32, and its shape.
+    fn f32s(&self, name: &str) -> Result<(Vec<f32>, Vec<usize>)> {
+        let t = self.float_any(name)?;
+        Ok((t.flatten_all()?.to_vec1::<f32>()?, t.dims().to_vec()))
+    }
+
+    fn bytes(&self, name: &str) -> Result<&[u8]> {
+        Ok(self
+            .files
+            .get(name)
+            .map_err(|_| ModelError::MissingTensor(name.to_string()))?
+            .data())
+    }
+
+    /// The FP8 or bitsandbytes 4-bit weight `{stem}.weight` (`hf`) as a
+    /// linear layer: the codes for the CPU kernels, or f32 on other
+    /// devices; `None` when it is stored as floats.
+    fn hf_quantized(&self, stem: &str, hf: &str, out: usize, inp: usize) -> Result<Option<Linear>> {
+        let dtype = self.dtype(hf)?;
+        let stored = match dtype {
+            Dtype::F8_E4M3 => Some(Float8::E4M3),
+            Dtype::F8_E5M2 => Some(Float8::E5M2),
+            Dtype::U8 => None,
+            _ => return Ok(None),
+        };
+        let quant = self.quantization.as_ref();
+        if let Some(q) = quant.filter(|q| q.leaves_float(stem)) {
+            return Err(files_error(format!(
+                "tensor '{hf}' is {dtype:?}, but quantization_config lists '{stem}' as not \
+                 converted ({q:?})"
+            )));
+        }
+        let linear = match (stored, quant) {
+            (
+                Some(format),
+                Some(HfQuantization::Fp8 {
+                    format: fmt, block, ..
+                }),
+            ) => {
+                if format != *fmt {
+                    return Err(files_error(format!(
+                        "tensor '{hf}' is {dtype:?}, but quantization_config's fmt is {fmt:?}"
+                    )));
+                }
+                let scale = format!("{stem}.weight_scale_inv");
+                let w = match block {
+                    Some(b) => self.fp8(hf, format, out, inp, &scale, *b)?,
+                    None if self.has(&scale) => {
+                        self.fp8(hf, format, out, inp, &scale, [out, inp])?
+                    }
+                    None => {
+                        let scale = format!("{stem}.weight_scale");
+                        self.fp8(hf, format, out, inp, &scale, [out, inp])?
+                    }
+                };
+                self.on_device(w, Linear::fp8)?
+            }
+            (Some(format), Some(HfQuantization::CompressedFp8 { strategy, .. })) => {
+                let block = match strategy {
+                    ScaleStrategy::Tensor => [out, inp],
+                    ScaleStrategy::Channel => [1, inp],
+                    ScaleStrategy::Block(b) => *b,
+                };
+                let w = self.fp8(hf, format, out, inp, &format!("{stem}.weight_scale"), block)?;
+                self.on_device(w, Linear::fp8)?
+            }
+            (None, Some(HfQuantization::Bnb4 { kind, .. })) => {
+                let w = self.bnb4(hf, *kind, out, inp)?;
+                self.on_device(w, Linear::bnb4)?
+            }
+            (Some(_), _) => {
+                return Err(files_error(format!(
+                    "tensor '{hf}' is {dtype:?}, but config.json has no FP8 quantization_config"
+                )))
+            }
+            (None, _) => {
+                return Err(files_error(format!(
+                    "tensor '{hf}' is U8, but config.json has no bitsandbytes 4-bit \
+                     quantization_config"
+                )))
+            }
+        };
+        Ok(Some(linear))
+    }
+
+    /// `w` for the CPU kernels, or dequantized to f32 for another device.
+    fn on_device<W: RowDecode>(&self, w: W, cpu: fn(Arc<W>) -> Linear) -> Result<Linear> {
+        if self.device.is_cpu() {
+            return Ok(cpu(Arc::new(w)));
+        }
+        let values = w.dequantize();
+        Ok(Linear::dense(Tensor::from_vec(
+            values,
+            (w.rows(), w.cols()),
+            &self.device,
+        )?))
+    }
+
+    /// `hf` (FP8 `[out, inp]`) times its scales `scale`, one per `block`.
+    fn fp8(
+        &self,
+        hf: &str,
+        format: Float8,
+        out: usize,
+        inp: usize,
+        scale: &str,
+        block: [usize; 2],
+    ) -> Result<Fp8Weight> {
+        let view = self
+            .files
+            .get(hf)
+            .map_err(|_| ModelError::MissingTensor(hf.to_string()))?;
+        if view.shape() != [out, inp] {
+            return Err(ModelError::ShapeMismatch {
+                tensor: hf.to_string(),
+                expected: vec![out, inp],
+                found: view.shape().to_vec(),
+            });
+        }
+        if !self.has(scale) {
+            return Err(files_error(format!(
+                "FP8 tensor '{hf}' has no scale tensor '{scale}'"
+            )));
+        }
+        let (scales, shape) = self.f32s(scale)?;
+        let grid = [out.div_ceil(block[0]), inp.div_ceil(block[1])];
+        // A single scale may be stored as a scalar or [1]; a channel's as
+        // [out] or [out, 1].
+        let fits = shape == grid
+            || (shape.iter().product::<usize>() == grid[0] * grid[1]
+                && (grid[1] == 1 && shape == [grid[0]] || grid == [1, 1] && shape.len() <= 1));
+        if !fits {
+            return Err(ModelError::ShapeMismatch {
+                tensor: scale.to_string(),
+                expected: grid.to_vec(),
+                found: shape,
+            });
+        }
+        Fp8Weight::new(format, out, inp, view.data().to_vec(), scales, block)
+            .map_err(|e| files_error(format!("FP8 tensor '{hf}': {e}")))
+    }
+
+    /// A bitsandbytes 4-bit weight `hf` with its quant state beside it.
+    fn bnb4(&self, hf: &str, kind: Bnb4Kind, out: usize, inp: usize) -> Result<Bnb4Weight> {
+        let kind_name = match kind {
+            Bnb4Kind::Nf4 => "nf4",
+            Bnb4Kind::Fp4 => "fp4",
+        };
+        let state_name = format!("{hf}.quant_state.bitsandbytes__{kind_name}");
+        if !self.has(&state_name) {
+            return Err(files_error(format!(
+                "4-bit tensor '{hf}' has no '{state_name}' (bitsandbytes quant state)"
+            )));
+        }
+        let state = Bnb4State::parse(self.bytes(&state_name)?, &state_name, kind)?;
+        if state.shape != [out, inp] {
+            return Err(ModelError::ShapeMismatch {
+                tensor: state_name,
+                expected: vec![out, inp],
+                found: state.shape,
+            });
+        }
+        let n = out * inp;
+        let packed = self.bytes(hf)?;
+        if packed.len() != n.div_ceil(2) {
+            return Err(files_error(format!(
+                "4-bit tensor '{hf}' holds {} bytes, expected {} for [{out}, {inp}]",
+                packed.len(),
+                n.div_ceil(2)
+            )));
+        }
+        let blocks = n.div_ceil(state.blocksize);
+        let code_name = format!("{hf}.quant_map");
+        let code: [f32; 16] = if self.has(&code_name) {
+            let (code, _) = self.f32s(&code_name)?;
+            code.try_into().map_err(|c: Vec<f32>| {
+                files_error(format!("'{code_name}' has {} values, expected 16", c.len()))
+            })?
+        } else if kind == Bnb4Kind::Nf4 {
+            NF4_CODE
+        } else {
+            return Err(ModelError::MissingTensor(code_name));
+        };
+        let absmax_name = format!("{hf}.absmax");
+        let expect_len = |name: &str, len: usize, want: usize| -> Result<()> {
+            if len != want {
+                return Err(files_error(format!(
+                    "'{name}' has {len} values, expected {want} for [{out}, {inp}] in blocks \
+                     of {}",
+                    state.blocksize
+                )));
+            }
+            Ok(())
+        };
+        let absmax = match (state.nested_offset, state.nested_blocksize) {
+            (Some(offset), Some(nested_blocksize)) => {
+                if self.dtype(&absmax_name)? != Dtype::U8 {
+                    return Err(files_error(format!(
+                        "'{absmax_name}' is {:?}; double-quantized absmax is U8",
+                        self.dtype(&absmax_name)?
+                    )));
+                }
+                let codes = self.bytes(&absmax_name)?;
+                expect_len(&absmax_name, codes.len(), blocks)?;
+                let nested = format!("{hf}.nested_absmax");
+                let (absmax, _) = self.f32s(&nested)?;
+                expect_len(&nested, absmax.len(), blocks.div_ceil(nested_blocksize))?;
+                let map = format!("{hf}.nested_quant_map");
+                let (quant_map, _) = self.f32s(&map)?;
+                expect_len(&map, quant_map.len(), 256)?;
+                Absmax::Nested {
+                    codes,
+                    quant_map,
+                    absmax,
+                    blocksize: nested_blocksize,
+                    offset,
+                }
+            }
+            _ => {
+                let (absmax, _) = self.f32s(&absmax_name)?;
+                expect_len(&absmax_name, absmax.len(), blocks)?;
+                Absmax::Plain(absmax)
+            }
+        };
+        Bnb4Weight::new(
+            out,
+            inp,
+            state.blocksize,
+            packed.to_vec(),
+            code,
+            absmax.resolve(),
+        )
+        .map_err(|e| files_error(format!("4-bit tensor '{hf}': {e}")))
+    }
+}
+
+/// The quantization `dir/config.json` declares, if any.
+fn quantization_of(dir: &Path) -> Result<Option<HfQuantization>> {
+    let path = dir.join("config.json");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(None);
+    };
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| files_error(format!("{} is not valid JSON: {e}", path.display())))?;
+    HfQuantization::from_config(&json)
 }
 
 impl Weights for SafetensorsWeights {
@@ -177,6 +456,9 @@ impl Weights for SafetensorsWeights {
                 return Ok(Linear::dense(self.dequantized(&w)?));
             }
             return Ok(Linear::affine(Arc::new(w)));
+        }
+        if let Some(linear) = self.hf_quantized(stem, &hf, out, inp)? {
+            return Ok(linear);
         }
         Ok(Linear::dense(self.float(&hf, &[out, inp])?))
     }

@@ -2,8 +2,9 @@
 //!
 //! A row of `W` (`cols` values) is cut into groups of `group_size`; each value
 //! is a `bits`-bit unsigned integer `q`, packed little-endian into `u32` words
-//! (value `j` of a row sits at bit `j·bits`), and each group has a scale and a
-//! bias: `w = scale·q + bias`.
+//! (value `j` of a row sits at bit `j·bits` of the row's bit stream; at 3, 5
+//! and 6 bits values straddle words, as `mlx.core.quantize` packs them), and
+//! each group has a scale and a bias: `w = scale·q + bias`.
 //!
 //! `y = x·Wᵀ` is computed group by group as
 //! `scale·Σ x_j q_j + bias·Σ x_j`: the group's integers are unpacked to f32
@@ -16,7 +17,7 @@ use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
 /// Bit widths MLX uses that this kernel reads.
-pub const SUPPORTED_BITS: [u32; 3] = [2, 4, 8];
+pub const SUPPORTED_BITS: [u32; 6] = [2, 3, 4, 5, 6, 8];
 
 /// A quantized `[rows, cols]` matrix in MLX's affine layout.
 #[derive(Debug)]
@@ -45,7 +46,7 @@ impl AffineWeight {
     ) -> Result<Self, String> {
         if !SUPPORTED_BITS.contains(&bits) {
             return Err(format!(
-                "{bits}-bit affine quantization is not supported (supported: 2, 4, 8)"
+                "{bits}-bit affine quantization is not supported (supported: 2, 3, 4, 5, 6, 8)"
             ));
         }
         if group_size == 0
@@ -105,15 +106,9 @@ impl AffineWeight {
     /// The integers of group `g` of row `r`, as f32, into `out` (`group_size`).
     #[inline(always)]
     fn unpack_group(&self, r: usize, g: usize, out: &mut [f32]) {
-        let per_word = 32 / self.bits as usize;
-        let mask = (1u32 << self.bits) - 1;
-        let first = r * self.words_per_row() + g * self.group_size / per_word;
-        let words = &self.packed[first..first + self.group_size / per_word];
-        for (chunk, &word) in out.chunks_exact_mut(per_word).zip(words) {
-            for (k, v) in chunk.iter_mut().enumerate() {
-                *v = ((word >> (k as u32 * self.bits)) & mask) as f32;
-            }
-        }
+        let words_per_group = self.group_size * self.bits as usize / 32;
+        let first = r * self.words_per_row() + g * words_per_group;
+        unpack_stream(&self.packed[first..first + words_per_group], self.bits, out);
     }
 
     /// Row `r` as f32 values.
@@ -165,8 +160,39 @@ impl AffineWeight {
         match self.bits {
             2 => self.rows_product_bits::<2>(rows, xt, m, group_sums),
             4 => self.rows_product_bits::<4>(rows, xt, m, group_sums),
-            _ => self.rows_product_bits::<8>(rows, xt, m, group_sums),
+            8 => self.rows_product_bits::<8>(rows, xt, m, group_sums),
+            _ => self.rows_product_stream(rows, xt, m, group_sums),
         }
+    }
+
+    /// [`Self::rows_product_bits`] for widths whose values straddle words
+    /// (3, 5, 6 bits): each group is unpacked in natural order once per row
+    /// and dotted with every token the same way (`xt` is `x` unchanged), so
+    /// a row's result does not depend on the batch either.
+    #[inline(always)]
+    fn rows_product_stream(
+        &self,
+        rows: std::ops::Range<usize>,
+        x: &[f32],
+        m: usize,
+        group_sums: &[f32],
+    ) -> Vec<f32> {
+        let (gs, groups) = (self.group_size, self.groups_per_row());
+        let mut part = vec![0.0f32; rows.len() * m];
+        let mut q = vec![0.0f32; gs];
+        for (i, r) in rows.enumerate() {
+            for g in 0..groups {
+                self.unpack_group(r, g, &mut q);
+                let (scale, bias) = (self.scales[r * groups + g], self.biases[r * groups + g]);
+                for t in 0..m {
+                    let xs = &x[t * self.cols + g * gs..t * self.cols + (g + 1) * gs];
+                    let (p, tail) = lane_dot(&q, xs, gs);
+                    let dot = p.iter().sum::<f32>() + tail;
+                    part[i * m + t] += scale * dot + bias * group_sums[t * groups + g];
+                }
+            }
+        }
+        part
     }
 
     #[inline(always)]
@@ -268,7 +294,11 @@ impl AffineWeight {
 /// position `k·W + j` holds the value in bits `k·BITS..` of word `j` (of `W`
 /// words per group), so that one shift and mask of all the group's words
 /// lines up with a contiguous run of `x`.
+/// Widths whose values straddle words keep `x` as it is.
 fn lane_order(x: &[f32], group_size: usize, bits: u32) -> Vec<f32> {
+    if !32u32.is_multiple_of(bits) {
+        return x.to_vec();
+    }
     let per_word = 32 / bits as usize;
     let words = group_size / per_word;
     let mut out = vec![0.0f32; x.len()];
@@ -283,6 +313,22 @@ fn lane_order(x: &[f32], group_size: usize, bits: u32) -> Vec<f32> {
         }
     }
     out
+}
+
+/// `out.len()` `bits`-bit integers, as f32, read from the little-endian bit
+/// stream `words` (value `k` at bit `k·bits`, possibly across two words).
+#[inline(always)]
+fn unpack_stream(words: &[u32], bits: u32, out: &mut [f32]) {
+    let mask = (1u64 << bits) - 1;
+    for (k, v) in out.iter_mut().enumerate() {
+        let bit = k * bits as usize;
+        let (word, shift) = (bit / 32, bit % 32);
+        let mut pair = words[word] as u64;
+        if shift + bits as usize > 32 {
+            pair |= (words[word + 1] as u64) << 32;
+        }
+        *v = ((pair >> shift) & mask) as f32;
+    }
 }
 
 /// The group's integers as f32 in lane order (see [`lane_order`]).
@@ -424,6 +470,12 @@ mod tests {
             (8, 32, 40, 64, 3),
             (8, 128, 9, 256, 17),
             (2, 64, 23, 192, 2),
+            (3, 32, 19, 96, 1),
+            (3, 64, 8, 128, 4),
+            (5, 32, 11, 160, 3),
+            (5, 128, 7, 256, 1),
+            (6, 64, 13, 192, 5),
+            (6, 32, 5, 64, 1),
         ] {
             let w = random(rows, cols, bits, gs, bits as u64 * 1000 + m as u64);
             let mut rng = rand::rngs::StdRng::seed_from_u64(7);
@@ -451,23 +503,90 @@ mod tests {
 
     #[test]
     fn a_row_does_not_depend_on_the_batch() {
-        let w = random(33, 128, 4, 64, 1);
-        let mut rng = rand::rngs::StdRng::seed_from_u64(2);
-        let x: Vec<f32> = (0..6 * 128).map(|_| rng.random_range(-1.0..1.0)).collect();
-        let batched = w.matmul(&x, 6);
-        for t in 0..6 {
-            let alone = w.matmul(&x[t * 128..(t + 1) * 128], 1);
-            assert_eq!(alone, batched[t * 33..(t + 1) * 33]);
+        for bits in [4, 3, 5, 6] {
+            let w = random(33, 128, bits, 64, 1);
+            let mut rng = rand::rngs::StdRng::seed_from_u64(2);
+            let x: Vec<f32> = (0..6 * 128).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let batched = w.matmul(&x, 6);
+            for t in 0..6 {
+                let alone = w.matmul(&x[t * 128..(t + 1) * 128], 1);
+                assert_eq!(alone, batched[t * 33..(t + 1) * 33], "{bits} bits");
+            }
         }
+    }
+
+    /// `mx.quantize` of a [2, 64] matrix at 3, 5 and 6 bits (group 32),
+    /// against `mx.dequantize` (tests/fixtures/fp8-nf4/mlx-pack.json, from
+    /// scripts/fixtures/fp8-nf4.py, mlx 0.32.4).
+    #[test]
+    fn straddling_widths_match_mlx_dequantize() {
+        let path = mlxr_testkit::fixture_path("fp8-nf4/mlx-pack.json");
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let floats = |v: &serde_json::Value| -> Vec<f32> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap() as f32)
+                .collect()
+        };
+        let x = floats(&doc["weight"]);
+        for case in doc["cases"].as_array().unwrap() {
+            let bits = case["bits"].as_u64().unwrap() as u32;
+            let packed: Vec<u32> = case["packed"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w.as_u64().unwrap() as u32)
+                .collect();
+            let w = AffineWeight::new(
+                2,
+                64,
+                bits,
+                32,
+                packed,
+                floats(&case["scales"]),
+                floats(&case["biases"]),
+            )
+            .unwrap();
+            let want = floats(&case["dequantized"]);
+            let got = w.dequantize();
+            assert!(
+                max_abs(&got, &want) <= 1e-6,
+                "{bits} bits: dequantize differs from mlx by {}",
+                max_abs(&got, &want)
+            );
+            // One token through the kernel against the dot with mlx's values.
+            let y = w.matmul(&x[..64], 1);
+            for (r, &yr) in y.iter().enumerate() {
+                let dot: f32 = want[r * 64..(r + 1) * 64]
+                    .iter()
+                    .zip(&x[..64])
+                    .map(|(a, b)| a * b)
+                    .sum();
+                assert!(
+                    (yr - dot).abs() <= 1e-4,
+                    "{bits} bits row {r}: {yr} vs {dot}"
+                );
+            }
+        }
+    }
+
+    fn max_abs(a: &[f32], b: &[f32]) -> f32 {
+        a.iter()
+            .zip(b)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max)
     }
 
     #[test]
     fn bad_shapes_are_errors() {
         assert!(
-            AffineWeight::new(2, 64, 3, 32, vec![0; 12], vec![0.0; 4], vec![0.0; 4])
+            AffineWeight::new(2, 64, 7, 32, vec![0; 28], vec![0.0; 4], vec![0.0; 4])
                 .unwrap_err()
-                .contains("3-bit")
+                .contains("7-bit")
         );
+        assert!(AffineWeight::new(2, 64, 3, 32, vec![0; 11], vec![0.0; 4], vec![0.0; 4]).is_err());
         assert!(AffineWeight::new(2, 64, 4, 48, vec![0; 8], vec![0.0; 4], vec![0.0; 4]).is_err());
         assert!(AffineWeight::new(2, 64, 4, 32, vec![0; 7], vec![0.0; 4], vec![0.0; 4]).is_err());
     }

@@ -14,7 +14,10 @@
 
 pub mod affine;
 pub mod attention;
+pub mod bnb4;
+pub mod decoded;
 pub mod dot;
+pub mod fp8;
 pub mod ggml_f32;
 pub mod isa;
 mod kquant_tiles_avx2;
