@@ -23,6 +23,7 @@ mod metadata;
 mod parse;
 mod reader;
 mod value;
+pub mod stream_writer;
 pub mod writer;
 
 use std::collections::HashMap;
