@@ -22,8 +22,8 @@ mod ggml_type;
 mod metadata;
 mod parse;
 mod reader;
-mod value;
 pub mod stream_writer;
+mod value;
 pub mod writer;
 
 use std::collections::HashMap;

@@ -29,11 +29,17 @@ impl TensorSpec {
     pub fn size_bytes(&self) -> Option<u64> {
         let row = *self.dims.first().unwrap_or(&1);
         let block = self.ggml_type.block_size();
-        if row % block != 0 {
+        if !row.is_multiple_of(block) {
             return None;
         }
-        let rows = self.dims.iter().skip(1).try_fold(1u64, |a, &d| a.checked_mul(d))?;
-        (row / block).checked_mul(self.ggml_type.type_size())?.checked_mul(rows)
+        let rows = self
+            .dims
+            .iter()
+            .skip(1)
+            .try_fold(1u64, |a, &d| a.checked_mul(d))?;
+        (row / block)
+            .checked_mul(self.ggml_type.type_size())?
+            .checked_mul(rows)
     }
 }
 
@@ -242,8 +248,14 @@ mod tests {
     fn matches_the_in_memory_writer() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m.gguf");
-        let kvs = vec![("general.architecture".to_string(), MetadataValue::from("llama"))];
-        let a: Vec<u8> = [1f32, 2.0, 3.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let kvs = vec![(
+            "general.architecture".to_string(),
+            MetadataValue::from("llama"),
+        )];
+        let a: Vec<u8> = [1f32, 2.0, 3.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
         let b: Vec<u8> = (0..68u8).collect();
         let mut w = GgufStreamWriter::create(&path, &kvs, &specs()).unwrap();
         let temp = w.temp_path().to_owned();
