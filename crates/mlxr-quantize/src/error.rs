@@ -31,6 +31,9 @@ pub enum QuantizeError {
     #[error("tensor {tensor}: {message}")]
     Tensor { tensor: String, message: String },
 
+    #[error("cancelled")]
+    Cancelled,
+
     #[error("model metadata: {0}")]
     Metadata(String),
 }

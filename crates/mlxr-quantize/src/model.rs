@@ -22,7 +22,8 @@ pub struct QuantizeOptions {
     pub allow_requantize: bool,
 }
 
-/// Reported before each tensor is written.
+/// Reported before each tensor is written; the callback returns false to
+/// stop (the run then ends with [`QuantizeError::Cancelled`]).
 #[derive(Clone, Copy, Debug)]
 pub struct ModelProgress<'a> {
     /// 0-based position of the tensor in the output.
@@ -46,7 +47,7 @@ pub fn quantize_model(
     input: &GgufFile,
     output: &Path,
     options: QuantizeOptions,
-    mut progress: impl FnMut(ModelProgress<'_>),
+    mut progress: impl FnMut(ModelProgress<'_>) -> bool,
 ) -> Result<QuantizeSummary, QuantizeError> {
     let plan = plan_tensor_types(input, options.file_type)?;
     if !options.allow_requantize {
@@ -76,11 +77,14 @@ pub fn quantize_model(
         output_bytes: 0,
     };
     for (index, tensor) in plan.iter().enumerate() {
-        progress(ModelProgress {
+        let go_on = progress(ModelProgress {
             index,
             total: plan.len(),
             tensor,
         });
+        if !go_on {
+            return Err(QuantizeError::Cancelled);
+        }
         let data = input.raw_tensor_data(&tensor.info)?;
         if tensor.target == tensor.info.ggml_type {
             writer.write_tensor(data)?;

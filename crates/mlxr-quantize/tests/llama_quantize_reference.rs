@@ -31,7 +31,7 @@ fn every_type_is_bit_identical_to_llama_quantize() {
             file_type: ftype,
             allow_requantize: false,
         };
-        quantize_model(&input, &out, options, |_| {}).unwrap();
+        quantize_model(&input, &out, options, |_| true).unwrap();
         let file = GgufFile::open(&out).unwrap();
         assert_eq!(
             file.metadata().get_u32("general.file_type").unwrap() as u64,
@@ -76,4 +76,57 @@ fn every_type_is_bit_identical_to_llama_quantize() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+#[test]
+fn a_cancelled_or_refused_run_leaves_nothing() {
+    let input = GgufFile::open(fixture("tiny-llama-f16.gguf")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q.gguf");
+    let options = QuantizeOptions {
+        file_type: FileType::Q4_K_M,
+        allow_requantize: false,
+    };
+    let e = quantize_model(&input, &out, options, |p| p.index < 10).unwrap_err();
+    assert!(matches!(e, mlxr_quantize::QuantizeError::Cancelled), "{e}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+
+    // A quantized input needs allow_requantize; with it, Q8_0 -> Q4_0 runs.
+    quantize_model(
+        &input,
+        &out,
+        QuantizeOptions {
+            file_type: FileType::Q8_0,
+            ..options
+        },
+        |_| true,
+    )
+    .unwrap();
+    let q8 = GgufFile::open(&out).unwrap();
+    let out2 = dir.path().join("q4.gguf");
+    let e = quantize_model(
+        &q8,
+        &out2,
+        QuantizeOptions {
+            file_type: FileType::Q4_0,
+            ..options
+        },
+        |_| true,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("already quantized (Q8_0)"), "{e}");
+    assert!(!out2.exists());
+    let requant = QuantizeOptions {
+        file_type: FileType::Q4_0,
+        allow_requantize: true,
+    };
+    let summary = quantize_model(&q8, &out2, requant, |_| true).unwrap();
+    let q4 = GgufFile::open(&out2).unwrap();
+    assert_eq!(
+        q4.tensor("blk.0.attn_q.weight").unwrap().ggml_type.name(),
+        "Q4_0"
+    );
+    assert_eq!(q4.tensor("output.weight").unwrap().ggml_type.name(), "Q6_K");
+    assert_eq!(summary.tensors.len(), q4.tensors().len());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
 }
