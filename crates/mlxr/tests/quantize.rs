@@ -1,5 +1,5 @@
 //! `mlxr quantize` driven the way a user drives it: on the committed tiny
-//! F16 model (output compared with llama-quantize's, recorded by
+//! F16 model (output byte-identical to llama-quantize's, recorded by
 //! scripts/fixtures/quantize-reference.py) and, where it is fetched, on
 //! SmolLM2 (requantized, then generating).
 
@@ -79,6 +79,8 @@ fn quantizes_the_tiny_model_as_llama_quantize_does() {
         let sha = format!("{:x}", Sha256::digest(file.raw_tensor_data(t).unwrap()));
         assert_eq!(sha, e["sha256"].as_str().unwrap(), "{}", t.name);
     }
+    let file_sha = format!("{:x}", Sha256::digest(std::fs::read(&out).unwrap()));
+    assert_eq!(file_sha, reference["types"]["Q4_K_M"]["file_sha256"].as_str().unwrap());
     assert_eq!(entries(dir.path()), 1);
 }
 
