@@ -80,7 +80,12 @@ fn quantizes_the_tiny_model_as_llama_quantize_does() {
         assert_eq!(sha, e["sha256"].as_str().unwrap(), "{}", t.name);
     }
     let file_sha = format!("{:x}", Sha256::digest(std::fs::read(&out).unwrap()));
-    assert_eq!(file_sha, reference["types"]["Q4_K_M"]["file_sha256"].as_str().unwrap());
+    assert_eq!(
+        file_sha,
+        reference["types"]["Q4_K_M"]["file_sha256"]
+            .as_str()
+            .unwrap()
+    );
     assert_eq!(entries(dir.path()), 1);
 }
 
@@ -172,4 +177,40 @@ fn requantized_smollm2_still_generates() {
     );
     let text = String::from_utf8_lossy(&gen.stdout);
     assert!(text.contains("Paris"), "{text}");
+}
+
+/// Ctrl-C mid-run stops at the next tensor and leaves no file behind.
+#[cfg(unix)]
+#[test]
+fn ctrl_c_leaves_nothing() {
+    let Some(model) = mlxr_testkit::model_path(mlxr_testkit::SMOLLM2) else {
+        mlxr_testkit::skip_note("SmolLM2 not fetched (scripts/fetch-models.sh)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("smollm2-q6_k.gguf");
+    let child = mlxr()
+        .arg("quantize")
+        .arg(&model)
+        .arg(&out)
+        .args(["--type", "Q6_K", "--allow-requantize", "--threads", "1"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the temporary file exists, i.e. the run is under way.
+    let started = std::time::Instant::now();
+    while entries(dir.path()) == 0 && started.elapsed().as_secs() < 60 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if output.status.success() {
+        // The run finished before the signal arrived: nothing to check.
+        mlxr_testkit::skip_note("quantize finished before Ctrl-C");
+        return;
+    }
+    assert!(stderr.contains("cancelled"), "stderr: {stderr}");
+    assert_eq!(entries(dir.path()), 0, "stderr: {stderr}");
 }
