@@ -16,6 +16,7 @@ use mlxr_engine::{DeviceChoice, DraftLength, KvBudget, KvDtype, SpecType};
   mlxr generate -m model.gguf --raw -n 32 --temperature 0 \"The capital of France is\"
   mlxr tokenize -m model.gguf --pieces \"Hello, world!\"
   mlxr bench -m model.gguf -p 512 -n 128 -t 2    prompt and generation tokens/s, like llama-bench
+  mlxr quantize model-f16.gguf model-Q4_K_M.gguf --type Q4_K_M   as llama-quantize, bit for bit
   mlxr serve                                     start the daemon (http://127.0.0.1:11435, web UI there too)
   mlxr pull smollm2:135m && mlxr run smollm2:135m \"Why is the sky blue?\"   through the daemon"
 )]
