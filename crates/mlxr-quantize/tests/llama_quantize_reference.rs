@@ -17,17 +17,35 @@ fn fixture(name: &str) -> PathBuf {
 
 #[test]
 fn every_type_is_bit_identical_to_llama_quantize() {
+    let mut failures = Vec::new();
+    for reference in [
+        "llama-quantize-reference.json",
+        "llama-quantize-reference-phi3.json",
+    ] {
+        failures.extend(compare_with(reference));
+    }
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Quantizes the reference's input to each of its types; what differs.
+fn compare_with(reference: &str) -> Vec<String> {
     let reference: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(fixture("llama-quantize-reference.json")).unwrap())
-            .unwrap();
-    let input = GgufFile::open(fixture(reference["input"].as_str().unwrap())).unwrap();
+        serde_json::from_slice(&std::fs::read(fixture(reference)).unwrap()).unwrap();
+    let input_name = reference["input"].as_str().unwrap();
+    let input = GgufFile::open(fixture(input_name)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut failures = Vec::new();
     let types = reference["types"].as_object().unwrap();
     assert!(types.len() >= 17);
-    for (name, expected) in types {
-        let ftype: FileType = name.parse().unwrap();
-        let out = dir.path().join(format!("{name}.gguf"));
+    for (ty, expected) in types {
+        let name = format!("{input_name} {ty}");
+        let ftype: FileType = ty.parse().unwrap();
+        let out = dir.path().join(format!("{ty}.gguf"));
         let options = QuantizeOptions {
             file_type: ftype,
             allow_requantize: false,
@@ -75,12 +93,7 @@ fn every_type_is_bit_identical_to_llama_quantize() {
             }
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} mismatches:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    failures
 }
 
 #[test]
