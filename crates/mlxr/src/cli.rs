@@ -16,6 +16,7 @@ use mlxr_engine::{DeviceChoice, DraftLength, KvBudget, KvDtype, SpecType};
   mlxr generate -m model.gguf --raw -n 32 --temperature 0 \"The capital of France is\"
   mlxr tokenize -m model.gguf --pieces \"Hello, world!\"
   mlxr bench -m model.gguf -p 512 -n 128 -t 2    prompt and generation tokens/s, like llama-bench
+  mlxr quantize model-f16.gguf model-Q4_K_M.gguf --type Q4_K_M   as llama-quantize, bit for bit
   mlxr serve                                     start the daemon (http://127.0.0.1:11435, web UI there too)
   mlxr pull smollm2:135m && mlxr run smollm2:135m \"Why is the sky blue?\"   through the daemon"
 )]
@@ -146,6 +147,42 @@ A Modelfile:
     #[command(after_help = "Examples:
   mlxr stop smollm2")]
     Stop(StopArgs),
+    /// Quantize a GGUF model to another type, like llama.cpp's llama-quantize.
+    #[command(after_help = "Examples:
+  mlxr quantize model-f16.gguf model-Q4_K_M.gguf --type Q4_K_M
+  mlxr quantize model-f16.gguf model-Q8_0.gguf --type q8_0 --threads 4
+  mlxr quantize SmolLM2-135M-Instruct.Q4_1.gguf smollm2-q4_0.gguf --type Q4_0 --allow-requantize
+
+Types: Q4_K_M, Q4_K_S, Q5_K_M, Q5_K_S, Q6_K, Q8_0, Q3_K_L, Q3_K_M, Q3_K_S, Q2_K,
+Q4_0, Q4_1, Q5_0, Q5_1, F16, BF16, F32 (any case; Q4_K, Q5_K, Q3_K mean their _M mix).
+Each tensor gets the type llama.cpp's rules give it in the mix (output.weight Q6_K,
+some attn_v/ffn_down layers higher, norms F32, rows that are not whole 256-blocks a
+32-block type); without an importance matrix the output is bit-identical to
+llama-quantize's. The file is written under a hidden name beside OUT and renamed at the
+end: Ctrl-C or an error leaves nothing.")]
+    Quantize(QuantizeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct QuantizeArgs {
+    /// A GGUF model of F32, F16 or BF16 tensors (or a quantized one, with --allow-requantize).
+    #[arg(value_name = "IN")]
+    pub input: PathBuf,
+    /// The GGUF file to write.
+    #[arg(value_name = "OUT")]
+    pub output: PathBuf,
+    /// The quantization type or mix, e.g. Q4_K_M (see below).
+    #[arg(long = "type", value_name = "T")]
+    pub file_type: String,
+    /// Threads quantizing rows (default: physical cores).
+    #[arg(short = 't', long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Overwrite OUT if it exists.
+    #[arg(long)]
+    pub force: bool,
+    /// Dequantize and requantize tensors that are already quantized (loses quality).
+    #[arg(long)]
+    pub allow_requantize: bool,
 }
 
 #[derive(Args, Debug)]

@@ -57,7 +57,13 @@ fn assert_one_line_error(out: Output, needle: &str) {
 
 #[test]
 fn help_shows_examples() {
-    for sub in [&[][..], &["run"], &["generate"], &["tokenize"]] {
+    for sub in [
+        &[][..],
+        &["run"],
+        &["generate"],
+        &["tokenize"],
+        &["quantize"],
+    ] {
         let text = ok(mlxr().args(sub).arg("--help").output().unwrap());
         assert!(text.contains("Examples:"), "{sub:?} --help: {text}");
     }

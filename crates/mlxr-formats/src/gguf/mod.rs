@@ -22,6 +22,7 @@ mod ggml_type;
 mod metadata;
 mod parse;
 mod reader;
+pub mod stream_writer;
 mod value;
 pub mod writer;
 

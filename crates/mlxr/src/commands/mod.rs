@@ -7,6 +7,7 @@ mod generate;
 mod interrupt;
 mod models;
 mod pull;
+mod quantize;
 mod remote_chat;
 mod run;
 mod serve;
@@ -42,6 +43,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Cp(args) => models::copy(args),
         Command::Rm(args) => models::remove(args),
         Command::Stop(args) => models::stop(args),
+        Command::Quantize(args) => quantize::quantize(args),
     }
 }
 

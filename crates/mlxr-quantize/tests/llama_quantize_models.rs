@@ -1,0 +1,73 @@
+//! Requantizing the real models of scripts/fetch-models.sh (SmolLM2 Q4_1,
+//! Gemma 3 270M Q4_K_M) as `llama-quantize --allow-requantize` does: the
+//! same file byte for byte (recorded by
+//! scripts/fixtures/quantize-reference.py --models). Skipped where a model
+//! is not fetched.
+
+use std::path::PathBuf;
+
+use mlxr_formats::gguf::GgufFile;
+use mlxr_quantize::{quantize_model, FileType, QuantizeOptions};
+use sha2::{Digest, Sha256};
+
+#[test]
+fn requantized_models_are_bit_identical_to_llama_quantize() {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/llama-quantize-models.json");
+    let reference: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    for (model, entry) in reference.as_object().unwrap() {
+        let Some(model_path) = mlxr_testkit::model_path(model) else {
+            mlxr_testkit::skip_note(&format!("{model} not fetched (scripts/fetch-models.sh)"));
+            continue;
+        };
+        if std::fs::metadata(&model_path).unwrap().len() != entry["bytes"].as_u64().unwrap() {
+            mlxr_testkit::skip_note(&format!(
+                "{model} is not the file the fixture was recorded from"
+            ));
+            continue;
+        }
+        let input = GgufFile::open(&model_path).unwrap();
+        for (ty, expected) in entry["types"].as_object().unwrap() {
+            let out = dir.path().join(format!("{ty}.gguf"));
+            let options = QuantizeOptions {
+                file_type: ty.parse::<FileType>().unwrap(),
+                allow_requantize: true,
+            };
+            quantize_model(&input, &out, options, |_| true).unwrap();
+            let file = GgufFile::open(&out).unwrap();
+            let file_sha = format!("{:x}", Sha256::digest(std::fs::read(&out).unwrap()));
+            if file_sha != expected["file_sha256"].as_str().unwrap() {
+                failures.push(format!(
+                    "{model} {ty}: the file differs from llama-quantize's"
+                ));
+            }
+            let tensors = expected["tensors"].as_array().unwrap();
+            assert_eq!(file.tensors().len(), tensors.len(), "{model} {ty}");
+            for (t, e) in file.tensors().iter().zip(tensors) {
+                let sha = format!("{:x}", Sha256::digest(file.raw_tensor_data(t).unwrap()));
+                let got = (t.name.as_str(), t.ggml_type.name(), sha.as_str());
+                let want = (
+                    e["name"].as_str().unwrap(),
+                    e["type"].as_str().unwrap(),
+                    e["sha256"].as_str().unwrap(),
+                );
+                if got != want {
+                    failures.push(format!(
+                        "{model} {ty}: got {} {}, want {} {}",
+                        got.0, got.1, want.0, want.1
+                    ));
+                }
+            }
+            std::fs::remove_file(&out).unwrap();
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
