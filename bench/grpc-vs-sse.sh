@@ -6,6 +6,7 @@
 #
 #   bench/grpc-vs-sse.sh                         16 streams x 128 tokens, 2 threads, 3 rounds each
 #   bench/grpc-vs-sse.sh -c 16 -n 256 -r 5 -o /tmp/g.md
+#   bench/grpc-vs-sse.sh --channels 16        one gRPC connection a stream, as SSE has
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -16,7 +17,7 @@ source bench/host.sh
 source bench/servers.sh
 
 models_dir="${MLXR_MODELS_DIR:-$HOME/.cache/mlxr/models}"
-threads=2 streams=16 tokens=128 rounds=3 out=""
+threads=2 streams=16 tokens=128 rounds=3 channels=1 out=""
 model="$models_dir/SmolLM2-135M-Instruct.Q4_1.gguf"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -24,6 +25,7 @@ while [ $# -gt 0 ]; do
     -c|--streams) streams="$2"; shift 2 ;;
     -n|--tokens) tokens="$2"; shift 2 ;;
     -r|--rounds) rounds="$2"; shift 2 ;;
+    --channels) channels="$2"; shift 2 ;;
     -m|--model) model="$2"; shift 2 ;;
     -o|--out) out="$2"; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
@@ -47,7 +49,7 @@ load_before="$(load_avg)"
 server_pid=$!
 wait_ready "http://127.0.0.1:$port"
 rows="$("$venv/bin/python" bench/grpc_vs_sse.py --host "127.0.0.1:$port" --model "$name" \
-  -c "$streams" -n "$tokens" -r "$rounds")"
+  -c "$streams" -n "$tokens" -r "$rounds" --channels "$channels")"
 stop_server
 echo "$rows"
 
@@ -57,7 +59,7 @@ echo "$rows"
   echo "- Host: $(cpu_cores); load before: $load_before; flags: $(cpu_flags | tr ' ' '\n' | grep -E '^(avx2|avx512f|avx512_vnni|avx_vnni|amx_int8)$' | tr '\n' ' ')"
   echo "- Binary: $built; \`mlxr serve --threads $threads --max-num-seqs $streams\`"
   echo "- $streams concurrent streams of $tokens tokens (greedy, the same raw prompt on both), $rounds rounds"
-  echo "  per protocol after one warm-up round each, alternating; clients: Python grpc.aio and httpx"
+  echo "  per protocol after one warm-up round each, alternating; clients: Python grpc.aio ($channels channel(s)) and httpx"
   echo "  (\`bench/grpc_vs_sse.py\`). Gaps: between a stream's consecutive token messages as the client sees them."
   echo
   echo "| model | protocol | output tok/s | gap p50 (ms) | gap p99 (ms) | first message p50 (ms) |"

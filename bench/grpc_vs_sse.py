@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "Count from 1 to 1000, one number per line:\n1\n2\n3\n"
 
 
-def stubs():
+def generated_stubs():
     out = tempfile.mkdtemp(prefix="mlxr-grpc-")
     subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT / 'proto/mlxr/v1'}",
                     f"--python_out={out}", f"--grpc_python_out={out}", "inference.proto"], check=True)
@@ -68,10 +68,10 @@ async def sse_stream(client, args, i):
     return tokens, times
 
 
-async def one_round(kind, args, pb, stub, client):
+async def one_round(kind, args, pb, stubs, client):
     start = time.perf_counter()
     if kind == "grpc":
-        jobs = [grpc_stream(stub, pb, args, i) for i in range(args.c)]
+        jobs = [grpc_stream(stubs[i % len(stubs)], pb, args, i) for i in range(args.c)]
     else:
         jobs = [sse_stream(client, args, i) for i in range(args.c)]
     results = await asyncio.gather(*jobs)
@@ -94,27 +94,34 @@ async def main():
     ap.add_argument("-c", type=int, default=16)
     ap.add_argument("-n", type=int, default=128)
     ap.add_argument("-r", "--rounds", type=int, default=3)
+    ap.add_argument("--channels", type=int, default=1,
+                    help="gRPC channels (HTTP/2 connections) the streams share; SSE has one connection a stream")
     args = ap.parse_args()
-    pb, rpc = stubs()
+    pb, rpc = generated_stubs()
     rates = {"grpc": [], "sse": []}
     gaps = {"grpc": [], "sse": []}
     firsts = {"grpc": [], "sse": []}
     limits = httpx.Limits(max_connections=args.c + 4)
-    async with grpc.aio.insecure_channel(args.host) as channel, \
-            httpx.AsyncClient(base_url=f"http://{args.host}", timeout=600, limits=limits) as client:
-        stub = rpc.InferenceStub(channel)
-        await one_round("grpc", args, pb, stub, client)  # warm-up: load, caches
-        await one_round("sse", args, pb, stub, client)
+    # Distinct channel arguments keep grpcio from sharing one connection.
+    channels = [grpc.aio.insecure_channel(args.host, options=[("mlxr.bench.channel", i)])
+                for i in range(args.channels)]
+    stubs = [rpc.InferenceStub(ch) for ch in channels]
+    async with httpx.AsyncClient(base_url=f"http://{args.host}", timeout=600, limits=limits) as client:
+        await one_round("grpc", args, pb, stubs, client)  # warm-up: load, caches
+        await one_round("sse", args, pb, stubs, client)
         for r in range(args.rounds):
             for kind in (("grpc", "sse") if r % 2 == 0 else ("sse", "grpc")):
-                rate, g, f = await one_round(kind, args, pb, stub, client)
+                rate, g, f = await one_round(kind, args, pb, stubs, client)
                 rates[kind].append(rate)
                 gaps[kind].extend(g)
                 firsts[kind].extend(f)
+    for ch in channels:
+        await ch.close()
     for kind in ("sse", "grpc"):
         rs = rates[kind]
         sd = statistics.stdev(rs) if len(rs) > 1 else 0.0
-        print(f"| {args.model} | {kind} | {statistics.mean(rs):.1f} ± {sd:.1f} | "
+        name = kind if kind == "sse" else f"grpc ({args.channels} channel{'s' if args.channels > 1 else ''})"
+        print(f"| {args.model} | {name} | {statistics.mean(rs):.1f} ± {sd:.1f} | "
               f"{pct(gaps[kind], 50):.1f} | {pct(gaps[kind], 99):.1f} | {pct(firsts[kind], 50):.0f} |")
     ratio = statistics.mean(rates["grpc"]) / statistics.mean(rates["sse"])
     print(f"| {args.model} | grpc / sse | {ratio:.2f}x | | | |")

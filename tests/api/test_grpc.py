@@ -111,6 +111,12 @@ def test_chat_with_logprobs_and_stop(stub, pb):
         assert t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob
 
 
+def long_reply(pb):
+    """A format the model cannot end before ~2,000 tokens (the model may
+    stop early by itself otherwise)."""
+    return pb[0].Format(regex="([0-9]+\n){1000}")
+
+
 def running_requests(server) -> float:
     text = requests.get(server.url + "/metrics").text
     values = re.findall(r'^mlxr:num_requests_running\{model="[^"]+"\} (\S+)$', text, re.M)
@@ -119,8 +125,9 @@ def running_requests(server) -> float:
 
 def test_cancelling_the_call_frees_the_request(stub, server, pb):
     inference_pb2, _ = pb
+    long = long_reply(pb)
     call = stub.Generate(inference_pb2.GenerateRequest(
-        model=MODEL, prompt="Count to a thousand:",
+        model=MODEL, prompt="Count to a thousand:", format=long,
         options=inference_pb2.Options(temperature=0, num_predict=2000)))
     for i, _ in enumerate(call):
         if i == 5:
@@ -138,8 +145,9 @@ def test_cancelling_the_call_frees_the_request(stub, server, pb):
 
 def test_a_deadline_ends_the_request(stub, server, pb):
     inference_pb2, _ = pb
+    long = long_reply(pb)
     call = stub.Generate(inference_pb2.GenerateRequest(
-        model=MODEL, prompt="Count to a thousand:",
+        model=MODEL, prompt="Count to a thousand:", format=long,
         options=inference_pb2.Options(temperature=0, num_predict=2000)), timeout=1.0)
     with pytest.raises(grpc.RpcError) as e:
         for _ in call:
