@@ -159,3 +159,127 @@ fn auto_holds_a_bare_json_reply_to_a_call() {
         "a call cannot end half written"
     );
 }
+
+/// Qwen2.5-Coder's vocabulary with three of its padding tokens renamed to
+/// Phi-4-mini's call tokens, user-defined as Qwen's own `<tool_call>` is,
+/// and Mistral's `[TOOL_CALLS]`, a control token as in Mistral's GGUFs (no
+/// model with these vocabularies is here).
+fn with_call_tokens(file: &GgufFile) -> Tokenizer {
+    use mlxr_formats::gguf::{Metadata, MetadataArray, MetadataValue};
+    const RENAMED: [&str; 3] = ["<|tool_call|>", "<|/tool_call|>", "[TOOL_CALLS]"];
+    let entries = file.metadata().iter().map(|(key, value)| {
+        let mut value = value.clone();
+        match (key, &mut value) {
+            ("tokenizer.ggml.tokens", MetadataValue::Array(MetadataArray::String(tokens))) => {
+                let n = tokens.len();
+                for (slot, name) in tokens[n - RENAMED.len()..].iter_mut().zip(RENAMED) {
+                    assert!(slot.starts_with("[PAD"), "{slot} is not a padding token");
+                    *slot = name.to_owned();
+                }
+            }
+            ("tokenizer.ggml.token_type", MetadataValue::Array(MetadataArray::I32(types))) => {
+                let n = types.len();
+                types[n - RENAMED.len()..].copy_from_slice(&[4, 4, 3]);
+            }
+            _ => {}
+        }
+        (key.to_owned(), value)
+    });
+    Tokenizer::from_gguf(&Metadata::from_entries(entries).unwrap()).unwrap()
+}
+
+/// Phi-4-mini's `<|tool_call|>[...]<|/tool_call|>` and Mistral's
+/// `[TOOL_CALLS] [...]` under `auto` (free text until the call token, then
+/// an array of calls of known tools) and, for Phi-4-mini, `required`.
+#[test]
+fn call_token_formats_hold_an_array_of_calls() {
+    let Some(path) = mlxr_testkit::model_path(mlxr_testkit::QWEN_CODER_05B) else {
+        return;
+    };
+    let file = GgufFile::open(&path).unwrap();
+    let tokenizer = Arc::new(with_call_tokens(&file));
+    let grammars = Grammars::new(&tokenizer, tokenizer.vocab_size()).unwrap();
+    let tools = [ToolSpec::from_json(&json!({"type": "function", "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}))
+    .unwrap()];
+    let ids = |s: &str| tokenizer.encode(s, false, false);
+    let token = |s: &str| tokenizer.token_id(s).unwrap();
+    let eos = tokenizer.eog_ids()[0];
+    // Feeds `text` a token at a time (forced tokens first); false at the
+    // first token the grammar refuses.
+    let feed = |m: &mut mlxr_structured::TokenConstraint, text: &str| -> bool {
+        let mut rest = text.to_owned();
+        while !rest.is_empty() {
+            let next = m.forced().first().copied().unwrap_or_else(|| ids(&rest)[0]);
+            let s = tokenizer.decode(&[next], false);
+            if !m.allows(next) || !rest.starts_with(&s) {
+                return false;
+            }
+            m.commit(next).unwrap();
+            rest.drain(..s.len());
+        }
+        true
+    };
+    let two_calls = "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, \
+                     {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}]";
+
+    // Phi-4-mini, auto: free, then the array, then the closing token, then free.
+    let grammar = call_grammar(ToolFormat::Phi4Mini, &tools, &ToolChoice::Auto, true).unwrap();
+    let mut m = grammars.compile(&grammar).unwrap();
+    assert!(feed(&mut m, "Let me look that up. [not a call]"));
+    m.commit(token("<|tool_call|>")).unwrap();
+    assert!(!m.allows(ids("Hello")[0]) && !m.allows(eos));
+    assert!(feed(&mut m, two_calls));
+    assert!(!m.allows(eos), "the call must be closed");
+    let close = token("<|/tool_call|>");
+    assert!(m.allows(close));
+    m.commit(close).unwrap();
+    assert!(m.allows(eos) && m.allows(ids("Done")[0]));
+
+    let mut m = grammars.compile(&grammar).unwrap();
+    m.commit(token("<|tool_call|>")).unwrap();
+    assert!(
+        !feed(&mut m, "[{\"name\": \"launch_rockets\""),
+        "an unknown tool was allowed"
+    );
+
+    // Phi-4-mini, required: the call token first, one call without `parallel`.
+    let grammar = call_grammar(ToolFormat::Phi4Mini, &tools, &ToolChoice::Required, false).unwrap();
+    let mut m = grammars.compile(&grammar).unwrap();
+    assert!(!m.allows(ids("Sure")[0]), "a required call starts at once");
+    let open = m
+        .forced()
+        .first()
+        .copied()
+        .unwrap_or_else(|| token("<|tool_call|>"));
+    assert_eq!(open, token("<|tool_call|>"));
+    m.commit(open).unwrap();
+    assert!(
+        !feed(&mut m, two_calls),
+        "two calls without parallel_tool_calls"
+    );
+    let mut m = grammars.compile(&grammar).unwrap();
+    m.commit(token("<|tool_call|>")).unwrap();
+    assert!(feed(
+        &mut m,
+        "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]"
+    ));
+    m.commit(close).unwrap();
+    assert!(m.is_finished() || m.allows(eos));
+
+    // Mistral, auto: free, then `[TOOL_CALLS]` and the array.
+    let grammar = call_grammar(ToolFormat::Mistral, &tools, &ToolChoice::Auto, true).unwrap();
+    let mut m = grammars.compile(&grammar).unwrap();
+    assert!(feed(&mut m, "I will check. {\"name\": 1}"));
+    m.commit(token("[TOOL_CALLS]")).unwrap();
+    assert!(!m.allows(eos) && !m.allows(ids("Hello")[0]));
+    assert!(feed(&mut m, two_calls));
+    assert!(m.allows(eos), "the array ends the call");
+    let mut m = grammars.compile(&grammar).unwrap();
+    m.commit(token("[TOOL_CALLS]")).unwrap();
+    assert!(!feed(
+        &mut m,
+        "[{\"name\": \"get_weather\", \"arguments\": {\"town\""
+    ));
+}

@@ -2,7 +2,8 @@
 //! around the JSON of a call whose name is one of the tools and whose
 //! arguments follow that tool's schema, from the first token (`tool_choice`
 //! required or a named function) or, under `auto`, from the moment the
-//! model opens a call (Hermes' `<tool_call>` token).
+//! model opens a call (Hermes' `<tool_call>`, Phi-4-mini's `<|tool_call|>`,
+//! Mistral's `[TOOL_CALLS]` token).
 
 use serde_json::{json, Value};
 
@@ -10,9 +11,8 @@ use super::{ToolChoice, ToolFormat, ToolSpec};
 use crate::constraint::with_layout;
 use crate::Constraint;
 
-/// `None` where the model stays free (`none`; `auto` in Phi-4-mini's and
-/// Mistral's formats, untested without their vocabularies). `parallel`:
-/// more than one call may follow (where the format allows).
+/// `None` where the model stays free (`none`). `parallel`: more than one
+/// call may follow (where the format allows).
 pub fn call_grammar(
     format: ToolFormat,
     tools: &[ToolSpec],
@@ -21,9 +21,6 @@ pub fn call_grammar(
 ) -> Option<Constraint> {
     let chosen: Vec<&ToolSpec> = match choice {
         ToolChoice::None => return None,
-        ToolChoice::Auto if matches!(format, ToolFormat::Phi4Mini | ToolFormat::Mistral) => {
-            return None
-        }
         ToolChoice::Auto | ToolChoice::Required => tools.iter().collect(),
         ToolChoice::Function(name) => tools.iter().filter(|t| &t.name == name).collect(),
     };
@@ -57,18 +54,57 @@ pub fn call_grammar(
                 "start: call{more}\ncall: <tool_call> \"\\n\" body \"\\n\" </tool_call>\nbody: %json {body}\n"
             ))
         }
+        // A JSON array of calls after the call token, closed by
+        // `<|/tool_call|>`.
+        ToolFormat::Phi4Mini => {
+            let rules = format!(
+                "{} <|/tool_call|>\n{}",
+                call_array(parallel),
+                body_rules(call)
+            );
+            if *choice == ToolChoice::Auto {
+                Constraint::Triggered {
+                    trigger: "<|tool_call|>".into(),
+                    then: Box::new(Constraint::Lark(format!("start: {rules}"))),
+                }
+            } else {
+                Constraint::Lark(format!("start: <|tool_call|> {rules}"))
+            }
+        }
+        // `[TOOL_CALLS]` and a JSON array of calls, the reply's end.
+        ToolFormat::Mistral if *choice == ToolChoice::Auto => Constraint::Triggered {
+            trigger: "[TOOL_CALLS]".into(),
+            then: Box::new(Constraint::Lark(format!(
+                "start: \" \"? {}\n{}",
+                call_array(parallel),
+                body_rules(call)
+            ))),
+        },
         // A bare JSON call is the whole reply: under `auto`, a reply that
         // opens a JSON object is a call, any other is free text.
         ToolFormat::Json { .. } if *choice == ToolChoice::Auto => Constraint::Lark(format!(
             "start: call | TEXT\ncall: %json {}\nTEXT: /{BARE_TEXT}/\n",
             with_layout(call)
         )),
-        // No vocabulary with their call tokens was here to test a grammar
-        // on: the bare JSON call, which the parser reads too.
-        ToolFormat::Phi4Mini | ToolFormat::Mistral | ToolFormat::Json { .. } => {
-            Constraint::JsonSchema(call)
-        }
+        // Mistral's `[TOOL_CALLS]` is not a token Lark can name (only
+        // `<...>` ones): the bare JSON call, which the parser reads too.
+        ToolFormat::Mistral | ToolFormat::Json { .. } => Constraint::JsonSchema(call),
     })
+}
+
+/// The rules under [`call_array`]: a call's JSON and the separator
+/// between calls.
+fn body_rules(call: Value) -> String {
+    format!("body: %json {}\nSEP: /,[ \\n]?/\n", with_layout(call))
+}
+
+/// `[call, call, ...]` (one call unless `parallel`), as Lark.
+fn call_array(parallel: bool) -> &'static str {
+    if parallel {
+        "\"[\" body (SEP body)* \"]\""
+    } else {
+        "\"[\" body \"]\""
+    }
 }
 
 /// A reply that is not a bare JSON call: it does not open with `{` (after

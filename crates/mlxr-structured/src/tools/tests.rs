@@ -192,10 +192,17 @@ fn forced_calls_by_format() {
         panic!("auto, bare JSON: a call or free text");
     };
     assert!(bare.starts_with("start: call | TEXT"), "{bare}");
-    assert_eq!(
-        call_grammar(ToolFormat::Mistral, &t, &ToolChoice::Auto, true),
-        None
-    );
+    for (format, token) in [
+        (ToolFormat::Mistral, "[TOOL_CALLS]"),
+        (ToolFormat::Phi4Mini, "<|tool_call|>"),
+    ] {
+        let Some(Constraint::Triggered { trigger, .. }) =
+            call_grammar(format, &t, &ToolChoice::Auto, true)
+        else {
+            panic!("{format:?} auto: a grammar from its call token on");
+        };
+        assert_eq!(trigger, token);
+    }
     assert_eq!(
         call_grammar(ToolFormat::Hermes, &t, &ToolChoice::None, true),
         None
