@@ -160,9 +160,12 @@ pub async fn create(
         body.model.clone(),
         body.name.clone(),
     )?)?;
-    if body.quantize.is_some() {
-        return Err(ApiError::bad_request("quantize is not supported yet").into());
-    }
+    let quantize = body
+        .quantize
+        .as_deref()
+        .map(str::parse::<mlxr_quantize::FileType>)
+        .transpose()
+        .map_err(|e| ApiError::bad_request(format!("quantize: {e}")))?;
     if body.adapters.as_ref().is_some_and(|a| !a.is_empty()) {
         return Err(ApiError::bad_request("adapters are not supported yet").into());
     }
@@ -254,12 +257,10 @@ pub async fn create(
         mlxr_template::ChatTemplate::new(t, "", "")
             .map_err(|e| ApiError::bad_request(format!("template: {e}")))?;
     }
-    let created_name = name.clone();
-    tokio::task::spawn_blocking(move || registry.create_with_files(&created_name, new, companions))
-        .await
-        .map_err(|e| ApiError::internal(format!("create panicked: {e}")))?
-        .map_err(registry_error)?;
-    state.models.unload(&name.to_string()).await;
+    if let Some(file_type) = quantize {
+        return Ok(create_quantized(state, name, new, companions, file_type, body.stream).await?);
+    }
+    register(&state, &name, new, companions).await?;
     status.extend(["writing manifest".to_string(), "success".to_string()]);
     if body.stream == Some(false) {
         return Ok(Json(json!({"status": "success"})).into_response());
@@ -270,6 +271,91 @@ pub async fn create(
         .collect();
     Ok(ndjson_response(Body::from_stream(
         futures_util::stream::iter(lines),
+    )))
+}
+
+/// Stores `new` under `name` and unloads an older model of that name.
+async fn register(
+    state: &AppState,
+    name: &ModelName,
+    new: NewModel,
+    companions: Vec<(String, Digest)>,
+) -> Result<(), ApiError> {
+    let registry = state.registry.clone();
+    let created_name = name.clone();
+    tokio::task::spawn_blocking(move || registry.create_with_files(&created_name, new, companions))
+        .await
+        .map_err(|e| ApiError::internal(format!("create panicked: {e}")))?
+        .map_err(registry_error)?;
+    state.models.unload(&name.to_string()).await;
+    Ok(())
+}
+
+/// `/api/create` with `quantize`: the model's blob quantized first
+/// ([`super::quantize`]), then the model created on the new blob. Progress
+/// streams (or is awaited with `stream: false`); an error before the first
+/// tensor (not a GGUF of float tensors, say) is the answer's status. A
+/// client that goes away cancels the run and nothing is registered.
+async fn create_quantized(
+    state: AppState,
+    name: ModelName,
+    mut new: NewModel,
+    companions: Vec<(String, Digest)>,
+    file_type: mlxr_quantize::FileType,
+    stream: Option<bool>,
+) -> Result<Response, ApiError> {
+    use super::quantize::Quantized;
+    let mut rx = super::quantize::start(state.registry.clone(), new.model_blob.clone(), file_type);
+    let first = rx
+        .recv()
+        .await
+        .ok_or_else(|| ApiError::internal("the quantizer stopped without a result"))??;
+    if stream == Some(false) {
+        let mut event = first;
+        let digest = loop {
+            match event {
+                Quantized::Done(digest) => break digest,
+                Quantized::Progress(_) => {}
+            }
+            event = rx
+                .recv()
+                .await
+                .ok_or_else(|| ApiError::internal("the quantizer stopped without a result"))??;
+        };
+        new.model_blob = digest;
+        register(&state, &name, new, companions).await?;
+        return Ok(Json(json!({"status": "success"})).into_response());
+    }
+    let lines = async_stream::stream! {
+        let mut event: Option<Result<Quantized, ApiError>> = Some(Ok(first));
+        let digest = loop {
+            match event {
+                Some(Ok(Quantized::Progress(line))) => yield line,
+                Some(Ok(Quantized::Done(digest))) => break digest,
+                Some(Err(e)) => {
+                    yield json!({"error": e.message});
+                    return;
+                }
+                None => {
+                    yield json!({"error": "the quantizer stopped without a result"});
+                    return;
+                }
+            }
+            event = rx.recv().await;
+        };
+        yield json!({"status": format!("creating new layer {digest}")});
+        new.model_blob = digest;
+        if let Err(e) = register(&state, &name, new, companions).await {
+            yield json!({"error": e.message});
+            return;
+        }
+        yield json!({"status": "writing manifest"});
+        yield json!({"status": "success"});
+    };
+    Ok(ndjson_response(Body::from_stream(
+        futures_util::StreamExt::map(lines, |line| {
+            Ok::<_, std::convert::Infallible>(ndjson(&line))
+        }),
     )))
 }
 

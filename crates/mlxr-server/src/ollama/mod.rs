@@ -6,6 +6,7 @@ mod generate;
 pub mod info;
 pub mod manage;
 pub mod options;
+mod quantize;
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{delete, get, post};
