@@ -1,0 +1,507 @@
+//! The architectures the converter writes: which Hugging Face classes map to
+//! which GGUF architecture, their tensor names, the per-tensor changes
+//! (llama's Q/K row order, Gemma's `1 + w` norms) and their hyperparameter
+//! keys, in the order convert_hf_to_gguf.py writes them.
+
+use serde_json::{Map, Value};
+
+use crate::kvs::Kvs;
+use crate::ConvertError;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    /// `LlamaForCausalLM`, `MistralForCausalLM`.
+    Llama,
+    Qwen2,
+    Qwen3,
+    Phi3,
+    Gemma2,
+}
+
+/// The Hugging Face classes accepted, for error messages.
+pub const SUPPORTED_CLASSES: &[&str] = &[
+    "LlamaForCausalLM",
+    "MistralForCausalLM",
+    "Qwen2ForCausalLM",
+    "Qwen3ForCausalLM",
+    "Phi3ForCausalLM",
+    "Gemma2ForCausalLM",
+];
+
+impl Arch {
+    pub fn from_config(config: &Map<String, Value>) -> Result<Arch, ConvertError> {
+        let class = config
+            .get("architectures")
+            .and_then(Value::as_array)
+            .and_then(|a| a.first())
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                ConvertError::Input("config.json has no \"architectures\" list".into())
+            })?;
+        Ok(match class {
+            "LlamaForCausalLM" | "MistralForCausalLM" => Arch::Llama,
+            "Qwen2ForCausalLM" => Arch::Qwen2,
+            "Qwen3ForCausalLM" => Arch::Qwen3,
+            "Phi3ForCausalLM" => Arch::Phi3,
+            "Gemma2ForCausalLM" => Arch::Gemma2,
+            other => {
+                return Err(ConvertError::Input(format!(
+                    "architecture {other} is not supported; supported: {}",
+                    SUPPORTED_CLASSES.join(", ")
+                )))
+            }
+        })
+    }
+
+    /// `general.architecture`.
+    pub fn gguf_name(self) -> &'static str {
+        match self {
+            Arch::Llama => "llama",
+            Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
+            Arch::Phi3 => "phi3",
+            Arch::Gemma2 => "gemma2",
+        }
+    }
+
+    /// Tensors the converter leaves out.
+    pub fn skips(self, hf_name: &str) -> bool {
+        hf_name.ends_with(".rotary_emb.inv_freq")
+            || hf_name.ends_with(".attention.masked_bias")
+            || hf_name.ends_with(".attention.bias")
+            || (self == Arch::Gemma2 && hf_name == "lm_head.weight")
+    }
+
+    /// The GGUF name of a Hugging Face tensor.
+    pub fn tensor_name(self, hf_name: &str) -> Result<String, ConvertError> {
+        let unknown = || {
+            ConvertError::Input(format!(
+                "cannot map tensor {hf_name:?} of a {} model",
+                self.gguf_name()
+            ))
+        };
+        let (stem, suffix) = if let Some(s) = hf_name.strip_suffix(".weight") {
+            (s, "weight")
+        } else if let Some(s) = hf_name.strip_suffix(".bias") {
+            (s, "bias")
+        } else {
+            return Err(unknown());
+        };
+        let fixed = match stem {
+            "model.embed_tokens" => Some("token_embd"),
+            "lm_head" => Some("output"),
+            "model.norm" => Some("output_norm"),
+            _ => None,
+        };
+        if let Some(name) = fixed {
+            return Ok(format!("{name}.{suffix}"));
+        }
+        let rest = stem.strip_prefix("model.layers.").ok_or_else(unknown)?;
+        let (layer, part) = rest.split_once('.').ok_or_else(unknown)?;
+        let layer: usize = layer.parse().map_err(|_| unknown())?;
+        let gemma = self == Arch::Gemma2;
+        let mapped = match part {
+            "input_layernorm" => "attn_norm",
+            "self_attn.q_proj" => "attn_q",
+            "self_attn.k_proj" => "attn_k",
+            "self_attn.v_proj" => "attn_v",
+            "self_attn.o_proj" => "attn_output",
+            "self_attn.qkv_proj" if self == Arch::Phi3 => "attn_qkv",
+            "self_attn.q_norm" if self == Arch::Qwen3 => "attn_q_norm",
+            "self_attn.k_norm" if self == Arch::Qwen3 => "attn_k_norm",
+            "post_attention_layernorm" if gemma => "post_attention_norm",
+            "post_attention_layernorm" => "ffn_norm",
+            "pre_feedforward_layernorm" if gemma => "ffn_norm",
+            "post_feedforward_layernorm" if gemma => "post_ffw_norm",
+            "mlp.gate_proj" => "ffn_gate",
+            "mlp.up_proj" => "ffn_up",
+            "mlp.down_proj" => "ffn_down",
+            "mlp.gate_up_proj" if self == Arch::Phi3 => "ffn_up",
+            _ => return Err(unknown()),
+        };
+        Ok(format!("blk.{layer}.{mapped}.{suffix}"))
+    }
+}
+
+/// `config.json` with the lookups the converter needs.
+pub struct HParams<'a> {
+    pub map: &'a Map<String, Value>,
+}
+
+impl HParams<'_> {
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.map.get(key).filter(|v| !v.is_null())
+    }
+
+    /// The first of `keys` present.
+    pub fn find(&self, keys: &[&str]) -> Option<&Value> {
+        keys.iter().find_map(|k| self.map.get(*k))
+    }
+
+    pub fn u32(&self, keys: &[&str]) -> Result<Option<u32>, ConvertError> {
+        match self.find(keys) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .map(Some)
+                .ok_or_else(|| {
+                    ConvertError::Input(format!(
+                        "config.json: {} is not a whole number: {v}",
+                        keys[0]
+                    ))
+                }),
+        }
+    }
+
+    pub fn need_u32(&self, keys: &[&str]) -> Result<u32, ConvertError> {
+        self.u32(keys)?
+            .ok_or_else(|| ConvertError::Input(format!("config.json has no {}", keys.join(" / "))))
+    }
+
+    pub fn f32(&self, keys: &[&str]) -> Result<Option<f32>, ConvertError> {
+        match self.find(keys) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v.as_f64().map(|x| Some(x as f32)).ok_or_else(|| {
+                ConvertError::Input(format!("config.json: {} is not a number: {v}", keys[0]))
+            }),
+        }
+    }
+
+    pub fn need_f32(&self, keys: &[&str]) -> Result<f32, ConvertError> {
+        self.f32(keys)?
+            .ok_or_else(|| ConvertError::Input(format!("config.json has no {}", keys.join(" / "))))
+    }
+
+    pub fn block_count(&self) -> Result<u32, ConvertError> {
+        self.need_u32(&["n_layers", "num_hidden_layers", "n_layer", "num_layers"])
+    }
+
+    /// `rope_parameters` (transformers 5) or `rope_scaling`, with the legacy
+    /// top-level `rope_theta` / `original_max_position_embeddings` /
+    /// `partial_rotary_factor` mirrored into it.
+    pub fn rope_parameters(&self) -> Map<String, Value> {
+        let mut rope = self
+            .get("rope_parameters")
+            .or_else(|| self.get("rope_scaling"))
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        if !rope.contains_key("full_attention") && !rope.contains_key("sliding_attention") {
+            let mirror = [
+                (
+                    "rope_theta",
+                    &[
+                        "global_rope_theta",
+                        "rope_global_theta",
+                        "rope_theta_global",
+                        "rope_theta",
+                        "rotary_emb_base",
+                    ][..],
+                ),
+                (
+                    "partial_rotary_factor",
+                    &["partial_rotary_factor", "rope_pct", "rope_percent"][..],
+                ),
+                (
+                    "original_max_position_embeddings",
+                    &["original_max_position_embeddings"][..],
+                ),
+            ];
+            for (key, sources) in mirror {
+                if !rope.contains_key(key) {
+                    if let Some(v) = self.find(sources).filter(|v| !v.is_null()) {
+                        rope.insert(key.into(), v.clone());
+                    }
+                }
+            }
+            if !rope.contains_key("rope_type") {
+                if let Some(t) = rope.get("type").cloned() {
+                    rope.insert("rope_type".into(), t);
+                }
+            }
+        }
+        rope
+    }
+}
+
+fn f32_of(v: &Value, what: &str) -> Result<f32, ConvertError> {
+    v.as_f64()
+        .map(|x| x as f32)
+        .ok_or_else(|| ConvertError::Input(format!("config.json: {what} is not a number: {v}")))
+}
+
+/// The shared hyperparameters (convert_hf_to_gguf.py's `TextModel`).
+fn text_model_params(
+    arch: &str,
+    hp: &HParams,
+    kvs: &mut Kvs,
+    file_type: u32,
+) -> Result<(), ConvertError> {
+    let key = |k: &str| format!("{arch}.{k}");
+    kvs.set(key("block_count"), hp.block_count()?);
+    let ctx = [
+        "max_position_embeddings",
+        "n_ctx",
+        "n_positions",
+        "max_length",
+        "max_sequence_length",
+        "model_max_length",
+    ];
+    if let Some(v) = hp.u32(&ctx)? {
+        kvs.set(key("context_length"), v);
+    }
+    if let Some(v) = hp.u32(&["hidden_size", "n_embd", "dim"])? {
+        kvs.set(key("embedding_length"), v);
+    }
+    let ff = [
+        "prefix_dense_intermediate_size",
+        "dense_intermediate_size",
+        "intermediate_size",
+        "n_inner",
+        "hidden_dim",
+    ];
+    if let Some(v) = hp.u32(&ff)? {
+        kvs.set(key("feed_forward_length"), v);
+    }
+    if let Some(v) = hp.u32(&["num_attention_heads", "n_head", "n_heads"])? {
+        kvs.set(key("attention.head_count"), v);
+    }
+    if let Some(v) = hp.u32(&["num_key_value_heads", "n_kv_heads"])? {
+        kvs.set(key("attention.head_count_kv"), v);
+    }
+    if hp.get("is_causal") == Some(&Value::Bool(false)) {
+        kvs.set(key("attention.causal"), false);
+    }
+    let rope = hp.rope_parameters();
+    let params = rope
+        .get("full_attention")
+        .and_then(Value::as_object)
+        .unwrap_or(&rope);
+    if let Some(rope_type) = params.get("rope_type").and_then(Value::as_str) {
+        let factor = params.get("factor").filter(|v| !v.is_null());
+        match (rope_type, factor) {
+            ("linear", Some(f)) => {
+                kvs.set(key("rope.scaling.type"), "linear");
+                kvs.set(key("rope.scaling.factor"), f32_of(f, "rope factor")?);
+            }
+            ("default", _) => {}
+            (other, _) => {
+                return Err(ConvertError::Input(format!(
+                    "RoPE scaling type {other:?} is not supported yet (default and linear are)"
+                )))
+            }
+        }
+    }
+    if let Some(theta) = params.get("rope_theta").filter(|v| !v.is_null()) {
+        kvs.set(key("rope.freq_base"), f32_of(theta, "rope_theta")?);
+    }
+    if let Some(theta) = rope
+        .get("sliding_attention")
+        .and_then(|s| s.get("rope_theta"))
+        .filter(|v| !v.is_null())
+    {
+        kvs.set(
+            key("rope.freq_base_swa"),
+            f32_of(theta, "sliding rope_theta")?,
+        );
+    }
+    if let Some(v) = hp.f32(&["rms_norm_eps", "norm_eps"])? {
+        kvs.set(key("attention.layer_norm_rms_epsilon"), v);
+    }
+    if let Some(v) = hp.f32(&["layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"])? {
+        kvs.set(key("attention.layer_norm_epsilon"), v);
+    }
+    if hp
+        .find(&["num_local_experts", "num_experts", "n_routed_experts"])
+        .is_some_and(|v| !v.is_null())
+    {
+        return Err(ConvertError::Input(
+            "mixture-of-experts models are not supported yet".into(),
+        ));
+    }
+    if let Some(head_dim) = hp.u32(&["head_dim"])? {
+        kvs.set(key("attention.key_length"), head_dim);
+        kvs.set(key("attention.value_length"), head_dim);
+    }
+    kvs.set("general.file_type", file_type);
+    Ok(())
+}
+
+/// Writes the architecture's hyperparameters into `kvs`.
+pub fn write_hparams(
+    arch: Arch,
+    hp: &HParams,
+    kvs: &mut Kvs,
+    file_type: u32,
+) -> Result<(), ConvertError> {
+    let name = arch.gguf_name();
+    let key = |k: &str| format!("{name}.{k}");
+    match arch {
+        Arch::Llama => {
+            text_model_params(name, hp, kvs, file_type)?;
+            kvs.set(key("vocab_size"), hp.need_u32(&["vocab_size"])?);
+            let rope_dim = match hp.u32(&["head_dim"])? {
+                Some(d) => d,
+                None => hp.need_u32(&["hidden_size"])? / hp.need_u32(&["num_attention_heads"])?,
+            };
+            kvs.set(key("rope.dimension_count"), rope_dim);
+        }
+        Arch::Qwen2 | Arch::Qwen3 => text_model_params(name, hp, kvs, file_type)?,
+        Arch::Phi3 => {
+            let n_embd = hp.need_u32(&["hidden_size", "n_embd"])?;
+            let n_head = hp.need_u32(&["num_attention_heads", "n_head"])?;
+            let n_head_kv = hp.need_u32(&["num_key_value_heads", "n_head_kv"])?;
+            let eps = hp.need_f32(&["rms_norm_eps"])?;
+            let ctx = hp.need_u32(&["n_positions", "max_position_embeddings"])?;
+            let rope = hp.rope_parameters();
+            let orig_ctx = rope
+                .get("original_max_position_embeddings")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| {
+                    ConvertError::Input(
+                        "config.json has no original_max_position_embeddings".into(),
+                    )
+                })?;
+            if rope.get("long_factor").is_some_and(|v| !v.is_null()) {
+                return Err(ConvertError::Input(
+                    "Phi-3 long-context RoPE factors are not supported yet".into(),
+                ));
+            }
+            let pct = rope
+                .get("partial_rotary_factor")
+                .and_then(Value::as_f64)
+                .unwrap_or(1.0);
+            let rope_dims = ((pct * f64::from(n_embd)) as u32) / n_head;
+            let full = rope
+                .get("full_attention")
+                .and_then(Value::as_object)
+                .unwrap_or(&rope);
+            let theta = full
+                .get("rope_theta")
+                .ok_or_else(|| ConvertError::Input("config.json has no rope_theta".into()))?;
+            kvs.set(key("context_length"), ctx);
+            kvs.set(key("rope.scaling.original_context_length"), orig_ctx as u32);
+            kvs.set(key("embedding_length"), n_embd);
+            kvs.set(
+                key("feed_forward_length"),
+                hp.need_u32(&["intermediate_size"])?,
+            );
+            kvs.set(key("block_count"), hp.block_count()?);
+            kvs.set(key("attention.head_count"), n_head);
+            kvs.set(key("attention.head_count_kv"), n_head_kv);
+            kvs.set(key("attention.layer_norm_rms_epsilon"), eps);
+            kvs.set(key("rope.dimension_count"), rope_dims);
+            kvs.set(key("rope.freq_base"), f32_of(theta, "rope_theta")?);
+            kvs.set("general.file_type", file_type);
+            kvs.set(
+                key("attention.sliding_window"),
+                hp.u32(&["sliding_window"])?.unwrap_or(0),
+            );
+        }
+        Arch::Gemma2 => {
+            let heads = hp.need_u32(&["num_attention_heads"])?;
+            kvs.set(
+                key("context_length"),
+                hp.need_u32(&["max_position_embeddings"])?,
+            );
+            kvs.set(key("embedding_length"), hp.need_u32(&["hidden_size"])?);
+            kvs.set(key("block_count"), hp.block_count()?);
+            kvs.set(
+                key("feed_forward_length"),
+                hp.need_u32(&["intermediate_size"])?,
+            );
+            kvs.set(key("attention.head_count"), heads);
+            kvs.set(
+                key("attention.head_count_kv"),
+                hp.u32(&["num_key_value_heads"])?.unwrap_or(heads),
+            );
+            kvs.set(
+                key("attention.layer_norm_rms_epsilon"),
+                hp.need_f32(&["rms_norm_eps"])?,
+            );
+            let head_dim = hp.need_u32(&["head_dim"])?;
+            kvs.set(key("attention.key_length"), head_dim);
+            kvs.set(key("attention.value_length"), head_dim);
+            kvs.set("general.file_type", file_type);
+            kvs.set(
+                key("attn_logit_softcapping"),
+                hp.need_f32(&["attn_logit_softcapping"])?,
+            );
+            kvs.set(
+                key("final_logit_softcapping"),
+                hp.need_f32(&["final_logit_softcapping"])?,
+            );
+            kvs.set(
+                key("attention.sliding_window"),
+                hp.need_u32(&["sliding_window"])?,
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Llama's Q/K rows reordered for llama.cpp's RoPE (pairs of halves
+/// interleaved within each head): within each of `n_head` groups, the rows
+/// `[h][i][j]` (i in 0..2, j in 0..rows/n_head/2) become `[h][j][i]`.
+pub fn permute_rows(values: &[f32], rows: usize, n_head: usize) -> Result<Vec<f32>, String> {
+    if n_head == 0 || rows % (2 * n_head) != 0 || values.len() % rows.max(1) != 0 {
+        return Err(format!(
+            "{rows} rows cannot be split into {n_head} heads of two halves"
+        ));
+    }
+    let width = values.len() / rows;
+    let half = rows / n_head / 2;
+    let mut out = Vec::with_capacity(values.len());
+    for h in 0..n_head {
+        for j in 0..half {
+            for i in 0..2 {
+                let src = (h * 2 + i) * half + j;
+                out.extend_from_slice(&values[src * width..(src + 1) * width]);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permute_interleaves_halves_per_head() {
+        // 2 heads of 4 rows, width 1: [a0 a1 b0 b1 | c0 c1 d0 d1] -> [a0 b0 a1 b1 | c0 d0 c1 d1]
+        let v = [0., 1., 2., 3., 4., 5., 6., 7.];
+        assert_eq!(
+            permute_rows(&v, 8, 2).unwrap(),
+            vec![0., 2., 1., 3., 4., 6., 5., 7.]
+        );
+        assert!(permute_rows(&v, 8, 3).is_err());
+    }
+
+    #[test]
+    fn names_map_per_architecture() {
+        assert_eq!(
+            Arch::Llama
+                .tensor_name("model.layers.3.self_attn.q_proj.weight")
+                .unwrap(),
+            "blk.3.attn_q.weight"
+        );
+        assert_eq!(
+            Arch::Gemma2
+                .tensor_name("model.layers.0.post_attention_layernorm.weight")
+                .unwrap(),
+            "blk.0.post_attention_norm.weight"
+        );
+        assert_eq!(
+            Arch::Llama
+                .tensor_name("model.layers.0.post_attention_layernorm.weight")
+                .unwrap(),
+            "blk.0.ffn_norm.weight"
+        );
+        assert!(Arch::Llama
+            .tensor_name("model.layers.0.self_attn.q_norm.weight")
+            .is_err());
+        assert!(Arch::Llama.tensor_name("vision_tower.x.weight").is_err());
+    }
+}

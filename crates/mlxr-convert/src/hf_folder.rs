@@ -1,0 +1,190 @@
+//! A Hugging Face model folder as the converter reads it: `config.json` and
+//! the tensors of its safetensors files, memory-mapped, in the order
+//! convert_hf_to_gguf.py visits them (files sorted by name, each file's
+//! tensors sorted by name).
+
+use std::path::Path;
+
+use memmap2::Mmap;
+use safetensors::{Dtype, SafeTensors};
+use serde_json::Value;
+
+use crate::ConvertError;
+
+/// The element types a source tensor may have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceDtype {
+    F32,
+    F16,
+    BF16,
+}
+
+/// One stored tensor: where its bytes are and what they are.
+#[derive(Clone, Debug)]
+pub struct SourceTensor {
+    pub name: String,
+    pub dtype: SourceDtype,
+    /// Row-major shape, as stored.
+    pub shape: Vec<usize>,
+    file: usize,
+    start: usize,
+    end: usize,
+}
+
+/// An opened folder.
+pub struct HfFolder {
+    pub config: serde_json::Map<String, Value>,
+    pub tensors: Vec<SourceTensor>,
+    maps: Vec<Mmap>,
+}
+
+fn input_err(message: String) -> ConvertError {
+    ConvertError::Input(message)
+}
+
+/// Reads a JSON object file; `Ok(None)` when it does not exist.
+pub fn read_json_object(
+    path: &Path,
+) -> Result<Option<serde_json::Map<String, Value>>, ConvertError> {
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| input_err(format!("reading {}: {e}", path.display())))?;
+    match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(map)) => Ok(Some(map)),
+        Ok(_) => Err(input_err(format!(
+            "{} is not a JSON object",
+            path.display()
+        ))),
+        Err(e) => Err(input_err(format!(
+            "{} is not valid JSON: {e}",
+            path.display()
+        ))),
+    }
+}
+
+impl HfFolder {
+    pub fn open(dir: &Path) -> Result<HfFolder, ConvertError> {
+        if !dir.is_dir() {
+            return Err(input_err(format!("{} is not a folder", dir.display())));
+        }
+        let config = read_json_object(&dir.join("config.json"))?.ok_or_else(|| {
+            input_err(format!(
+                "{} has no config.json (is it a Hugging Face model folder?)",
+                dir.display()
+            ))
+        })?;
+        let files = mlxr_formats::safetensors_folder::folder_weights(dir).map_err(input_err)?;
+        let mut maps = Vec::with_capacity(files.len());
+        let mut tensors = Vec::new();
+        for (index, name) in files.iter().enumerate() {
+            let path = dir.join(name);
+            let file = std::fs::File::open(&path)
+                .map_err(|e| input_err(format!("opening {}: {e}", path.display())))?;
+            // SAFETY: mapped read-only; like every mmap reader we rely on
+            // nobody truncating the file while it is converted.
+            let map = unsafe { Mmap::map(&file) }
+                .map_err(|e| input_err(format!("mapping {}: {e}", path.display())))?;
+            let parsed = SafeTensors::deserialize(&map).map_err(|e| {
+                input_err(format!(
+                    "{}: not a valid safetensors file: {e}",
+                    path.display()
+                ))
+            })?;
+            let (header_len, _) = SafeTensors::read_metadata(&map).map_err(|e| {
+                input_err(format!(
+                    "{}: not a valid safetensors file: {e}",
+                    path.display()
+                ))
+            })?;
+            let data_start = 8 + header_len;
+            let mut names: Vec<String> = parsed.names().into_iter().map(str::to_string).collect();
+            names.sort();
+            for tensor_name in names {
+                let view = parsed.tensor(&tensor_name).map_err(|e| {
+                    input_err(format!("{}: tensor {tensor_name}: {e}", path.display()))
+                })?;
+                let dtype = match view.dtype() {
+                    Dtype::F32 => SourceDtype::F32,
+                    Dtype::F16 => SourceDtype::F16,
+                    Dtype::BF16 => SourceDtype::BF16,
+                    other => {
+                        return Err(input_err(format!(
+                            "{}: tensor {tensor_name} is {other:?}; only F32, F16 and BF16 weights are converted (quantized checkpoints are not supported yet)",
+                            path.display()
+                        )))
+                    }
+                };
+                let start = view.data().as_ptr() as usize - map.as_ptr() as usize;
+                debug_assert!(start >= data_start);
+                tensors.push(SourceTensor {
+                    name: tensor_name,
+                    dtype,
+                    shape: view.shape().to_vec(),
+                    file: index,
+                    start,
+                    end: start + view.data().len(),
+                });
+            }
+            maps.push(map);
+        }
+        check_index(dir, &tensors)?;
+        Ok(HfFolder {
+            config,
+            tensors,
+            maps,
+        })
+    }
+
+    /// The tensor's values as f32 (F16 and BF16 widen exactly).
+    pub fn values(&self, tensor: &SourceTensor) -> Vec<f32> {
+        let bytes = &self.maps[tensor.file][tensor.start..tensor.end];
+        match tensor.dtype {
+            SourceDtype::F32 => bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect(),
+            SourceDtype::F16 => bytes
+                .chunks_exact(2)
+                .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+                .collect(),
+            SourceDtype::BF16 => bytes
+                .chunks_exact(2)
+                .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())
+                .collect(),
+        }
+    }
+}
+
+/// Every tensor `model.safetensors.index.json` names must be in the shards,
+/// and no other.
+fn check_index(dir: &Path, tensors: &[SourceTensor]) -> Result<(), ConvertError> {
+    let path = dir.join("model.safetensors.index.json");
+    let Some(index) = read_json_object(&path)? else {
+        return Ok(());
+    };
+    let Some(map) = index.get("weight_map").and_then(Value::as_object) else {
+        return Err(input_err(format!("{} has no weight_map", path.display())));
+    };
+    let stored: std::collections::BTreeSet<&str> =
+        tensors.iter().map(|t| t.name.as_str()).collect();
+    let listed: std::collections::BTreeSet<&str> = map.keys().map(String::as_str).collect();
+    let missing: Vec<&str> = listed.difference(&stored).copied().collect();
+    let extra: Vec<&str> = stored.difference(&listed).copied().collect();
+    if !missing.is_empty() {
+        return Err(input_err(format!(
+            "{}: tensors listed in model.safetensors.index.json are missing from the shards: {}",
+            dir.display(),
+            missing.join(", ")
+        )));
+    }
+    if !extra.is_empty() {
+        return Err(input_err(format!(
+            "{}: the shards hold tensors model.safetensors.index.json does not list: {}",
+            dir.display(),
+            extra.join(", ")
+        )));
+    }
+    Ok(())
+}
