@@ -64,6 +64,30 @@ impl Arch {
         }
     }
 
+    /// The architecture of a GGUF `general.architecture`.
+    pub fn from_gguf_name(name: &str) -> Option<Arch> {
+        [
+            Arch::Llama,
+            Arch::Qwen2,
+            Arch::Qwen3,
+            Arch::Phi3,
+            Arch::Gemma2,
+        ]
+        .into_iter()
+        .find(|a| a.gguf_name() == name)
+    }
+
+    /// The Hugging Face class and `model_type` written for it.
+    pub fn hf_class(self) -> (&'static str, &'static str) {
+        match self {
+            Arch::Llama => ("LlamaForCausalLM", "llama"),
+            Arch::Qwen2 => ("Qwen2ForCausalLM", "qwen2"),
+            Arch::Qwen3 => ("Qwen3ForCausalLM", "qwen3"),
+            Arch::Phi3 => ("Phi3ForCausalLM", "phi3"),
+            Arch::Gemma2 => ("Gemma2ForCausalLM", "gemma2"),
+        }
+    }
+
     /// Tensors the converter leaves out.
     pub fn skips(self, hf_name: &str) -> bool {
         hf_name.ends_with(".rotary_emb.inv_freq")
@@ -72,54 +96,93 @@ impl Arch {
             || (self == Arch::Gemma2 && hf_name == "lm_head.weight")
     }
 
+    /// Per-layer tensors: (Hugging Face part, GGUF part).
+    pub fn layer_parts(self) -> Vec<(&'static str, &'static str)> {
+        let mut parts = vec![
+            ("input_layernorm", "attn_norm"),
+            ("self_attn.o_proj", "attn_output"),
+            ("mlp.down_proj", "ffn_down"),
+        ];
+        if self == Arch::Phi3 {
+            parts.extend([
+                ("self_attn.qkv_proj", "attn_qkv"),
+                ("mlp.gate_up_proj", "ffn_up"),
+            ]);
+        } else {
+            parts.extend([
+                ("self_attn.q_proj", "attn_q"),
+                ("self_attn.k_proj", "attn_k"),
+                ("self_attn.v_proj", "attn_v"),
+                ("mlp.gate_proj", "ffn_gate"),
+                ("mlp.up_proj", "ffn_up"),
+            ]);
+        }
+        if self == Arch::Qwen3 {
+            parts.extend([
+                ("self_attn.q_norm", "attn_q_norm"),
+                ("self_attn.k_norm", "attn_k_norm"),
+            ]);
+        }
+        if self == Arch::Gemma2 {
+            parts.extend([
+                ("post_attention_layernorm", "post_attention_norm"),
+                ("pre_feedforward_layernorm", "ffn_norm"),
+                ("post_feedforward_layernorm", "post_ffw_norm"),
+            ]);
+        } else {
+            parts.push(("post_attention_layernorm", "ffn_norm"));
+        }
+        parts
+    }
+
     /// The GGUF name of a Hugging Face tensor.
     pub fn tensor_name(self, hf_name: &str) -> Result<String, ConvertError> {
-        let unknown = || {
+        self.map_name(hf_name, false).ok_or_else(|| {
             ConvertError::Input(format!(
                 "cannot map tensor {hf_name:?} of a {} model",
                 self.gguf_name()
             ))
-        };
-        let (stem, suffix) = if let Some(s) = hf_name.strip_suffix(".weight") {
-            (s, "weight")
-        } else if let Some(s) = hf_name.strip_suffix(".bias") {
-            (s, "bias")
-        } else {
-            return Err(unknown());
-        };
-        let fixed = match stem {
-            "model.embed_tokens" => Some("token_embd"),
-            "lm_head" => Some("output"),
-            "model.norm" => Some("output_norm"),
-            _ => None,
-        };
-        if let Some(name) = fixed {
-            return Ok(format!("{name}.{suffix}"));
+        })
+    }
+
+    /// The Hugging Face name of a GGUF tensor.
+    pub fn hf_tensor_name(self, gguf_name: &str) -> Result<String, ConvertError> {
+        self.map_name(gguf_name, true).ok_or_else(|| {
+            ConvertError::Input(format!(
+                "GGUF tensor {gguf_name:?} has no Hugging Face name in a {} model",
+                self.gguf_name()
+            ))
+        })
+    }
+
+    /// One table, both directions: `to_hf` maps GGUF names to Hugging Face ones.
+    fn map_name(self, name: &str, to_hf: bool) -> Option<String> {
+        const FIXED: [(&str, &str); 3] = [
+            ("model.embed_tokens", "token_embd"),
+            ("lm_head", "output"),
+            ("model.norm", "output_norm"),
+        ];
+        let (stem, suffix) = name
+            .strip_suffix(".weight")
+            .map(|s| (s, "weight"))
+            .or_else(|| name.strip_suffix(".bias").map(|s| (s, "bias")))?;
+        let pick = |pair: (&'static str, &'static str)| if to_hf { (pair.1, pair.0) } else { pair };
+        if let Some((_, to)) = FIXED.into_iter().map(pick).find(|(from, _)| *from == stem) {
+            return Some(format!("{to}.{suffix}"));
         }
-        let rest = stem.strip_prefix("model.layers.").ok_or_else(unknown)?;
-        let (layer, part) = rest.split_once('.').ok_or_else(unknown)?;
-        let layer: usize = layer.parse().map_err(|_| unknown())?;
-        let gemma = self == Arch::Gemma2;
-        let mapped = match part {
-            "input_layernorm" => "attn_norm",
-            "self_attn.q_proj" => "attn_q",
-            "self_attn.k_proj" => "attn_k",
-            "self_attn.v_proj" => "attn_v",
-            "self_attn.o_proj" => "attn_output",
-            "self_attn.qkv_proj" if self == Arch::Phi3 => "attn_qkv",
-            "self_attn.q_norm" if self == Arch::Qwen3 => "attn_q_norm",
-            "self_attn.k_norm" if self == Arch::Qwen3 => "attn_k_norm",
-            "post_attention_layernorm" if gemma => "post_attention_norm",
-            "post_attention_layernorm" => "ffn_norm",
-            "pre_feedforward_layernorm" if gemma => "ffn_norm",
-            "post_feedforward_layernorm" if gemma => "post_ffw_norm",
-            "mlp.gate_proj" => "ffn_gate",
-            "mlp.up_proj" => "ffn_up",
-            "mlp.down_proj" => "ffn_down",
-            "mlp.gate_up_proj" if self == Arch::Phi3 => "ffn_up",
-            _ => return Err(unknown()),
+        let (layer_prefix, out_prefix) = if to_hf {
+            ("blk.", "model.layers.")
+        } else {
+            ("model.layers.", "blk.")
         };
-        Ok(format!("blk.{layer}.{mapped}.{suffix}"))
+        let (layer, part) = stem.strip_prefix(layer_prefix)?.split_once('.')?;
+        let layer: usize = layer.parse().ok()?;
+        let (_, to) = self
+            .layer_parts()
+            .into_iter()
+            .map(pick)
+            .find(|(from, _)| *from == part)?;
+        Some(format!("{out_prefix}{layer}.{to}.{suffix}"))
     }
 }
 
@@ -445,6 +508,20 @@ pub fn write_hparams(
 /// interleaved within each head): within each of `n_head` groups, the rows
 /// `[h][i][j]` (i in 0..2, j in 0..rows/n_head/2) become `[h][j][i]`.
 pub fn permute_rows(values: &[f32], rows: usize, n_head: usize) -> Result<Vec<f32>, String> {
+    reorder_rows(values, rows, n_head, false)
+}
+
+/// The inverse of [`permute_rows`]: llama.cpp's order back to Hugging Face's.
+pub fn unpermute_rows(values: &[f32], rows: usize, n_head: usize) -> Result<Vec<f32>, String> {
+    reorder_rows(values, rows, n_head, true)
+}
+
+fn reorder_rows(
+    values: &[f32],
+    rows: usize,
+    n_head: usize,
+    inverse: bool,
+) -> Result<Vec<f32>, String> {
     if n_head == 0 || rows % (2 * n_head) != 0 || values.len() % rows.max(1) != 0 {
         return Err(format!(
             "{rows} rows cannot be split into {n_head} heads of two halves"
@@ -454,11 +531,19 @@ pub fn permute_rows(values: &[f32], rows: usize, n_head: usize) -> Result<Vec<f3
     let half = rows / n_head / 2;
     let mut out = Vec::with_capacity(values.len());
     for h in 0..n_head {
-        for j in 0..half {
-            for i in 0..2 {
-                let src = (h * 2 + i) * half + j;
-                out.extend_from_slice(&values[src * width..(src + 1) * width]);
-            }
+        for a in 0..2 * half {
+            // output row (h, a); in the forward direction a = j*2 + i reads row (h, i*half + j)
+            let (first, second) = if inverse {
+                (a / half, a % half)
+            } else {
+                (a % 2, a / 2)
+            };
+            let src = if inverse {
+                h * 2 * half + second * 2 + first
+            } else {
+                h * 2 * half + first * half + second
+            };
+            out.extend_from_slice(&values[src * width..(src + 1) * width]);
         }
     }
     Ok(out)
@@ -477,6 +562,10 @@ mod tests {
             vec![0., 2., 1., 3., 4., 6., 5., 7.]
         );
         assert!(permute_rows(&v, 8, 3).is_err());
+        let w: Vec<f32> = (0..48).map(|x| x as f32).collect();
+        let p = permute_rows(&w, 12, 2).unwrap();
+        assert_ne!(p, w);
+        assert_eq!(unpermute_rows(&p, 12, 2).unwrap(), w);
     }
 
     #[test]
@@ -503,5 +592,25 @@ mod tests {
             .tensor_name("model.layers.0.self_attn.q_norm.weight")
             .is_err());
         assert!(Arch::Llama.tensor_name("vision_tower.x.weight").is_err());
+        for arch in [
+            Arch::Llama,
+            Arch::Qwen2,
+            Arch::Qwen3,
+            Arch::Phi3,
+            Arch::Gemma2,
+        ] {
+            for (hf, _) in arch.layer_parts() {
+                let name = format!("model.layers.7.{hf}.weight");
+                assert_eq!(
+                    arch.hf_tensor_name(&arch.tensor_name(&name).unwrap())
+                        .unwrap(),
+                    name
+                );
+            }
+        }
+        assert_eq!(
+            Arch::Qwen2.hf_tensor_name("output.weight").unwrap(),
+            "lm_head.weight"
+        );
     }
 }

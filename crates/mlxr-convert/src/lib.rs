@@ -11,11 +11,18 @@
 //! `Qwen3ForCausalLM`, `Phi3ForCausalLM` (fused `qkv_proj`/`gate_up_proj`)
 //! and `Gemma2ForCausalLM`, with F32/F16/BF16 weights and a byte-level BPE
 //! `tokenizer.json`; output types F32, F16, BF16, Q8_0 or "auto".
+//!
+//! [`gguf_to_hf`] goes the other way: a GGUF of those architectures (any
+//! type candle dequantizes) to a folder with `config.json`, a dequantized
+//! `model.safetensors`, `tokenizer.json`, `tokenizer_config.json`,
+//! `chat_template.jinja` and `generation_config.json`.
 
 mod arch;
+mod gguf_to_hf;
 mod hf_folder;
 mod kvs;
 mod naming;
+mod tokenizer_json;
 mod vocab;
 
 use std::path::Path;
@@ -26,6 +33,7 @@ use mlxr_quantize::QuantizeError;
 
 pub use arch::SUPPORTED_CLASSES;
 use arch::{Arch, HParams};
+pub use gguf_to_hf::{gguf_to_hf, HfDtype, HfSummary};
 use hf_folder::{HfFolder, SourceDtype};
 pub use vocab::pre_tokenizer_hash;
 
@@ -313,55 +321,13 @@ fn check_complete(arch: Arch, hp: &HParams, plan: &[PlannedTensor]) -> Result<()
             missing.push(n.to_string());
         }
     }
-    let per_layer: &[&str] = match arch {
-        Arch::Phi3 => &[
-            "attn_norm",
-            "attn_qkv",
-            "attn_output",
-            "ffn_norm",
-            "ffn_up",
-            "ffn_down",
-        ],
-        Arch::Gemma2 => &[
-            "attn_norm",
-            "attn_q",
-            "attn_k",
-            "attn_v",
-            "attn_output",
-            "post_attention_norm",
-            "ffn_norm",
-            "ffn_gate",
-            "ffn_up",
-            "ffn_down",
-            "post_ffw_norm",
-        ],
-        Arch::Qwen3 => &[
-            "attn_norm",
-            "attn_q",
-            "attn_k",
-            "attn_v",
-            "attn_output",
-            "attn_q_norm",
-            "attn_k_norm",
-            "ffn_norm",
-            "ffn_gate",
-            "ffn_up",
-            "ffn_down",
-        ],
-        Arch::Llama | Arch::Qwen2 => &[
-            "attn_norm",
-            "attn_q",
-            "attn_k",
-            "attn_v",
-            "attn_output",
-            "ffn_norm",
-            "ffn_gate",
-            "ffn_up",
-            "ffn_down",
-        ],
-    };
+    let per_layer: Vec<&str> = arch
+        .layer_parts()
+        .into_iter()
+        .map(|(_, gguf)| gguf)
+        .collect();
     for b in 0..blocks {
-        for p in per_layer {
+        for p in &per_layer {
             let n = format!("blk.{b}.{p}.weight");
             if !has(&n) {
                 missing.push(n);
@@ -383,4 +349,41 @@ fn check_complete(arch: Arch, hp: &HParams, plan: &[PlannedTensor]) -> Result<()
             ""
         }
     )))
+}
+
+/// Deletes a file when dropped (the intermediate GGUF of [`quantize_hf_folder`]).
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// `mlxr quantize` of a folder: converts `input` as [`hf_to_gguf`] does (to
+/// `convert.out_type`, F32 for no double rounding) into a hidden file beside
+/// `output`, then quantizes that as `llama-quantize` would; the intermediate
+/// file is removed whatever happens. The same as running
+/// convert_hf_to_gguf.py and then llama-quantize, byte for byte.
+pub fn quantize_hf_folder(
+    input: &Path,
+    output: &Path,
+    convert: &HfToGgufOptions,
+    quantize: mlxr_quantize::QuantizeOptions,
+    convert_progress: impl FnMut(ConvertProgress<'_>) -> bool,
+    quantize_progress: impl FnMut(mlxr_quantize::ModelProgress<'_>) -> bool,
+) -> Result<mlxr_quantize::QuantizeSummary, ConvertError> {
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out.gguf".into());
+    let intermediate =
+        output.with_file_name(format!(".{name}.unquantized-{}.gguf", std::process::id()));
+    let guard = RemoveOnDrop(intermediate.clone());
+    hf_to_gguf(input, &intermediate, convert, convert_progress)?;
+    let file = mlxr_formats::GgufFile::open(&intermediate)?;
+    let summary = mlxr_quantize::quantize_model(&file, output, quantize, quantize_progress)?;
+    drop(file);
+    drop(guard);
+    Ok(summary)
 }

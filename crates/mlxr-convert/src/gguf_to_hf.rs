@@ -1,0 +1,364 @@
+//! A GGUF model back to a Hugging Face folder: `config.json` from the GGUF
+//! hyperparameters, the tensors dequantized into `model.safetensors` under
+//! their Hugging Face names (llama's Q/K rows back in Hugging Face order,
+//! Gemma norms back to `w`), `tokenizer.json` / `tokenizer_config.json` from
+//! the GGUF vocabulary, `chat_template.jinja` and `generation_config.json`.
+//! The folder converts back ([`crate::hf_to_gguf`]) to the same tensors and
+//! hyperparameters.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use mlxr_formats::gguf::{GgmlType, GgufFile};
+use serde_json::{json, Map, Value};
+
+use crate::arch::{self, Arch};
+use crate::{ConvertError, ConvertProgress, PlannedTensor};
+
+fn err(message: String) -> ConvertError {
+    ConvertError::Input(message)
+}
+
+/// The element type of the written safetensors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HfDtype {
+    F32,
+    F16,
+    BF16,
+}
+
+impl HfDtype {
+    pub fn parse(name: &str) -> Option<HfDtype> {
+        Some(match name.to_ascii_lowercase().as_str() {
+            "f32" => HfDtype::F32,
+            "f16" => HfDtype::F16,
+            "bf16" => HfDtype::BF16,
+            _ => return None,
+        })
+    }
+
+    fn names(self) -> (&'static str, &'static str, GgmlType) {
+        match self {
+            HfDtype::F32 => ("F32", "float32", GgmlType::F32),
+            HfDtype::F16 => ("F16", "float16", GgmlType::F16),
+            HfDtype::BF16 => ("BF16", "bfloat16", GgmlType::BF16),
+        }
+    }
+}
+
+/// Removes a folder when dropped unless disarmed.
+struct TempDir(Option<PathBuf>);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_dir_all(p);
+        }
+    }
+}
+
+/// What a finished GGUF → folder conversion wrote.
+#[derive(Clone, Debug)]
+pub struct HfSummary {
+    pub architecture: &'static str,
+    pub tensors: usize,
+    pub bytes: u64,
+}
+
+/// A number as JSON, written as the shortest decimal that reads back as the
+/// same f32.
+fn json_f32(x: f32) -> Value {
+    let shortest: f64 = format!("{x}").parse().unwrap_or(f64::from(x));
+    json!(shortest)
+}
+
+/// Converts the GGUF `input` into the folder `output` (built under a hidden
+/// name beside it and renamed at the end; `output` must not exist).
+pub fn gguf_to_hf(
+    input: &Path,
+    output: &Path,
+    dtype: HfDtype,
+    mut progress: impl FnMut(ConvertProgress<'_>) -> bool,
+) -> Result<HfSummary, ConvertError> {
+    if output.exists() {
+        return Err(err(format!("{} already exists", output.display())));
+    }
+    let file = GgufFile::open(input)?;
+    let meta = file.metadata();
+    let arch_name = meta.get_str("general.architecture")?;
+    let arch = Arch::from_gguf_name(arch_name).ok_or_else(|| {
+        err(format!(
+            "GGUF architecture {arch_name} is not supported; supported: llama, qwen2, qwen3, phi3, gemma2"
+        ))
+    })?;
+    let config = hf_config(&file, arch, dtype)?;
+
+    // Plan the tensors: Hugging Face names and shapes.
+    let mut plan = Vec::new();
+    for (i, t) in file.tensors().iter().enumerate() {
+        let name = arch.hf_tensor_name(&t.name)?;
+        let supported = matches!(t.ggml_type, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
+            || (t.ggml_type.is_supported_by_candle() && t.ggml_type != GgmlType::Q8_1);
+        if !supported {
+            return Err(err(format!(
+                "tensor {} is {}, which cannot be dequantized",
+                t.name, t.ggml_type
+            )));
+        }
+        plan.push(PlannedTensor {
+            name,
+            dims: t.dims.clone(),
+            ggml_type: dtype.names().2,
+            source: i,
+        });
+    }
+
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".into());
+    let temp = output.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+    let io = |path: &Path, e: std::io::Error| err(format!("writing {}: {e}", path.display()));
+    std::fs::create_dir_all(&temp).map_err(|e| io(&temp, e))?;
+    let mut guard = TempDir(Some(temp.clone()));
+
+    let write_json = |name: &str, value: &Value| -> Result<(), ConvertError> {
+        let path = temp.join(name);
+        let mut text = serde_json::to_string_pretty(value).expect("JSON values serialise");
+        text.push('\n');
+        std::fs::write(&path, text).map_err(|e| io(&path, e))
+    };
+    write_json("config.json", &Value::Object(config.clone()))?;
+    let tok = crate::tokenizer_json::from_gguf(meta, arch)?;
+    write_json("tokenizer.json", &tok.tokenizer)?;
+    write_json("tokenizer_config.json", &tok.config)?;
+    let mut generation = Map::new();
+    for key in ["bos_token_id", "eos_token_id", "pad_token_id"] {
+        if let Some(v) = config.get(key) {
+            generation.insert(key.into(), v.clone());
+        }
+    }
+    write_json("generation_config.json", &Value::Object(generation))?;
+    if let Some(t) = meta.opt_str("tokenizer.chat_template")? {
+        let path = temp.join("chat_template.jinja");
+        std::fs::write(&path, t).map_err(|e| io(&path, e))?;
+    }
+
+    // model.safetensors: header, then each tensor's data.
+    let (st_dtype, _, ggml_dtype) = dtype.names();
+    let elem = ggml_dtype.type_size();
+    let mut header = Map::new();
+    header.insert("__metadata__".into(), json!({"format": "pt"}));
+    let mut offset = 0u64;
+    for t in &plan {
+        let n: u64 = t.dims.iter().product();
+        let shape: Vec<u64> = t.dims.iter().rev().copied().collect();
+        header.insert(
+            t.name.clone(),
+            json!({"dtype": st_dtype, "shape": shape, "data_offsets": [offset, offset + n * elem]}),
+        );
+        offset += n * elem;
+    }
+    let mut header = serde_json::to_vec(&Value::Object(header)).expect("JSON values serialise");
+    while header.len() % 8 != 0 {
+        header.push(b' ');
+    }
+    let st_path = temp.join("model.safetensors");
+    let st_file = std::fs::File::create(&st_path).map_err(|e| io(&st_path, e))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, st_file);
+    out.write_all(&(header.len() as u64).to_le_bytes())
+        .map_err(|e| io(&st_path, e))?;
+    out.write_all(&header).map_err(|e| io(&st_path, e))?;
+
+    let n_head = config
+        .get("num_attention_heads")
+        .and_then(Value::as_u64)
+        .unwrap_or(0) as usize;
+    let n_head_kv = config
+        .get("num_key_value_heads")
+        .and_then(Value::as_u64)
+        .unwrap_or(n_head as u64) as usize;
+    let mut bytes = offset;
+    for (index, t) in plan.iter().enumerate() {
+        if !progress(ConvertProgress {
+            index,
+            total: plan.len(),
+            tensor: t,
+        }) {
+            return Err(ConvertError::Cancelled);
+        }
+        let info = &file.tensors()[t.source];
+        let n = info.n_elements() as usize;
+        let data = file.raw_tensor_data(info)?;
+        let tensor_err = |m: String| err(format!("tensor {}: {m}", info.name));
+        let mut values = mlxr_quantize::dequantize(info.ggml_type, data, n).map_err(tensor_err)?;
+        file.release(info);
+        if arch == Arch::Llama {
+            let rows = info.dims.last().copied().unwrap_or(1) as usize;
+            let heads = if t.name.contains("q_proj.") {
+                Some(n_head)
+            } else if t.name.contains("k_proj.") {
+                Some(n_head_kv)
+            } else {
+                None
+            };
+            if let Some(h) = heads {
+                values = arch::unpermute_rows(&values, rows, h).map_err(tensor_err)?;
+            }
+        }
+        if arch == Arch::Gemma2 && t.name.ends_with("norm.weight") {
+            values.iter_mut().for_each(|v| *v -= 1.0);
+        }
+        let row = info.dims.first().copied().unwrap_or(1) as usize;
+        let encoded = mlxr_quantize::quantize(ggml_dtype, &values, row.max(1))
+            .map_err(|e| tensor_err(e.to_string()))?;
+        out.write_all(&encoded).map_err(|e| io(&st_path, e))?;
+    }
+    let st_file = out.into_inner().map_err(|e| io(&st_path, e.into_error()))?;
+    st_file.sync_all().map_err(|e| io(&st_path, e))?;
+    bytes += 8 + header.len() as u64;
+    std::fs::rename(&temp, output).map_err(|e| io(output, e))?;
+    guard.0 = None;
+    Ok(HfSummary {
+        architecture: arch.gguf_name(),
+        tensors: plan.len(),
+        bytes,
+    })
+}
+
+/// `config.json` from the GGUF hyperparameters.
+fn hf_config(
+    file: &GgufFile,
+    arch: Arch,
+    dtype: HfDtype,
+) -> Result<Map<String, Value>, ConvertError> {
+    let meta = file.metadata();
+    let a = arch.gguf_name();
+    let key = |k: &str| format!("{a}.{k}");
+    let (class, model_type) = arch.hf_class();
+    let n_vocab = meta.get_str_array("tokenizer.ggml.tokens")?.len();
+    let embd = meta.get_u32(&key("embedding_length"))?;
+    let heads = meta.get_u32(&key("attention.head_count"))?;
+    let mut c = Map::new();
+    c.insert("architectures".into(), json!([class]));
+    c.insert("model_type".into(), json!(model_type));
+    c.insert("hidden_size".into(), json!(embd));
+    c.insert(
+        "intermediate_size".into(),
+        json!(meta.get_u32(&key("feed_forward_length"))?),
+    );
+    c.insert(
+        "num_hidden_layers".into(),
+        json!(meta.get_u32(&key("block_count"))?),
+    );
+    c.insert("num_attention_heads".into(), json!(heads));
+    c.insert(
+        "num_key_value_heads".into(),
+        json!(meta
+            .opt_u32(&key("attention.head_count_kv"))?
+            .unwrap_or(heads)),
+    );
+    if let Some(d) = meta.opt_u32(&key("attention.key_length"))? {
+        c.insert("head_dim".into(), json!(d));
+    }
+    c.insert(
+        "max_position_embeddings".into(),
+        json!(meta.get_u32(&key("context_length"))?),
+    );
+    c.insert(
+        "rms_norm_eps".into(),
+        json_f32(meta.get_f32(&key("attention.layer_norm_rms_epsilon"))?),
+    );
+    let theta = meta.opt_f32(&key("rope.freq_base"))?;
+    if arch != Arch::Gemma2 || theta.is_some() {
+        c.insert("rope_theta".into(), json_f32(theta.unwrap_or(10000.0)));
+    }
+    c.insert("rope_scaling".into(), Value::Null);
+    match meta.opt_str(&key("rope.scaling.type"))? {
+        None | Some("none") => {}
+        Some("linear") => {
+            let f = meta.get_f32(&key("rope.scaling.factor"))?;
+            c.insert(
+                "rope_scaling".into(),
+                json!({"rope_type": "linear", "factor": json_f32(f)}),
+            );
+        }
+        Some(other) => return Err(err(format!("RoPE scaling {other} is not supported yet"))),
+    }
+    c.insert("vocab_size".into(), json!(n_vocab));
+    let tied = file.tensor("output.weight").is_none();
+    c.insert("tie_word_embeddings".into(), json!(tied));
+    for (k, gguf) in [
+        ("bos_token_id", "bos"),
+        ("eos_token_id", "eos"),
+        ("pad_token_id", "padding"),
+    ] {
+        if let Some(id) = meta.opt_u32(&format!("tokenizer.ggml.{gguf}_token_id"))? {
+            c.insert(k.into(), json!(id));
+        }
+    }
+    c.insert("torch_dtype".into(), json!(dtype.names().1));
+    match arch {
+        Arch::Llama => {
+            c.insert("hidden_act".into(), json!("silu"));
+            c.insert(
+                "attention_bias".into(),
+                json!(file.tensor("blk.0.attn_q.bias").is_some()),
+            );
+            c.insert("mlp_bias".into(), json!(false));
+            if let Some(d) = meta.opt_u32(&key("rope.dimension_count"))? {
+                let head_dim = meta
+                    .opt_u32(&key("attention.key_length"))?
+                    .unwrap_or(embd / heads);
+                if d != head_dim {
+                    return Err(err(format!(
+                        "partial RoPE ({d} of {head_dim} dims) is not supported for llama"
+                    )));
+                }
+            }
+        }
+        Arch::Qwen2 | Arch::Qwen3 => {
+            c.insert("hidden_act".into(), json!("silu"));
+        }
+        Arch::Phi3 => {
+            c.insert("hidden_act".into(), json!("silu"));
+            let orig = meta.opt_u32(&key("rope.scaling.original_context_length"))?;
+            c.insert(
+                "original_max_position_embeddings".into(),
+                json!(orig.unwrap_or(meta.get_u32(&key("context_length"))?)),
+            );
+            let window = meta.opt_u32(&key("attention.sliding_window"))?.unwrap_or(0);
+            c.insert(
+                "sliding_window".into(),
+                if window == 0 {
+                    Value::Null
+                } else {
+                    json!(window)
+                },
+            );
+            let rope_dims = meta
+                .opt_u32(&key("rope.dimension_count"))?
+                .unwrap_or(embd / heads);
+            let factor = f64::from(rope_dims * heads) / f64::from(embd);
+            if factor != 1.0 {
+                c.insert("partial_rotary_factor".into(), json!(factor));
+            }
+        }
+        Arch::Gemma2 => {
+            let head_dim = meta.get_u32(&key("attention.key_length"))?;
+            c.insert("hidden_activation".into(), json!("gelu_pytorch_tanh"));
+            c.insert("hidden_act".into(), json!("gelu_pytorch_tanh"));
+            // llama.cpp scales queries by 1/sqrt(head_dim) and uses RoPE base 10000 for Gemma 2.
+            c.insert("query_pre_attn_scalar".into(), json!(head_dim));
+            c.insert("rope_theta".into(), json_f32(theta.unwrap_or(10000.0)));
+            for k in ["attn_logit_softcapping", "final_logit_softcapping"] {
+                c.insert(k.into(), json_f32(meta.get_f32(&key(k))?));
+            }
+            c.insert(
+                "sliding_window".into(),
+                json!(meta.get_u32(&key("attention.sliding_window"))?),
+            );
+        }
+    }
+    Ok(c)
+}
