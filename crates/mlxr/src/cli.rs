@@ -168,12 +168,13 @@ some attn_v/ffn_down layers higher, norms F32, rows that are not whole 256-block
 llama-quantize's. The file is written under a hidden name beside OUT and renamed at the
 end: Ctrl-C or an error leaves nothing.")]
     Quantize(QuantizeArgs),
-    /// Convert a Hugging Face safetensors folder to GGUF, like llama.cpp's convert_hf_to_gguf.py.
+    /// Convert a Hugging Face safetensors folder to GGUF (like llama.cpp's convert_hf_to_gguf.py), or a GGUF to a folder.
     #[command(after_help = "Examples:
   mlxr convert ./SmolLM2-135M-Instruct smollm2-135m-f16.gguf
   mlxr convert ./Qwen3-0.6B qwen3-0.6b-bf16.gguf --outtype bf16
   mlxr convert ./Llama-3.2-1B-Instruct llama-3.2-1b-q8_0.gguf --outtype q8_0
   mlxr convert ./my-finetune out.gguf --tokenizer-pre llama-bpe    a tokenizer the converter does not recognise
+  mlxr convert SmolLM2-135M-Instruct.Q4_1.gguf ./smollm2-hf --outtype bf16   GGUF to a folder
 
 IN is a folder with config.json, *.safetensors (one file, or shards with
 model.safetensors.index.json), tokenizer.json and tokenizer_config.json (chat template
@@ -182,28 +183,34 @@ Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM; F32, F16
 weights; byte-level BPE tokenizers. The GGUF holds what convert_hf_to_gguf.py writes
 (hyperparameters, tokenizer, chat template, llama's Q/K rows permuted for llama.cpp's
 RoPE, Gemma norms as 1+w); for the tiny test folders the files are byte-identical.
-1-D tensors, norms and biases stay F32 whatever --outtype says. OUT must end in .gguf
-(GGUF to a Hugging Face folder is not implemented yet). The file is written under a hidden
-name beside OUT and renamed at the end: Ctrl-C or an error leaves nothing.")]
+1-D tensors, norms and biases stay F32 whatever --outtype says.
+
+IN a GGUF file (same architectures, byte-level BPE vocabulary, any type candle
+dequantizes) and OUT not ending in .gguf: a folder with config.json, model.safetensors
+(dequantized; --outtype f32 (auto), f16 or bf16), tokenizer.json, tokenizer_config.json,
+chat_template.jinja and generation_config.json, which converts back to the same tensors.
+Either output is written under a hidden name beside OUT and renamed at the end: Ctrl-C or
+an error leaves nothing.")]
     Convert(ConvertArgs),
 }
 
 #[derive(Args, Debug)]
 pub struct ConvertArgs {
-    /// A Hugging Face model folder (config.json, *.safetensors, tokenizer.json).
+    /// A Hugging Face model folder (config.json, *.safetensors, tokenizer.json), or a GGUF file.
     #[arg(value_name = "IN")]
     pub input: PathBuf,
-    /// The GGUF file to write (must end in .gguf).
+    /// The GGUF file to write (for a folder IN; must end in .gguf), or the folder to write.
     #[arg(value_name = "OUT")]
     pub output: PathBuf,
-    /// Type of the 2-D weights: f32, f16, bf16, q8_0, or auto (the stored F16/BF16 type, else f16).
+    /// Type of the 2-D weights: f32, f16, bf16, q8_0, or auto (to GGUF: the stored F16/BF16
+    /// type, else f16; to a folder: f32).
     #[arg(long, value_name = "TYPE", default_value = "auto")]
     pub outtype: String,
     /// llama.cpp's pre-tokenizer name (tokenizer.ggml.pre) for a tokenizer the converter
     /// does not recognise, e.g. llama-bpe, qwen2, gpt-2, smollm.
     #[arg(long, value_name = "NAME")]
     pub tokenizer_pre: Option<String>,
-    /// Overwrite OUT if it exists.
+    /// Overwrite OUT if it exists (a folder only if it holds a config.json).
     #[arg(long)]
     pub force: bool,
 }

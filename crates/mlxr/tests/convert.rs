@@ -101,37 +101,116 @@ fn bad_inputs_are_one_line_errors() {
     let out = dir.path().join("m.gguf");
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
-
-    assert_one_line_error(&mlxr(&["convert"], &[&empty, &out]), "no config.json");
-    assert_one_line_error(
-        &mlxr(&["quantize", "--type", "q8_0"], &[&empty, &out]),
-        "no config.json",
-    );
-    assert_one_line_error(
-        &mlxr(
-            &["convert"],
-            &[&tiny("gguf/llama.f32.gguf"), &dir.path().join("hf")],
+    let gguf = tiny("gguf/llama.f32.gguf");
+    let cases: Vec<(Vec<&str>, Vec<PathBuf>, &str)> = vec![
+        (
+            vec!["convert"],
+            vec![empty.clone(), out.clone()],
+            "no config.json",
         ),
-        "not implemented yet",
-    );
-    assert_one_line_error(
-        &mlxr(&["convert"], &[&tiny("llama"), &dir.path().join("folder")]),
-        "must end in .gguf",
-    );
-    assert_one_line_error(
-        &mlxr(&["convert", "--outtype", "q4_k"], &[&tiny("llama"), &out]),
-        "unknown --outtype",
-    );
-    // The fixtures' tokenizer is unknown to llama.cpp's converter: name it or fail.
-    assert_one_line_error(
-        &mlxr(&["convert"], &[&tiny("llama"), &out]),
-        "--tokenizer-pre",
-    );
+        (
+            vec!["quantize", "--type", "q8_0"],
+            vec![empty.clone(), out.clone()],
+            "no config.json",
+        ),
+        (
+            vec!["convert"],
+            vec![tiny("llama"), dir.path().join("folder")],
+            "must end in .gguf",
+        ),
+        (
+            vec!["convert"],
+            vec![dir.path().join("nothing"), out.clone()],
+            "does not exist",
+        ),
+        (
+            vec!["convert", "--outtype", "q4_k"],
+            vec![tiny("llama"), out.clone()],
+            "unknown --outtype",
+        ),
+        (
+            vec!["convert", "--outtype", "q8_0"],
+            vec![gguf.clone(), dir.path().join("hf")],
+            "cannot be written to a Hugging Face folder",
+        ),
+        // --force never removes a folder that is not a model's.
+        (
+            vec!["convert", "--force"],
+            vec![gguf.clone(), empty.clone()],
+            "not a model folder",
+        ),
+        // The fixtures' tokenizer is unknown to llama.cpp's converter: name it or fail.
+        (
+            vec!["convert"],
+            vec![tiny("llama"), out.clone()],
+            "--tokenizer-pre",
+        ),
+    ];
+    for (args, paths, needle) in cases {
+        let paths: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+        assert_one_line_error(&mlxr(&args, &paths), needle);
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(
-        std::fs::read_dir(dir.path()).unwrap().count(),
-        1,
-        "a failed run left a file"
+        left,
+        vec![std::ffi::OsString::from("empty")],
+        "a failed run left something"
     );
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+}
+
+#[test]
+fn a_gguf_converts_to_a_folder_and_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("phi3");
+    let run = mlxr(
+        &["convert", "--outtype", "f32"],
+        &[&tiny("gguf/phi3.f32.gguf"), &folder],
+    );
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(
+        folder.join("tokenizer.json").is_file() && folder.join("chat_template.jinja").is_file()
+    );
+    let out = dir.path().join("phi3.gguf");
+    let run = mlxr(
+        &["convert", "--outtype", "f32", "--tokenizer-pre", "qwen2"],
+        &[&folder, &out],
+    );
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let (a, b) = (
+        mlxr_formats::GgufFile::open(tiny("gguf/phi3.f32.gguf")).unwrap(),
+        mlxr_formats::GgufFile::open(&out).unwrap(),
+    );
+    for t in a.tensors() {
+        assert!(
+            a.tensor_data(t).unwrap() == b.tensor_data(b.tensor(&t.name).unwrap()).unwrap(),
+            "{}",
+            t.name
+        );
+    }
+    // Again with --force: the model folder is replaced.
+    let run = mlxr(
+        &["convert", "--force", "--outtype", "bf16"],
+        &[&tiny("gguf/phi3.f32.gguf"), &folder],
+    );
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let config = std::fs::read_to_string(folder.join("config.json")).unwrap();
+    assert!(config.contains("bfloat16"), "{config}");
 }
 
 #[test]

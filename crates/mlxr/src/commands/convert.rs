@@ -1,11 +1,12 @@
-//! `mlxr convert IN OUT`: a thin front over mlxr-convert, with a progress
-//! bar over the tensors and Ctrl-C as a clean stop.
+//! `mlxr convert IN OUT`: a thin front over mlxr-convert (a folder to GGUF,
+//! a GGUF to a folder), with a progress bar over the tensors and Ctrl-C as a
+//! clean stop.
 
 use std::path::Path;
 
 use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use mlxr_convert::{hf_to_gguf, ConvertError, HfToGgufOptions, OutType};
+use mlxr_convert::{gguf_to_hf, hf_to_gguf, ConvertError, HfDtype, HfToGgufOptions, OutType};
 
 use super::interrupt;
 use crate::cli::ConvertArgs;
@@ -36,60 +37,77 @@ pub fn is_folder(path: &Path) -> bool {
 }
 
 pub fn convert(args: ConvertArgs) -> Result<()> {
-    let out_type = parse_outtype(&args.outtype)?;
-    if !is_folder(&args.input) {
-        if args
-            .input
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
-            && args.input.is_file()
-        {
-            bail!(
-                "{}: converting a GGUF file to a Hugging Face folder is not implemented yet (IN must be a Hugging Face safetensors folder)",
-                args.input.display()
-            );
-        }
-        bail!(
-            "{} is not a folder; IN must be a Hugging Face safetensors folder (config.json, *.safetensors, tokenizer.json)",
-            args.input.display()
-        );
+    if !is_folder(&args.input) && !args.input.is_file() {
+        bail!("{} does not exist", args.input.display());
     }
-    if !args
+    let to_gguf = args
         .output
         .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
-    {
-        bail!(
-            "OUT must end in .gguf ({}); writing a Hugging Face folder is not implemented yet",
-            args.output.display()
-        );
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
+    if args.output.exists() {
+        if !args.force {
+            bail!(
+                "{} already exists; pass --force to overwrite it",
+                args.output.display()
+            );
+        }
+        if !to_gguf {
+            // Only a model folder is removed, never an arbitrary one.
+            if !args.output.join("config.json").is_file() {
+                bail!(
+                    "{} exists and is not a model folder; not overwriting it",
+                    args.output.display()
+                );
+            }
+            std::fs::remove_dir_all(&args.output)?;
+        }
     }
-    if args.output.exists() && !args.force {
-        bail!(
-            "{} already exists; pass --force to overwrite it",
-            args.output.display()
-        );
-    }
-    let options = HfToGgufOptions {
-        out_type,
-        tokenizer_pre: args.tokenizer_pre.clone(),
-    };
     interrupt::install()?;
     interrupt::reset();
+    if is_folder(&args.input) {
+        if !to_gguf {
+            bail!(
+                "OUT must end in .gguf for a folder IN ({}): a folder converts to GGUF",
+                args.output.display()
+            );
+        }
+        folder_to_gguf(&args)
+    } else {
+        gguf_to_folder(&args)
+    }
+}
+
+fn with_bar<T>(run: impl FnOnce(&mut dyn FnMut(usize, usize) -> bool) -> T) -> T {
     let mut bar: Option<ProgressBar> = None;
-    let result = hf_to_gguf(&args.input, &args.output, &options, |p| {
-        let b = bar.get_or_insert_with(|| tensor_bar(p.total, "converting".into()));
-        b.set_position(p.index as u64);
+    let result = run(&mut |index, total| {
+        let b = bar.get_or_insert_with(|| tensor_bar(total, "converting".into()));
+        b.set_position(index as u64);
         !interrupt::interrupted()
     });
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    let summary = match result {
-        Ok(s) => s,
+    result
+}
+
+fn cancelled<T>(result: Result<T, ConvertError>) -> Result<T> {
+    match result {
+        Ok(s) => Ok(s),
         Err(ConvertError::Cancelled) => bail!("convert cancelled; nothing written"),
-        Err(e) => return Err(e.into()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn folder_to_gguf(args: &ConvertArgs) -> Result<()> {
+    let options = HfToGgufOptions {
+        out_type: parse_outtype(&args.outtype)?,
+        tokenizer_pre: args.tokenizer_pre.clone(),
     };
+    let summary = cancelled(with_bar(|step| {
+        hf_to_gguf(&args.input, &args.output, &options, |p| {
+            step(p.index, p.total)
+        })
+    }))?;
     eprintln!(
         "wrote {} ({}, {:?}, {} tensors, {} parameters): {:.2} MiB",
         args.output.display(),
@@ -98,6 +116,27 @@ pub fn convert(args: ConvertArgs) -> Result<()> {
         summary.tensors.len(),
         summary.parameters,
         summary.output_bytes as f64 / (1024.0 * 1024.0)
+    );
+    Ok(())
+}
+
+fn gguf_to_folder(args: &ConvertArgs) -> Result<()> {
+    let dtype = match args.outtype.to_ascii_lowercase().as_str() {
+        "auto" => HfDtype::F32,
+        other => match HfDtype::parse(other) {
+            Some(d) => d,
+            None => bail!("--outtype {other:?} cannot be written to a Hugging Face folder; valid: f32, f16, bf16, auto (f32)"),
+        },
+    };
+    let summary = cancelled(with_bar(|step| {
+        gguf_to_hf(&args.input, &args.output, dtype, |p| step(p.index, p.total))
+    }))?;
+    eprintln!(
+        "wrote {}/ ({}, {dtype:?}, {} tensors): {:.2} MiB",
+        args.output.display(),
+        summary.architecture,
+        summary.tensors,
+        summary.bytes as f64 / (1024.0 * 1024.0)
     );
     Ok(())
 }
