@@ -158,6 +158,9 @@ pub fn from_gguf(meta: &Metadata, arch: Arch) -> Result<HfTokenizer, ConvertErro
         );
     }
     config.insert("clean_up_tokenization_spaces".into(), json!(false));
+    if let Some(b) = meta.opt_bool("tokenizer.ggml.add_space_prefix")? {
+        config.insert("add_prefix_space".into(), json!(b));
+    }
     // Phi-3's converter reads a BPE tokenizer.json only under this class (its Phi-4 path).
     let class = if arch == Arch::Phi3 {
         "GPT2Tokenizer"

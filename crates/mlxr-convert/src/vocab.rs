@@ -230,9 +230,17 @@ fn merges(model: &Map<String, Value>, path: &Path) -> Result<Vec<String>, Conver
 
 const SPECIAL_TYPES: [&str; 7] = ["bos", "eos", "unk", "sep", "pad", "cls", "mask"];
 
-fn gguf_special_key(typ: &str) -> String {
-    let name = if typ == "pad" { "padding" } else { typ };
-    format!("tokenizer.ggml.{name}_token_id")
+/// gguf-py's key for a special token id; `None` for the types it has no
+/// key for (cls), which its converter skips too.
+fn gguf_special_key(typ: &str) -> Option<String> {
+    let name = match typ {
+        "pad" => "padding",
+        "unk" => "unknown",
+        "sep" => "seperator", // sic: llama.cpp's spelling
+        "bos" | "eos" | "mask" => typ,
+        _ => return None,
+    };
+    Some(format!("tokenizer.ggml.{name}_token_id"))
 }
 
 /// Special token ids, add-BOS/EOS flags and the chat template, in the order
@@ -356,10 +364,15 @@ fn special_tokens(
         }
     }
     for (typ, id) in ids {
-        kvs.set(gguf_special_key(typ), id as u32);
+        if let Some(key) = gguf_special_key(typ) {
+            kvs.set(key, id as u32);
+        }
     }
     for (typ, b) in add {
-        kvs.set(format!("tokenizer.ggml.add_{typ}_token"), b);
+        // gguf-py writes add_bos / add_eos / add_sep only.
+        if matches!(typ, "bos" | "eos" | "sep") {
+            kvs.set(format!("tokenizer.ggml.add_{typ}_token"), b);
+        }
     }
     if let Some(t) = chat_template {
         kvs.set("tokenizer.chat_template", t);

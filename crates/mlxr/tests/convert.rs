@@ -4,6 +4,9 @@
 //! the quantized file the one llama-quantize writes from it
 //! (scripts/fixtures/quantize-hf-reference.py); bad inputs are one-line errors.
 
+mod common;
+use common::assert_one_line_error;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -22,14 +25,6 @@ fn tiny(name: &str) -> PathBuf {
 
 fn sha256(path: &Path) -> String {
     format!("{:x}", Sha256::digest(std::fs::read(path).unwrap()))
-}
-
-fn assert_one_line_error(out: &Output, needle: &str) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "stderr: {stderr}");
-    assert_eq!(stderr.trim_end().lines().count(), 1, "stderr: {stderr}");
-    assert!(stderr.starts_with("error: "), "stderr: {stderr}");
-    assert!(stderr.contains(needle), "stderr: {stderr}");
 }
 
 #[test]
