@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use memmap2::Mmap;
+use mlxr_models::weights::SafetensorsWeights;
 use safetensors::{Dtype, SafeTensors};
 use serde_json::Value;
 
@@ -17,6 +18,26 @@ pub enum SourceDtype {
     F32,
     F16,
     BF16,
+    /// An FP8 or bitsandbytes 4-bit weight, dequantized by mlxr-models as
+    /// the model runs it.
+    Quantized,
+}
+
+/// Tensors of an FP8 / 4-bit checkpoint that only serve its quantized
+/// weights (scales, quant states).
+fn is_quantization_aux(name: &str) -> bool {
+    [
+        ".weight_scale_inv",
+        ".weight_scale",
+        ".input_scale",
+        ".absmax",
+        ".quant_map",
+        ".nested_absmax",
+        ".nested_quant_map",
+    ]
+    .iter()
+    .any(|s| name.ends_with(s))
+        || name.contains(".weight.quant_state.")
 }
 
 /// One stored tensor: where its bytes are and what they are.
@@ -36,6 +57,9 @@ pub struct HfFolder {
     pub config: serde_json::Map<String, Value>,
     pub tensors: Vec<SourceTensor>,
     maps: Vec<Mmap>,
+    /// For an FP8 / 4-bit checkpoint: the model crate's reader, which
+    /// decodes its weights.
+    quantized: Option<SafetensorsWeights>,
 }
 
 fn input_err(message: String) -> ConvertError {
@@ -76,8 +100,22 @@ impl HfFolder {
             ))
         })?;
         let files = mlxr_formats::safetensors_folder::folder_weights(dir).map_err(input_err)?;
+        let quantized = match config.get("quantization_config").filter(|v| !v.is_null()) {
+            None => None,
+            Some(q) if q.get("group_size").is_some() && q.get("bits").is_some() => {
+                return Err(input_err(format!(
+                    "{}: MLX affine-quantized folders are not converted yet (FP8 and bitsandbytes 4-bit ones are)",
+                    dir.display()
+                )))
+            }
+            Some(_) => Some(
+                SafetensorsWeights::open(dir, false, &candle_core::Device::Cpu)
+                    .map_err(|e| input_err(format!("{}: {e}", dir.display())))?,
+            ),
+        };
         let mut maps = Vec::with_capacity(files.len());
         let mut tensors = Vec::new();
+        let mut all_names = std::collections::BTreeSet::new();
         for (index, name) in files.iter().enumerate() {
             let path = dir.join(name);
             let file = std::fs::File::open(&path)
@@ -101,17 +139,38 @@ impl HfFolder {
             let data_start = 8 + header_len;
             let mut names: Vec<String> = parsed.names().into_iter().map(str::to_string).collect();
             names.sort();
+            all_names.extend(names.iter().cloned());
             for tensor_name in names {
                 let view = parsed.tensor(&tensor_name).map_err(|e| {
                     input_err(format!("{}: tensor {tensor_name}: {e}", path.display()))
                 })?;
+                if quantized.is_some() && is_quantization_aux(&tensor_name) {
+                    continue;
+                }
+                let mut shape = view.shape().to_vec();
                 let dtype = match view.dtype() {
                     Dtype::F32 => SourceDtype::F32,
                     Dtype::F16 => SourceDtype::F16,
                     Dtype::BF16 => SourceDtype::BF16,
+                    Dtype::F8_E4M3 | Dtype::F8_E5M2 | Dtype::U8 if quantized.is_some() => {
+                        let weights = quantized.as_ref().expect("checked");
+                        let stem = tensor_name.strip_suffix(".weight").unwrap_or(&tensor_name);
+                        let found = weights
+                            .quantized_weight_shape(stem)
+                            .map_err(|e| input_err(format!("{}: {e}", path.display())))?;
+                        let Some([out, inp]) = found else {
+                            return Err(input_err(format!(
+                                "{}: tensor {tensor_name} is {:?} and not a quantized weight",
+                                path.display(),
+                                view.dtype()
+                            )));
+                        };
+                        shape = vec![out, inp];
+                        SourceDtype::Quantized
+                    }
                     other => {
                         return Err(input_err(format!(
-                            "{}: tensor {tensor_name} is {other:?}; only F32, F16 and BF16 weights are converted (quantized checkpoints are not supported yet)",
+                            "{}: tensor {tensor_name} is {other:?}; F32, F16 and BF16 weights are converted, and FP8 / bitsandbytes 4-bit ones when config.json declares their quantization_config",
                             path.display()
                         )))
                     }
@@ -121,7 +180,7 @@ impl HfFolder {
                 tensors.push(SourceTensor {
                     name: tensor_name,
                     dtype,
-                    shape: view.shape().to_vec(),
+                    shape,
                     file: index,
                     start,
                     end: start + view.data().len(),
@@ -129,18 +188,34 @@ impl HfFolder {
             }
             maps.push(map);
         }
-        check_index(dir, &tensors)?;
+        check_index(dir, &all_names)?;
         Ok(HfFolder {
             config,
             tensors,
             maps,
+            quantized,
         })
     }
 
-    /// The tensor's values as f32 (F16 and BF16 widen exactly).
-    pub fn values(&self, tensor: &SourceTensor) -> Vec<f32> {
+    /// The tensor's values as f32 (F16 and BF16 widen exactly; FP8 and 4-bit
+    /// weights decoded as the model runs them).
+    pub fn values(&self, tensor: &SourceTensor) -> Result<Vec<f32>, ConvertError> {
         let bytes = &self.maps[tensor.file][tensor.start..tensor.end];
-        match tensor.dtype {
+        Ok(match tensor.dtype {
+            SourceDtype::Quantized => {
+                let weights = self
+                    .quantized
+                    .as_ref()
+                    .expect("quantized tensors come with their reader");
+                let stem = tensor.name.strip_suffix(".weight").unwrap_or(&tensor.name);
+                weights
+                    .dequantized_weight(stem)
+                    .map_err(|e| input_err(format!("tensor {}: {e}", tensor.name)))?
+                    .ok_or_else(|| {
+                        input_err(format!("tensor {} is not a quantized weight", tensor.name))
+                    })?
+                    .0
+            }
             SourceDtype::F32 => bytes
                 .chunks_exact(4)
                 .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
@@ -153,13 +228,16 @@ impl HfFolder {
                 .chunks_exact(2)
                 .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())
                 .collect(),
-        }
+        })
     }
 }
 
 /// Every tensor `model.safetensors.index.json` names must be in the shards,
 /// and no other.
-fn check_index(dir: &Path, tensors: &[SourceTensor]) -> Result<(), ConvertError> {
+fn check_index(
+    dir: &Path,
+    stored: &std::collections::BTreeSet<String>,
+) -> Result<(), ConvertError> {
     let path = dir.join("model.safetensors.index.json");
     let Some(index) = read_json_object(&path)? else {
         return Ok(());
@@ -167,8 +245,7 @@ fn check_index(dir: &Path, tensors: &[SourceTensor]) -> Result<(), ConvertError>
     let Some(map) = index.get("weight_map").and_then(Value::as_object) else {
         return Err(input_err(format!("{} has no weight_map", path.display())));
     };
-    let stored: std::collections::BTreeSet<&str> =
-        tensors.iter().map(|t| t.name.as_str()).collect();
+    let stored: std::collections::BTreeSet<&str> = stored.iter().map(String::as_str).collect();
     let listed: std::collections::BTreeSet<&str> = map.keys().map(String::as_str).collect();
     let missing: Vec<&str> = listed.difference(&stored).copied().collect();
     let extra: Vec<&str> = stored.difference(&listed).copied().collect();

@@ -268,7 +268,7 @@ pub fn hf_to_gguf(
         let source = &folder.tensors[planned.source];
         let tensor_err =
             |message: String| ConvertError::Input(format!("tensor {}: {message}", source.name));
-        let mut values = folder.values(source);
+        let mut values = folder.values(source)?;
         if arch == Arch::Llama {
             let rows = source.shape.first().copied().unwrap_or(1);
             let heads = if source.name.ends_with("q_proj.weight")

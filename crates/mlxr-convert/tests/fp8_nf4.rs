@@ -1,0 +1,168 @@
+//! FP8 and bitsandbytes 4-bit checkpoints to GGUF (tests/fixtures/fp8-nf4,
+//! tiny llama / qwen2 models of 128 tokens): the weights are decoded as MLXR
+//! runs them (mlxr-models, itself checked against transformers' dequantization)
+//! and written as floats; scales and quant states are not tensors of the GGUF.
+//! FP8 is also decoded here independently (E4M3 code × its block's scale).
+
+use std::path::Path;
+
+use mlxr_convert::{hf_to_gguf, HfToGgufOptions, OutType};
+use mlxr_formats::float8::e4m3_to_f32;
+use mlxr_formats::GgufFile;
+use safetensors::SafeTensors;
+
+fn values(file: &GgufFile, name: &str) -> Vec<f32> {
+    let t = file
+        .tensor(name)
+        .unwrap_or_else(|| panic!("{name} missing"));
+    mlxr_quantize::dequantize(
+        t.ggml_type,
+        file.raw_tensor_data(t).unwrap(),
+        t.n_elements() as usize,
+    )
+    .unwrap()
+}
+
+/// A copy of the checkpoint with what the fixtures leave out for the
+/// converter: the class in config.json and a 128-token byte-level tokenizer.
+fn prepare(checkpoint: &str, class: &str, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    let from = mlxr_testkit::fixture_path(&format!("fp8-nf4/{checkpoint}"));
+    std::fs::copy(from.join("model.safetensors"), to.join("model.safetensors")).unwrap();
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(from.join("config.json")).unwrap()).unwrap();
+    config["architectures"] = serde_json::json!([class]);
+    std::fs::write(to.join("config.json"), config.to_string()).unwrap();
+    let mut vocab = serde_json::Map::new();
+    vocab.insert("<|endoftext|>".into(), 0.into());
+    for (i, c) in ('!'..='~').take(127).enumerate() {
+        vocab.insert(c.to_string(), (i + 1).into());
+    }
+    let tokenizer = serde_json::json!({
+        "added_tokens": [{"id": 0, "content": "<|endoftext|>", "special": true}],
+        "model": {"type": "BPE", "vocab": vocab, "merges": []},
+    });
+    std::fs::write(to.join("tokenizer.json"), tokenizer.to_string()).unwrap();
+}
+
+fn convert(folder: &Path, out: &Path) -> GgufFile {
+    let options = HfToGgufOptions {
+        out_type: OutType::F32,
+        tokenizer_pre: Some("gpt-2".into()),
+    };
+    hf_to_gguf(folder, out, &options, |_| true)
+        .unwrap_or_else(|e| panic!("{}: {e}", folder.display()));
+    GgufFile::open(out).unwrap()
+}
+
+#[test]
+fn fp8_blocks_decode_to_code_times_scale() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("qwen2-fp8-b48x80");
+    prepare("qwen2-fp8-b48x80", "Qwen2ForCausalLM", &folder);
+    let gguf = convert(&folder, &dir.path().join("out.gguf"));
+    assert!(gguf.tensors().iter().all(|t| !t.name.contains("scale")));
+    let bytes = std::fs::read(folder.join("model.safetensors")).unwrap();
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let mut checked = 0;
+    for (name, view) in st.tensors() {
+        let Some(stem) = name.strip_suffix(".weight") else {
+            continue;
+        };
+        if view.dtype() != safetensors::Dtype::F8_E4M3 {
+            continue;
+        }
+        let scales = st.tensor(&format!("{stem}.weight_scale_inv")).unwrap();
+        let scales: Vec<f32> = scales
+            .data()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let (rows, cols) = (view.shape()[0], view.shape()[1]);
+        let grid_cols = cols.div_ceil(80);
+        let want: Vec<f32> = view
+            .data()
+            .iter()
+            .enumerate()
+            .map(|(i, &code)| {
+                e4m3_to_f32(code) * scales[(i / cols) / 48 * grid_cols + (i % cols) / 80]
+            })
+            .collect();
+        let gguf_name = name
+            .replace("model.layers.", "blk.")
+            .replace("self_attn.q_proj", "attn_q")
+            .replace("self_attn.k_proj", "attn_k")
+            .replace("self_attn.v_proj", "attn_v")
+            .replace("self_attn.o_proj", "attn_output")
+            .replace("mlp.gate_proj", "ffn_gate")
+            .replace("mlp.up_proj", "ffn_up")
+            .replace("mlp.down_proj", "ffn_down");
+        assert_eq!(values(&gguf, &gguf_name), want, "{name} ({rows}x{cols})");
+        checked += 1;
+    }
+    assert_eq!(checked, 14);
+}
+
+#[test]
+fn fp8_and_4bit_checkpoints_convert() {
+    for (checkpoint, class) in [
+        ("llama-fp8-b128", "LlamaForCausalLM"),
+        ("qwen2-fp8-b64", "Qwen2ForCausalLM"),
+        ("llama-ct-fp8-channel", "LlamaForCausalLM"),
+        ("qwen2-ct-fp8-tensor", "Qwen2ForCausalLM"),
+        ("llama-nf4", "LlamaForCausalLM"),
+        ("qwen2-nf4-dq", "Qwen2ForCausalLM"),
+        ("llama-fp4-dq", "LlamaForCausalLM"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join(checkpoint);
+        prepare(checkpoint, class, &folder);
+        let gguf = convert(&folder, &dir.path().join("out.gguf"));
+        // Per layer 7 linears + 2 norms (+ 3 biases for qwen2); embeddings, final norm, untied head.
+        let per_layer = if class.starts_with("Qwen2") { 12 } else { 9 };
+        let extra = if class.starts_with("Qwen2") { 2 } else { 3 };
+        assert_eq!(gguf.tensors().len(), 2 * per_layer + extra, "{checkpoint}");
+        // What mlxr-models runs is what the GGUF holds (q/k rows permuted for llama.cpp).
+        let weights = mlxr_models::weights::SafetensorsWeights::open(
+            &folder,
+            false,
+            &candle_core::Device::Cpu,
+        )
+        .unwrap();
+        let (down, shape) = weights
+            .dequantized_weight("model.layers.1.mlp.down_proj")
+            .unwrap()
+            .unwrap();
+        assert_eq!(values(&gguf, "blk.1.ffn_down.weight"), down, "{checkpoint}");
+        assert_eq!(
+            gguf.tensor("blk.1.ffn_down.weight").unwrap().dims,
+            vec![shape[1] as u64, shape[0] as u64]
+        );
+        assert!(down.iter().all(|v| v.is_finite()) && down.iter().any(|v| *v != 0.0));
+        let (q, _) = weights
+            .dequantized_weight("model.layers.0.self_attn.q_proj")
+            .unwrap()
+            .unwrap();
+        let mut a = values(&gguf, "blk.0.attn_q.weight");
+        let mut b = q;
+        a.sort_by(f32::total_cmp);
+        b.sort_by(f32::total_cmp);
+        assert_eq!(a, b, "{checkpoint}: attn_q holds the same values");
+    }
+}
+
+#[test]
+fn mlx_folders_are_refused_clearly() {
+    let e = hf_to_gguf(
+        &mlxr_testkit::fixture_path("tiny-models/llama-mlx-q4-g64"),
+        &tempfile::tempdir().unwrap().path().join("m.gguf"),
+        &HfToGgufOptions::default(),
+        |_| true,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("MLX affine-quantized folders are not converted yet"),
+        "{e}"
+    );
+}
