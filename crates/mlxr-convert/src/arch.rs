@@ -522,7 +522,8 @@ fn reorder_rows(
     n_head: usize,
     inverse: bool,
 ) -> Result<Vec<f32>, String> {
-    if n_head == 0 || rows % (2 * n_head) != 0 || values.len() % rows.max(1) != 0 {
+    if n_head == 0 || !rows.is_multiple_of(2 * n_head) || !values.len().is_multiple_of(rows.max(1))
+    {
         return Err(format!(
             "{rows} rows cannot be split into {n_head} heads of two halves"
         ));

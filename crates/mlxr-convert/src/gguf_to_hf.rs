@@ -160,7 +160,7 @@ pub fn gguf_to_hf(
         offset += n * elem;
     }
     let mut header = serde_json::to_vec(&Value::Object(header)).expect("JSON values serialise");
-    while header.len() % 8 != 0 {
+    while !header.len().is_multiple_of(8) {
         header.push(b' ');
     }
     let st_path = temp.join("model.safetensors");

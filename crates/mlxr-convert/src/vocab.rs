@@ -110,9 +110,9 @@ pub fn write_vocab(
         .map(|a| a.iter().filter_map(Value::as_object).collect())
         .unwrap_or_default();
 
-    // id -> (text, added token?)
-    let mut by_id: std::collections::BTreeMap<u64, (String, Option<&Map<String, Value>>)> =
-        std::collections::BTreeMap::new();
+    // id -> (text, its added-token entry if it is one)
+    type Entry<'a> = (String, Option<&'a Map<String, Value>>);
+    let mut by_id: std::collections::BTreeMap<u64, Entry> = std::collections::BTreeMap::new();
     for (text, id) in vocab {
         let id = id.as_u64().ok_or_else(|| {
             err(format!(

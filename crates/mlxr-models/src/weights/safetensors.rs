@@ -33,7 +33,7 @@ use crate::{ModelError, Result};
 
 /// An FP8 or 4-bit weight's codes and scales.
 enum HfCodes {
-    Fp8(Fp8Weight),
+    Fp8(Box<Fp8Weight>),
     Bnb4(Bnb4Weight),
 }
 
@@ -219,7 +219,7 @@ impl SafetensorsWeights {
     fn hf_quantized(&self, stem: &str, hf: &str, out: usize, inp: usize) -> Result<Option<Linear>> {
         Ok(match self.hf_quantized_codes(stem, hf, out, inp)? {
             None => None,
-            Some(HfCodes::Fp8(w)) => Some(self.on_device(w, Linear::fp8)?),
+            Some(HfCodes::Fp8(w)) => Some(self.on_device(*w, Linear::fp8)?),
             Some(HfCodes::Bnb4(w)) => Some(self.on_device(w, Linear::bnb4)?),
         })
     }
@@ -330,7 +330,7 @@ impl SafetensorsWeights {
                     )));
                 }
                 let scale = format!("{stem}.weight_scale_inv");
-                HfCodes::Fp8(match block {
+                HfCodes::Fp8(Box::new(match block {
                     Some(b) => self.fp8(hf, format, out, inp, &scale, *b)?,
                     None if self.has(&scale) => {
                         self.fp8(hf, format, out, inp, &scale, [out, inp])?
@@ -339,7 +339,7 @@ impl SafetensorsWeights {
                         let scale = format!("{stem}.weight_scale");
                         self.fp8(hf, format, out, inp, &scale, [out, inp])?
                     }
-                })
+                }))
             }
             (Some(format), Some(HfQuantization::CompressedFp8 { strategy, .. })) => {
                 let block = match strategy {
@@ -347,14 +347,14 @@ impl SafetensorsWeights {
                     ScaleStrategy::Channel => [1, inp],
                     ScaleStrategy::Block(b) => *b,
                 };
-                HfCodes::Fp8(self.fp8(
+                HfCodes::Fp8(Box::new(self.fp8(
                     hf,
                     format,
                     out,
                     inp,
                     &format!("{stem}.weight_scale"),
                     block,
-                )?)
+                )?))
             }
             (None, Some(HfQuantization::Bnb4 { kind, .. })) => {
                 HfCodes::Bnb4(self.bnb4(hf, *kind, out, inp)?)
