@@ -23,23 +23,6 @@ pub enum SourceDtype {
     Quantized,
 }
 
-/// Tensors of an FP8 / 4-bit checkpoint that only serve its quantized
-/// weights (scales, quant states).
-fn is_quantization_aux(name: &str) -> bool {
-    [
-        ".weight_scale_inv",
-        ".weight_scale",
-        ".input_scale",
-        ".absmax",
-        ".quant_map",
-        ".nested_absmax",
-        ".nested_quant_map",
-    ]
-    .iter()
-    .any(|s| name.ends_with(s))
-        || name.contains(".weight.quant_state.")
-}
-
 /// One stored tensor: where its bytes are and what they are.
 #[derive(Clone, Debug)]
 pub struct SourceTensor {
@@ -144,7 +127,9 @@ impl HfFolder {
                 let view = parsed.tensor(&tensor_name).map_err(|e| {
                     input_err(format!("{}: tensor {tensor_name}: {e}", path.display()))
                 })?;
-                if quantized.is_some() && is_quantization_aux(&tensor_name) {
+                if quantized.is_some()
+                    && mlxr_formats::safetensors_folder::is_quantization_stat(&tensor_name)
+                {
                     continue;
                 }
                 let mut shape = view.shape().to_vec();

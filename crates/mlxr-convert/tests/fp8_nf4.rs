@@ -4,24 +4,15 @@
 //! and written as floats; scales and quant states are not tensors of the GGUF.
 //! FP8 is also decoded here independently (E4M3 code × its block's scale).
 
+mod common;
+use common::values;
+
 use std::path::Path;
 
 use mlxr_convert::{hf_to_gguf, HfToGgufOptions, OutType};
 use mlxr_formats::float8::e4m3_to_f32;
 use mlxr_formats::GgufFile;
 use safetensors::SafeTensors;
-
-fn values(file: &GgufFile, name: &str) -> Vec<f32> {
-    let t = file
-        .tensor(name)
-        .unwrap_or_else(|| panic!("{name} missing"));
-    mlxr_quantize::dequantize(
-        t.ggml_type,
-        file.raw_tensor_data(t).unwrap(),
-        t.n_elements() as usize,
-    )
-    .unwrap()
-}
 
 /// A copy of the checkpoint with what the fixtures leave out for the
 /// converter: the class in config.json and a 128-token byte-level tokenizer.

@@ -3,6 +3,9 @@
 //! made by scripts/tiny-models), the same file byte for byte; where not, the
 //! failure names the first metadata key or tensor that differs.
 
+mod common;
+use common::copy_folder;
+
 use std::path::{Path, PathBuf};
 
 use mlxr_convert::{hf_to_gguf, ConvertError, HfToGgufOptions, OutType};
@@ -145,14 +148,6 @@ fn auto_picks_the_stored_half_type() {
         let out = dir.path().join(format!("{folder}.gguf"));
         let summary = hf_to_gguf(&tiny(folder), &out, &options(OutType::Auto), |_| true).unwrap();
         assert_eq!(summary.out_type, expected, "{folder}");
-    }
-}
-
-fn copy_folder(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
     }
 }
 

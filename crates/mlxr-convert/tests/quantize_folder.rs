@@ -3,15 +3,13 @@
 //! fixture (scripts/fixtures/quantize-hf-reference.py) records llama-quantize's
 //! output hashes for the script's conversions of two tiny folders.
 
+mod common;
+use common::sha256;
+
 use std::path::PathBuf;
 
 use mlxr_convert::{quantize_hf_folder, HfToGgufOptions, OutType};
 use mlxr_quantize::{FileType, QuantizeOptions};
-use sha2::{Digest, Sha256};
-
-fn sha256(path: &std::path::Path) -> String {
-    format!("{:x}", Sha256::digest(std::fs::read(path).unwrap()))
-}
 
 #[test]
 fn a_folder_quantizes_as_convert_then_llama_quantize() {

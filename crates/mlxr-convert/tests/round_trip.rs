@@ -4,6 +4,9 @@
 //! the quantization's error of the original. The folder's tokenizer.json
 //! encodes as the original one does.
 
+mod common;
+use common::values;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -29,18 +32,6 @@ fn metadata(file: &GgufFile) -> BTreeMap<String, MetadataValue> {
         .iter()
         .map(|(k, v)| (k.to_string(), v.clone()))
         .collect()
-}
-
-fn values(file: &GgufFile, name: &str) -> Vec<f32> {
-    let t = file
-        .tensor(name)
-        .unwrap_or_else(|| panic!("{name} missing"));
-    mlxr_quantize::dequantize(
-        t.ggml_type,
-        file.raw_tensor_data(t).unwrap(),
-        t.n_elements() as usize,
-    )
-    .unwrap()
 }
 
 #[test]

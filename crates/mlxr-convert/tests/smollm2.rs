@@ -6,12 +6,14 @@
 //! and checks it is the one llama.cpp ran (same sha256), with the original's
 //! weights and vocabulary.
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::sha256;
+
+use std::path::PathBuf;
 
 use mlxr_convert::{gguf_to_hf, hf_to_gguf, HfDtype, HfToGgufOptions, OutType};
 use mlxr_formats::GgufFile;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 fn fixture() -> Value {
     let path = mlxr_testkit::fixture_path("convert/smollm2-roundtrip.json");
@@ -32,21 +34,6 @@ fn gaps(v: &Value) -> Vec<f64> {
         .iter()
         .map(|x| x.as_f64().unwrap())
         .collect()
-}
-
-fn sha256(path: &Path) -> String {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).unwrap();
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).unwrap();
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    format!("{:x}", h.finalize())
 }
 
 /// A top-2 gap below this is within the difference between llama.cpp's Q4_1

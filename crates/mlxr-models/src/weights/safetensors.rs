@@ -270,17 +270,7 @@ impl SafetensorsWeights {
                          quantization_config"
                     )));
                 };
-                let name = match kind {
-                    Bnb4Kind::Nf4 => "nf4",
-                    Bnb4Kind::Fp4 => "fp4",
-                };
-                let state_name = format!("{hf}.quant_state.bitsandbytes__{name}");
-                if !self.has(&state_name) {
-                    return Err(files_error(format!(
-                        "4-bit tensor '{hf}' has no '{state_name}' (bitsandbytes quant state)"
-                    )));
-                }
-                let state = Bnb4State::parse(self.bytes(&state_name)?, &state_name, *kind)?;
+                let (state_name, state) = self.bnb4_state(&hf, *kind)?;
                 match state.shape[..] {
                     [out, inp] => [out, inp],
                     _ => {
@@ -431,8 +421,8 @@ impl SafetensorsWeights {
             .map_err(|e| files_error(format!("FP8 tensor '{hf}': {e}")))
     }
 
-    /// A bitsandbytes 4-bit weight `hf` with its quant state beside it.
-    fn bnb4(&self, hf: &str, kind: Bnb4Kind, out: usize, inp: usize) -> Result<Bnb4Weight> {
+    /// The quant state stored beside the 4-bit weight `hf`, and its name.
+    fn bnb4_state(&self, hf: &str, kind: Bnb4Kind) -> Result<(String, Bnb4State)> {
         let kind_name = match kind {
             Bnb4Kind::Nf4 => "nf4",
             Bnb4Kind::Fp4 => "fp4",
@@ -444,6 +434,12 @@ impl SafetensorsWeights {
             )));
         }
         let state = Bnb4State::parse(self.bytes(&state_name)?, &state_name, kind)?;
+        Ok((state_name, state))
+    }
+
+    /// A bitsandbytes 4-bit weight `hf` with its quant state beside it.
+    fn bnb4(&self, hf: &str, kind: Bnb4Kind, out: usize, inp: usize) -> Result<Bnb4Weight> {
+        let (state_name, state) = self.bnb4_state(hf, kind)?;
         if state.shape != [out, inp] {
             return Err(ModelError::ShapeMismatch {
                 tensor: state_name,
