@@ -21,6 +21,9 @@ pub enum SourceDtype {
     /// An FP8 or bitsandbytes 4-bit weight, dequantized by mlxr-models as
     /// the model runs it.
     Quantized,
+    /// An MLX affine-quantized matrix (U32 words, `scales`, `biases`),
+    /// dequantized by mlxr-models.
+    MlxAffine,
 }
 
 /// One stored tensor: where its bytes are and what they are.
@@ -83,13 +86,30 @@ impl HfFolder {
             ))
         })?;
         let files = mlxr_formats::safetensors_folder::folder_weights(dir).map_err(input_err)?;
+        // MLX's quantization (bits, group size, per-layer overrides), from
+        // `quantization` (mlx-lm) or `quantization_config`.
+        let mlx = config
+            .get("quantization")
+            .or_else(|| config.get("quantization_config"))
+            .filter(|q| q.get("group_size").is_some() && q.get("bits").is_some())
+            .cloned();
         let quantized = match config.get("quantization_config").filter(|v| !v.is_null()) {
             None => None,
             Some(q) if q.get("group_size").is_some() && q.get("bits").is_some() => {
-                return Err(input_err(format!(
-                    "{}: MLX affine-quantized folders are not converted yet (FP8 and bitsandbytes 4-bit ones are)",
-                    dir.display()
-                )))
+                if q.get("mode")
+                    .and_then(Value::as_str)
+                    .is_some_and(|m| m != "affine")
+                {
+                    return Err(input_err(format!(
+                        "{}: MLX quantization mode {} is not converted (affine is)",
+                        dir.display(),
+                        q["mode"]
+                    )));
+                }
+                Some(
+                    SafetensorsWeights::open(dir, false, &candle_core::Device::Cpu)
+                        .map_err(|e| input_err(format!("{}: {e}", dir.display())))?,
+                )
             }
             Some(_) => Some(
                 SafetensorsWeights::open(dir, false, &candle_core::Device::Cpu)
@@ -123,7 +143,7 @@ impl HfFolder {
             let mut names: Vec<String> = parsed.names().into_iter().map(str::to_string).collect();
             names.sort();
             all_names.extend(names.iter().cloned());
-            for tensor_name in names {
+            for tensor_name in names.clone() {
                 let view = parsed.tensor(&tensor_name).map_err(|e| {
                     input_err(format!("{}: tensor {tensor_name}: {e}", path.display()))
                 })?;
@@ -132,11 +152,42 @@ impl HfFolder {
                 {
                     continue;
                 }
+                // An MLX matrix's scales and biases come with its weight.
+                if let (Some(_), Some(stem)) = (
+                    &mlx,
+                    tensor_name
+                        .strip_suffix(".scales")
+                        .or_else(|| tensor_name.strip_suffix(".biases")),
+                ) {
+                    if names.iter().any(|n| *n == format!("{stem}.weight")) {
+                        continue;
+                    }
+                }
                 let mut shape = view.shape().to_vec();
                 let dtype = match view.dtype() {
                     Dtype::F32 => SourceDtype::F32,
                     Dtype::F16 => SourceDtype::F16,
                     Dtype::BF16 => SourceDtype::BF16,
+                    Dtype::U32 if mlx.is_some() => {
+                        let config = mlx.as_ref().expect("checked");
+                        let stem = tensor_name.strip_suffix(".weight").unwrap_or(&tensor_name);
+                        let bits = config
+                            .get(stem)
+                            .and_then(|o| o.get("bits"))
+                            .or_else(|| config.get("bits"))
+                            .and_then(Value::as_u64)
+                            .filter(|b| (1..=8).contains(b))
+                            .ok_or_else(|| input_err(format!("{}: no MLX bits for {stem}", dir.display())))?;
+                        let (&[out, words], true) = (view.shape(), names.iter().any(|n| *n == format!("{stem}.scales")))
+                        else {
+                            return Err(input_err(format!(
+                                "{}: tensor {tensor_name} is U32 but not an MLX quantized matrix (2-D, with {stem}.scales)",
+                                path.display()
+                            )));
+                        };
+                        shape = vec![out, words * 32 / bits as usize];
+                        SourceDtype::MlxAffine
+                    }
                     Dtype::F8_E4M3 | Dtype::F8_E5M2 | Dtype::U8 if quantized.is_some() => {
                         let weights = quantized.as_ref().expect("checked");
                         let stem = tensor_name.strip_suffix(".weight").unwrap_or(&tensor_name);
@@ -187,6 +238,16 @@ impl HfFolder {
     pub fn values(&self, tensor: &SourceTensor) -> Result<Vec<f32>, ConvertError> {
         let bytes = &self.maps[tensor.file][tensor.start..tensor.end];
         Ok(match tensor.dtype {
+            SourceDtype::MlxAffine => {
+                let weights = self
+                    .quantized
+                    .as_ref()
+                    .expect("quantized tensors come with their reader");
+                let stem = tensor.name.strip_suffix(".weight").unwrap_or(&tensor.name);
+                weights
+                    .dequantized_affine(stem, tensor.shape[0], tensor.shape[1])
+                    .map_err(|e| input_err(format!("tensor {}: {e}", tensor.name)))?
+            }
             SourceDtype::Quantized => {
                 let weights = self
                     .quantized

@@ -9,8 +9,9 @@
 //!
 //! Covered: `LlamaForCausalLM`, `MistralForCausalLM`, `Qwen2ForCausalLM`,
 //! `Qwen3ForCausalLM`, `Phi3ForCausalLM` (fused `qkv_proj`/`gate_up_proj`)
-//! and `Gemma2ForCausalLM`, with F32/F16/BF16 weights and a byte-level BPE
-//! `tokenizer.json`; output types F32, F16, BF16, Q8_0 or "auto".
+//! and `Gemma2ForCausalLM`, with F32/F16/BF16 weights (or FP8, bitsandbytes
+//! 4-bit and MLX affine-quantized ones, decoded by mlxr-models) and a
+//! byte-level BPE `tokenizer.json`; output types F32, F16, BF16, Q8_0 or "auto".
 //!
 //! [`gguf_to_hf`] goes the other way: a GGUF of those architectures (any
 //! type candle dequantizes) to a folder with `config.json`, a dequantized

@@ -3,9 +3,12 @@
 //! runs them (mlxr-models, itself checked against transformers' dequantization)
 //! and written as floats; scales and quant states are not tensors of the GGUF.
 //! FP8 is also decoded here independently (E4M3 code × its block's scale).
+//! MLX affine-quantized folders (tests/fixtures/tiny-models, made from the
+//! tiny folders convert_hf_to_gguf.py converted) give that script's GGUF
+//! within their quantization error.
 
 mod common;
-use common::values;
+use common::{copy_folder, values};
 
 use std::path::Path;
 
@@ -36,10 +39,10 @@ fn prepare(checkpoint: &str, class: &str, to: &Path) {
     std::fs::write(to.join("tokenizer.json"), tokenizer.to_string()).unwrap();
 }
 
-fn convert(folder: &Path, out: &Path) -> GgufFile {
+fn convert(folder: &Path, out: &Path, pre: &str) -> GgufFile {
     let options = HfToGgufOptions {
         out_type: OutType::F32,
-        tokenizer_pre: Some("gpt-2".into()),
+        tokenizer_pre: Some(pre.into()),
     };
     hf_to_gguf(folder, out, &options, |_| true)
         .unwrap_or_else(|e| panic!("{}: {e}", folder.display()));
@@ -51,7 +54,7 @@ fn fp8_blocks_decode_to_code_times_scale() {
     let dir = tempfile::tempdir().unwrap();
     let folder = dir.path().join("qwen2-fp8-b48x80");
     prepare("qwen2-fp8-b48x80", "Qwen2ForCausalLM", &folder);
-    let gguf = convert(&folder, &dir.path().join("out.gguf"));
+    let gguf = convert(&folder, &dir.path().join("out.gguf"), "gpt-2");
     assert!(gguf.tensors().iter().all(|t| !t.name.contains("scale")));
     let bytes = std::fs::read(folder.join("model.safetensors")).unwrap();
     let st = SafeTensors::deserialize(&bytes).unwrap();
@@ -108,7 +111,7 @@ fn fp8_and_4bit_checkpoints_convert() {
         let dir = tempfile::tempdir().unwrap();
         let folder = dir.path().join(checkpoint);
         prepare(checkpoint, class, &folder);
-        let gguf = convert(&folder, &dir.path().join("out.gguf"));
+        let gguf = convert(&folder, &dir.path().join("out.gguf"), "gpt-2");
         // Per layer 7 linears + 2 norms (+ 3 biases for qwen2); embeddings, final norm, untied head.
         let per_layer = if class.starts_with("Qwen2") { 12 } else { 9 };
         let extra = if class.starts_with("Qwen2") { 2 } else { 3 };
@@ -143,17 +146,59 @@ fn fp8_and_4bit_checkpoints_convert() {
 }
 
 #[test]
-fn mlx_folders_are_refused_clearly() {
-    let e = hf_to_gguf(
-        &mlxr_testkit::fixture_path("tiny-models/llama-mlx-q4-g64"),
-        &tempfile::tempdir().unwrap().path().join("m.gguf"),
-        &HfToGgufOptions::default(),
-        |_| true,
-    )
-    .unwrap_err();
-    assert!(
-        e.to_string()
-            .contains("MLX affine-quantized folders are not converted yet"),
-        "{e}"
-    );
+fn mlx_affine_folders_convert_within_their_error() {
+    // (MLX folder, the tiny-models folder it was made from, worst error as a share of max |w|:
+    // one step of a group's range over 2^bits - 1 levels, mlx-lm moving the grid so 0 is on it)
+    for (mlx, source, tolerance) in [
+        ("llama-mlx-q4-g64", "llama", 2.0 / 15.0),
+        ("llama-mlx-q8-g32", "llama", 2.0 / 255.0),
+        ("qwen3-mlx-q4-g128", "qwen3", 2.0 / 15.0),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        // Named as the source folder, so general.name is the same too.
+        let folder = dir.path().join(source);
+        copy_folder(
+            &mlxr_testkit::fixture_path(&format!("tiny-models/{mlx}")),
+            &folder,
+        );
+        let gguf = convert(&folder, &dir.path().join("out.gguf"), "qwen2");
+        let reference = GgufFile::open(mlxr_testkit::fixture_path(&format!(
+            "tiny-models/gguf/{source}.f32.gguf"
+        )))
+        .unwrap();
+        let meta = |f: &GgufFile| {
+            f.metadata()
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(meta(&gguf), meta(&reference), "{mlx}: metadata");
+        assert_eq!(gguf.tensors().len(), reference.tensors().len(), "{mlx}");
+        let mut quantized = 0;
+        for t in reference.tensors() {
+            let (ours, theirs) = (values(&gguf, &t.name), values(&reference, &t.name));
+            assert_eq!(
+                gguf.tensor(&t.name).unwrap().dims,
+                t.dims,
+                "{mlx} {}",
+                t.name
+            );
+            if t.dims.len() == 1 {
+                assert_eq!(ours, theirs, "{mlx} {}", t.name);
+                continue;
+            }
+            quantized += 1;
+            let scale = theirs.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let worst = ours
+                .iter()
+                .zip(&theirs)
+                .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+            assert!(
+                worst > 0.0 && worst <= tolerance * scale,
+                "{mlx} {}: {worst} vs max |w| {scale}",
+                t.name
+            );
+        }
+        assert!(quantized >= 15, "{mlx}: {quantized}");
+    }
 }

@@ -174,13 +174,15 @@ end: Ctrl-C or an error leaves nothing.")]
   mlxr convert ./Qwen3-0.6B qwen3-0.6b-bf16.gguf --outtype bf16
   mlxr convert ./Llama-3.2-1B-Instruct llama-3.2-1b-q8_0.gguf --outtype q8_0
   mlxr convert ./my-finetune out.gguf --tokenizer-pre llama-bpe    a tokenizer the converter does not recognise
+  mlxr convert ./Qwen3-0.6B-4bit qwen3-0.6b-q8_0.gguf --outtype q8_0   an MLX (mlx-lm) folder
   mlxr convert SmolLM2-135M-Instruct.Q4_1.gguf ./smollm2-hf --outtype bf16   GGUF to a folder
 
 IN is a folder with config.json, *.safetensors (one file, or shards with
 model.safetensors.index.json), tokenizer.json and tokenizer_config.json (chat template
 inline, or chat_template.jinja). Architectures: LlamaForCausalLM, MistralForCausalLM,
 Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM; F32, F16 or BF16
-weights; byte-level BPE tokenizers. The GGUF holds what convert_hf_to_gguf.py writes
+weights, or FP8, bitsandbytes NF4/FP4 and MLX affine-quantized ones (decoded as mlxr runs
+them, then written as --outtype says); byte-level BPE tokenizers. The GGUF holds what convert_hf_to_gguf.py writes
 (hyperparameters, tokenizer, chat template, llama's Q/K rows permuted for llama.cpp's
 RoPE, Gemma norms as 1+w); for the tiny test folders the files are byte-identical.
 1-D tensors, norms and biases stay F32 whatever --outtype says.

@@ -130,6 +130,13 @@ impl SafetensorsWeights {
         )?)
     }
 
+    /// The MLX affine-quantized matrix `{stem}` (U32 `weight`, `scales`,
+    /// `biases`) of `out` rows of `inp` values, dequantized to f32 row-major.
+    /// For converters (`mlxr convert`).
+    pub fn dequantized_affine(&self, stem: &str, out: usize, inp: usize) -> Result<Vec<f32>> {
+        Ok(self.affine(stem, out, inp)?.dequantize())
+    }
+
     fn affine(&self, stem: &str, out: usize, inp: usize) -> Result<AffineWeight> {
         let packed = self
             .files
