@@ -169,3 +169,26 @@ fn an_existing_output_or_unknown_architecture_is_refused() {
     assert!(e.to_string().contains("mamba is not supported"), "{e}");
     assert!(!dir.path().join("out").exists());
 }
+
+/// transformers (without torch: config, tokenizer, chat template, the
+/// safetensors layout) on the folders `mlxr convert MODEL.gguf FOLDER` wrote,
+/// as scripts/fixtures/convert-transformers-check.py recorded it.
+#[test]
+fn transformers_reads_the_written_folders() {
+    let path = mlxr_testkit::fixture_path("convert/transformers-check.json");
+    let fx: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let results = fx["results"].as_object().unwrap();
+    assert_eq!(results.len(), 6);
+    for (name, r) in results {
+        assert_eq!(r["class_is_transformers_causal_lm"], true, "{name}");
+        assert_eq!(
+            r["tensors_match"], true,
+            "{name}: {}",
+            r["tensor_difference"]
+        );
+        assert!(r["tokenize_cases"].as_u64().unwrap() >= 4, "{name}");
+        assert_eq!(r["tokenize_mismatches"], serde_json::json!([]), "{name}");
+        assert!(r["chat_cases"].as_u64().unwrap() >= 1, "{name}");
+        assert_eq!(r["chat_mismatches"], serde_json::json!([]), "{name}");
+    }
+}
