@@ -78,7 +78,7 @@ pub fn gguf_to_hf(
     input: &Path,
     output: &Path,
     dtype: HfDtype,
-    mut progress: impl FnMut(ConvertProgress<'_>) -> bool,
+    progress: impl FnMut(ConvertProgress<'_>) -> bool,
 ) -> Result<HfSummary, ConvertError> {
     if output.exists() {
         return Err(err(format!("{} already exists", output.display())));
@@ -144,13 +144,72 @@ pub fn gguf_to_hf(
         std::fs::write(&path, t).map_err(|e| io(&path, e))?;
     }
 
-    // model.safetensors: header, then each tensor's data.
+    let n_head = config
+        .get("num_attention_heads")
+        .and_then(Value::as_u64)
+        .unwrap_or(0) as usize;
+    let n_head_kv = config
+        .get("num_key_value_heads")
+        .and_then(Value::as_u64)
+        .unwrap_or(n_head as u64) as usize;
+    let bytes = write_safetensors(
+        &temp.join("model.safetensors"),
+        &plan,
+        dtype,
+        progress,
+        |t| {
+            let info = &file.tensors()[t.source];
+            let n = info.n_elements() as usize;
+            let data = file.raw_tensor_data(info)?;
+            let tensor_err = |m: String| err(format!("tensor {}: {m}", info.name));
+            let mut values =
+                mlxr_quantize::dequantize(info.ggml_type, data, n).map_err(tensor_err)?;
+            file.release(info);
+            if arch == Arch::Llama {
+                let rows = info.dims.last().copied().unwrap_or(1) as usize;
+                let heads = if t.name.contains("q_proj.") {
+                    Some(n_head)
+                } else if t.name.contains("k_proj.") {
+                    Some(n_head_kv)
+                } else {
+                    None
+                };
+                if let Some(h) = heads {
+                    values = arch::unpermute_rows(&values, rows, h).map_err(tensor_err)?;
+                }
+            }
+            if arch == Arch::Gemma2 && t.name.ends_with("norm.weight") {
+                values.iter_mut().for_each(|v| *v -= 1.0);
+            }
+            Ok(values)
+        },
+    )?;
+    std::fs::rename(&temp, output).map_err(|e| io(output, e))?;
+    guard.0 = None;
+    Ok(HfSummary {
+        architecture: arch.gguf_name(),
+        tensors: plan.len(),
+        bytes,
+    })
+}
+
+/// Writes `plan` (Hugging Face names; dims in GGUF order) as one safetensors
+/// file of `dtype`, each tensor's values from `values`. Returns the bytes
+/// written.
+fn write_safetensors(
+    path: &Path,
+    plan: &[PlannedTensor],
+    dtype: HfDtype,
+    mut progress: impl FnMut(ConvertProgress<'_>) -> bool,
+    mut values: impl FnMut(&PlannedTensor) -> Result<Vec<f32>, ConvertError>,
+) -> Result<u64, ConvertError> {
+    let io = |e: std::io::Error| err(format!("writing {}: {e}", path.display()));
     let (st_dtype, _, ggml_dtype) = dtype.names();
     let elem = ggml_dtype.type_size();
     let mut header = Map::new();
     header.insert("__metadata__".into(), json!({"format": "pt"}));
     let mut offset = 0u64;
-    for t in &plan {
+    for t in plan {
         let n: u64 = t.dims.iter().product();
         let shape: Vec<u64> = t.dims.iter().rev().copied().collect();
         header.insert(
@@ -163,22 +222,11 @@ pub fn gguf_to_hf(
     while !header.len().is_multiple_of(8) {
         header.push(b' ');
     }
-    let st_path = temp.join("model.safetensors");
-    let st_file = std::fs::File::create(&st_path).map_err(|e| io(&st_path, e))?;
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, st_file);
+    let file = std::fs::File::create(path).map_err(io)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
     out.write_all(&(header.len() as u64).to_le_bytes())
-        .map_err(|e| io(&st_path, e))?;
-    out.write_all(&header).map_err(|e| io(&st_path, e))?;
-
-    let n_head = config
-        .get("num_attention_heads")
-        .and_then(Value::as_u64)
-        .unwrap_or(0) as usize;
-    let n_head_kv = config
-        .get("num_key_value_heads")
-        .and_then(Value::as_u64)
-        .unwrap_or(n_head as u64) as usize;
-    let mut bytes = offset;
+        .map_err(io)?;
+    out.write_all(&header).map_err(io)?;
     for (index, t) in plan.iter().enumerate() {
         if !progress(ConvertProgress {
             index,
@@ -187,36 +235,90 @@ pub fn gguf_to_hf(
         }) {
             return Err(ConvertError::Cancelled);
         }
-        let info = &file.tensors()[t.source];
-        let n = info.n_elements() as usize;
-        let data = file.raw_tensor_data(info)?;
-        let tensor_err = |m: String| err(format!("tensor {}: {m}", info.name));
-        let mut values = mlxr_quantize::dequantize(info.ggml_type, data, n).map_err(tensor_err)?;
-        file.release(info);
-        if arch == Arch::Llama {
-            let rows = info.dims.last().copied().unwrap_or(1) as usize;
-            let heads = if t.name.contains("q_proj.") {
-                Some(n_head)
-            } else if t.name.contains("k_proj.") {
-                Some(n_head_kv)
-            } else {
-                None
-            };
-            if let Some(h) = heads {
-                values = arch::unpermute_rows(&values, rows, h).map_err(tensor_err)?;
-            }
-        }
-        if arch == Arch::Gemma2 && t.name.ends_with("norm.weight") {
-            values.iter_mut().for_each(|v| *v -= 1.0);
-        }
-        let row = info.dims.first().copied().unwrap_or(1) as usize;
-        let encoded = mlxr_quantize::quantize(ggml_dtype, &values, row.max(1))
-            .map_err(|e| tensor_err(e.to_string()))?;
-        out.write_all(&encoded).map_err(|e| io(&st_path, e))?;
+        let v = values(t)?;
+        let row = t.dims.first().copied().unwrap_or(1) as usize;
+        let encoded = mlxr_quantize::quantize(ggml_dtype, &v, row.max(1))
+            .map_err(|e| err(format!("tensor {}: {e}", t.name)))?;
+        out.write_all(&encoded).map_err(io)?;
     }
-    let st_file = out.into_inner().map_err(|e| io(&st_path, e.into_error()))?;
-    st_file.sync_all().map_err(|e| io(&st_path, e))?;
-    bytes += 8 + header.len() as u64;
+    let file = out.into_inner().map_err(|e| io(e.into_error()))?;
+    file.sync_all().map_err(io)?;
+    Ok(offset + 8 + header.len() as u64)
+}
+
+/// A quantized Hugging Face folder (FP8, bitsandbytes 4-bit, MLX affine) as
+/// a float one: the same tensors under the same names, decoded as MLXR runs
+/// them, in `dtype`; config.json without its quantization; every other file
+/// (tokenizer, chat template, generation config) copied.
+pub fn dequantize_folder(
+    input: &Path,
+    output: &Path,
+    dtype: HfDtype,
+    progress: impl FnMut(ConvertProgress<'_>) -> bool,
+) -> Result<HfSummary, ConvertError> {
+    if output.exists() {
+        return Err(err(format!("{} already exists", output.display())));
+    }
+    let folder = crate::hf_folder::HfFolder::open(input)?;
+    let arch = Arch::from_config(&folder.config)?;
+    if !folder.is_quantized() {
+        return Err(err(format!(
+            "{} holds no FP8, 4-bit or MLX-quantized weights; nothing to dequantize",
+            input.display()
+        )));
+    }
+    let plan: Vec<PlannedTensor> = folder
+        .tensors
+        .iter()
+        .enumerate()
+        .map(|(i, t)| PlannedTensor {
+            name: t.name.clone(),
+            dims: t.shape.iter().rev().map(|&d| d as u64).collect(),
+            ggml_type: dtype.names().2,
+            source: i,
+        })
+        .collect();
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".into());
+    let temp = output.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+    let io = |path: &Path, e: std::io::Error| err(format!("writing {}: {e}", path.display()));
+    std::fs::create_dir_all(&temp).map_err(|e| io(&temp, e))?;
+    let mut guard = TempDir(Some(temp.clone()));
+    let mut config = folder.config.clone();
+    config.remove("quantization_config");
+    config.remove("quantization");
+    for key in ["torch_dtype", "dtype"] {
+        if config.contains_key(key) || key == "torch_dtype" {
+            config.insert(key.into(), json!(dtype.names().1));
+        }
+    }
+    let mut text =
+        serde_json::to_string_pretty(&Value::Object(config)).expect("JSON values serialise");
+    text.push('\n');
+    let config_path = temp.join("config.json");
+    std::fs::write(&config_path, text).map_err(|e| io(&config_path, e))?;
+    let entries =
+        std::fs::read_dir(input).map_err(|e| err(format!("reading {}: {e}", input.display())))?;
+    for entry in entries.flatten() {
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let skip = file_name == "config.json"
+            || file_name.ends_with(".safetensors")
+            || file_name == "model.safetensors.index.json"
+            || !entry.path().is_file();
+        if !skip {
+            let to = temp.join(&file_name);
+            std::fs::copy(entry.path(), &to).map_err(|e| io(&to, e))?;
+        }
+    }
+    let bytes = write_safetensors(
+        &temp.join("model.safetensors"),
+        &plan,
+        dtype,
+        progress,
+        |t| folder.values(&folder.tensors[t.source]),
+    )?;
     std::fs::rename(&temp, output).map_err(|e| io(output, e))?;
     guard.0 = None;
     Ok(HfSummary {

@@ -233,6 +233,13 @@ impl HfFolder {
         })
     }
 
+    /// Whether any weight is FP8, 4-bit or MLX-quantized.
+    pub fn is_quantized(&self) -> bool {
+        self.tensors
+            .iter()
+            .any(|t| matches!(t.dtype, SourceDtype::Quantized | SourceDtype::MlxAffine))
+    }
+
     /// The tensor's values as f32 (F16 and BF16 widen exactly; FP8 and 4-bit
     /// weights decoded as the model runs them).
     pub fn values(&self, tensor: &SourceTensor) -> Result<Vec<f32>, ConvertError> {

@@ -34,7 +34,7 @@ use mlxr_quantize::QuantizeError;
 
 pub use arch::SUPPORTED_CLASSES;
 use arch::{Arch, HParams};
-pub use gguf_to_hf::{gguf_to_hf, HfDtype, HfSummary};
+pub use gguf_to_hf::{dequantize_folder, gguf_to_hf, HfDtype, HfSummary};
 use hf_folder::{HfFolder, SourceDtype};
 pub use vocab::pre_tokenizer_hash;
 

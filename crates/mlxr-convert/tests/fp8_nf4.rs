@@ -12,7 +12,7 @@ use common::{copy_folder, values};
 
 use std::path::Path;
 
-use mlxr_convert::{hf_to_gguf, HfToGgufOptions, OutType};
+use mlxr_convert::{dequantize_folder, hf_to_gguf, HfDtype, HfToGgufOptions, OutType};
 use mlxr_formats::float8::e4m3_to_f32;
 use mlxr_formats::GgufFile;
 use safetensors::SafeTensors;
@@ -201,4 +201,56 @@ fn mlx_affine_folders_convert_within_their_error() {
         }
         assert!(quantized >= 15, "{mlx}: {quantized}");
     }
+}
+
+#[test]
+fn quantized_folders_dequantize_to_float_folders() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("qwen2-fp8-b48x80", Some("Qwen2ForCausalLM"), "gpt-2"),
+        ("llama-nf4", Some("LlamaForCausalLM"), "gpt-2"),
+        ("llama-mlx-q4-g64", None, "qwen2"),
+    ];
+    for (name, class, pre) in cases {
+        let quantized = dir.path().join(name);
+        match class {
+            Some(class) => prepare(name, class, &quantized),
+            None => copy_folder(
+                &mlxr_testkit::fixture_path(&format!("tiny-models/{name}")),
+                &quantized,
+            ),
+        }
+        let float = dir.path().join(format!("{name}-f32"));
+        let summary = dequantize_folder(&quantized, &float, HfDtype::F32, |_| true).unwrap();
+        assert!(summary.tensors > 10);
+        let config: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(float.join("config.json")).unwrap()).unwrap();
+        assert!(
+            config.get("quantization_config").is_none() && config.get("quantization").is_none(),
+            "{name}"
+        );
+        assert_eq!(config["torch_dtype"], "float32");
+        assert!(float.join("tokenizer.json").is_file());
+        // The float folder converts to the same GGUF tensors as the quantized one.
+        let a = convert(&quantized, &dir.path().join(format!("{name}-q.gguf")), pre);
+        let b = convert(&float, &dir.path().join(format!("{name}-f.gguf")), pre);
+        assert_eq!(a.tensors().len(), b.tensors().len());
+        for t in a.tensors() {
+            assert_eq!(
+                values(&a, &t.name),
+                values(&b, &t.name),
+                "{name} {}",
+                t.name
+            );
+        }
+    }
+    let e = dequantize_folder(
+        &mlxr_testkit::fixture_path("tiny-models/llama"),
+        &dir.path().join("x"),
+        HfDtype::F32,
+        |_| true,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("nothing to dequantize"), "{e}");
+    assert!(!dir.path().join("x").exists());
 }

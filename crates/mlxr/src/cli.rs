@@ -176,6 +176,7 @@ end: Ctrl-C or an error leaves nothing.")]
   mlxr convert ./my-finetune out.gguf --tokenizer-pre llama-bpe    a tokenizer the converter does not recognise
   mlxr convert ./Qwen3-0.6B-4bit qwen3-0.6b-q8_0.gguf --outtype q8_0   an MLX (mlx-lm) folder
   mlxr convert SmolLM2-135M-Instruct.Q4_1.gguf ./smollm2-hf --outtype bf16   GGUF to a folder
+  mlxr convert ./Llama-3.1-8B-FP8 ./llama-3.1-8b-bf16 --outtype bf16   an FP8 folder dequantized
 
 IN is a folder with config.json, *.safetensors (one file, or shards with
 model.safetensors.index.json), tokenizer.json and tokenizer_config.json (chat template
@@ -191,6 +192,8 @@ IN a GGUF file (same architectures, byte-level BPE vocabulary, any type candle
 dequantizes) and OUT not ending in .gguf: a folder with config.json, model.safetensors
 (dequantized; --outtype f32 (auto), f16 or bf16), tokenizer.json, tokenizer_config.json,
 chat_template.jinja and generation_config.json, which converts back to the same tensors.
+IN an FP8, bitsandbytes 4-bit or MLX folder and OUT a folder: the same folder dequantized
+(same tensor names, config.json without its quantization, other files copied).
 Either output is written under a hidden name beside OUT and renamed at the end: Ctrl-C or
 an error leaves nothing.")]
     Convert(ConvertArgs),
@@ -201,7 +204,7 @@ pub struct ConvertArgs {
     /// A Hugging Face model folder (config.json, *.safetensors, tokenizer.json), or a GGUF file.
     #[arg(value_name = "IN")]
     pub input: PathBuf,
-    /// The GGUF file to write (for a folder IN; must end in .gguf), or the folder to write.
+    /// The GGUF file to write (ends in .gguf), or the folder to write.
     #[arg(value_name = "OUT")]
     pub output: PathBuf,
     /// Type of the 2-D weights: f32, f16, bf16, q8_0, or auto (to GGUF: the stored F16/BF16

@@ -111,7 +111,7 @@ fn bad_inputs_are_one_line_errors() {
         (
             vec!["convert"],
             vec![tiny("llama"), dir.path().join("folder")],
-            "must end in .gguf",
+            "nothing to dequantize",
         ),
         (
             vec!["convert"],

@@ -6,7 +6,9 @@ use std::path::Path;
 
 use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use mlxr_convert::{gguf_to_hf, hf_to_gguf, ConvertError, HfDtype, HfToGgufOptions, OutType};
+use mlxr_convert::{
+    dequantize_folder, gguf_to_hf, hf_to_gguf, ConvertError, HfDtype, HfToGgufOptions, OutType,
+};
 
 use super::interrupt;
 use crate::cli::ConvertArgs;
@@ -64,17 +66,39 @@ pub fn convert(args: ConvertArgs) -> Result<()> {
     }
     interrupt::install()?;
     interrupt::reset();
-    if is_folder(&args.input) {
-        if !to_gguf {
-            bail!(
-                "OUT must end in .gguf for a folder IN ({}): a folder converts to GGUF",
-                args.output.display()
-            );
-        }
-        folder_to_gguf(&args)
-    } else {
-        gguf_to_folder(&args)
+    match (is_folder(&args.input), to_gguf) {
+        (true, true) => folder_to_gguf(&args),
+        (true, false) => folder_to_folder(&args),
+        (false, _) => gguf_to_folder(&args),
     }
+}
+
+fn folder_dtype(outtype: &str) -> Result<HfDtype> {
+    match outtype.to_ascii_lowercase().as_str() {
+        "auto" => Ok(HfDtype::F32),
+        other => match HfDtype::parse(other) {
+            Some(d) => Ok(d),
+            None => bail!(
+                "--outtype {other:?} cannot be written to a Hugging Face folder; valid: f32, f16, bf16, auto (f32)"
+            ),
+        },
+    }
+}
+
+/// A quantized folder (FP8, 4-bit, MLX) to a float one.
+fn folder_to_folder(args: &ConvertArgs) -> Result<()> {
+    let dtype = folder_dtype(&args.outtype)?;
+    let summary = cancelled(with_bar(|step| {
+        dequantize_folder(&args.input, &args.output, dtype, |p| step(p.index, p.total))
+    }))?;
+    eprintln!(
+        "wrote {}/ ({}, {dtype:?}, {} tensors, dequantized): {:.2} MiB",
+        args.output.display(),
+        summary.architecture,
+        summary.tensors,
+        summary.bytes as f64 / (1024.0 * 1024.0)
+    );
+    Ok(())
 }
 
 fn with_bar<T>(run: impl FnOnce(&mut dyn FnMut(usize, usize) -> bool) -> T) -> T {
@@ -121,13 +145,7 @@ fn folder_to_gguf(args: &ConvertArgs) -> Result<()> {
 }
 
 fn gguf_to_folder(args: &ConvertArgs) -> Result<()> {
-    let dtype = match args.outtype.to_ascii_lowercase().as_str() {
-        "auto" => HfDtype::F32,
-        other => match HfDtype::parse(other) {
-            Some(d) => d,
-            None => bail!("--outtype {other:?} cannot be written to a Hugging Face folder; valid: f32, f16, bf16, auto (f32)"),
-        },
-    };
+    let dtype = folder_dtype(&args.outtype)?;
     let summary = cancelled(with_bar(|step| {
         gguf_to_hf(&args.input, &args.output, dtype, |p| step(p.index, p.total))
     }))?;
