@@ -22,7 +22,9 @@ const UNUSED: i32 = 5;
 /// SHA-256 of the printed id list names the pre-tokenizer.
 const CHECK_TEXT: &str = "\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n🚀 (normal) 😶\u{200d}🌫️ (multiple emojis concatenated) ✅ 🦙🦙 3 33 333 3333 33333 333333 3333333 33333333 3.3 3..3 3...3 កាន់តែពិសេសអាច😁 ?我想在apple工作1314151天～ ------======= нещо на Български ''''''```````\"\"\"\"......!!!!!!?????? I've been 'told he's there, 'RE you sure? 'M not sure I'll make it, 'D you like some tea? We'Ve a'lL";
 
-/// Known hashes of [`CHECK_TEXT`]'s ids and llama.cpp's name for each.
+/// Hashes of [`CHECK_TEXT`]'s ids for common tokenizers and llama.cpp's
+/// name for each (names MLXR's tokenizer runs); any other is named with
+/// `--tokenizer-pre`.
 const KNOWN_PRE_TOKENIZERS: &[(&str, &str)] = &[
     (
         "0ef9807a4087ebef797fc749390439009c3b9eda9ad1a097abbe738f486c01e5",
@@ -43,6 +45,58 @@ const KNOWN_PRE_TOKENIZERS: &[(&str, &str)] = &[
     (
         "855059429035d75a914d1eda9f10a876752e281a054a7a3d421ef0533e5b6249",
         "smollm",
+    ),
+    (
+        "1444df51289cfa8063b96f0e62b1125440111bc79a52003ea14b6eac7016fd5f",
+        "qwen35",
+    ),
+    (
+        "9d032fcbd5501f4a38150912590928bfb36091efb5df11b8e2124b0390e3fb1e",
+        "falcon3",
+    ),
+    (
+        "35d91631860c815f952d711435f48d356ebac988362536bed955d43bfa436e34",
+        "starcoder",
+    ),
+    (
+        "32d85c31273f8019248f2559fed492d929ea28b17e51d81d3bb36fff23ca72b3",
+        "stablelm2",
+    ),
+    (
+        "9c2227e4dd922002fb81bde4fc02b0483ca4f12911410dee2255e4987644e3f8",
+        "command-r",
+    ),
+    (
+        "b6dc8df998e1cfbdc4eac8243701a65afe638679230920b50d6f17d81c098166",
+        "olmo",
+    ),
+    (
+        "a8594e3edff7c29c003940395316294b2c623e09894deebbc65f33f1515df79e",
+        "dbrx",
+    ),
+    (
+        "63b97e4253352e6f357cc59ea5b583e3a680eaeaf2632188c2b952de2588485e",
+        "tekken",
+    ),
+    (
+        "fcace8b9cac38ce847670c970cd5892031a753a1ef381abd1d9af00f713da085",
+        "phi-2",
+    ),
+    (
+        "877081d19cf6996e2c4ff0e1236341e9b7bde288f5311a56a937f0afbbb3aeb5",
+        "deepseek-v3",
+    ),
+    (
+        "b3f499bb4255f8ca19fccd664443283318f2fd2414d5e0b040fbdd0cc195d6c5",
+        "deepseek-r1-qwen",
+    ),
+    (
+        "ccc2ef013c104be7bae2965776d611e1d7a8a2a9c547dd93a682c9a9fc80352e",
+        "gpt-4o",
+    ),
+    (
+        "d353350c764d8c3b39c763113960e4fb4919bea5fbf208a0e3b22e8469dc7406",
+        "llama4",
     ),
 ];
 
