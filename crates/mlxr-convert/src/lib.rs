@@ -62,10 +62,13 @@ pub enum OutType {
     Q8_0,
     /// The type of the first 2-D weight when it is F16 or BF16, else F16.
     Auto,
+    /// The one type every 2-D weight is stored in when that is F16 or BF16,
+    /// else F32: no value is rounded (the intermediate of `mlxr quantize FOLDER`).
+    Lossless,
 }
 
 impl OutType {
-    pub const NAMES: &'static str = "f32, f16, bf16, q8_0, auto";
+    pub const NAMES: &'static str = "f32, f16, bf16, q8_0, auto, lossless";
 
     pub fn parse(name: &str) -> Option<OutType> {
         Some(match name.to_ascii_lowercase().as_str() {
@@ -74,13 +77,14 @@ impl OutType {
             "bf16" => OutType::BF16,
             "q8_0" => OutType::Q8_0,
             "auto" => OutType::Auto,
+            "lossless" => OutType::Lossless,
             _ => return None,
         })
     }
 
     fn resolved(self) -> (GgmlType, u32) {
         match self {
-            OutType::F32 => (GgmlType::F32, 0),
+            OutType::F32 | OutType::Lossless => (GgmlType::F32, 0),
             OutType::F16 | OutType::Auto => (GgmlType::F16, 1),
             OutType::BF16 => (GgmlType::BF16, 32),
             OutType::Q8_0 => (GgmlType::Q8_0, 7),
@@ -168,6 +172,19 @@ pub fn hf_to_gguf(
                 _ => OutType::F16,
             })
             .unwrap_or(OutType::F16),
+        OutType::Lossless => {
+            let mut weights = kept
+                .iter()
+                .map(|&i| &folder.tensors[i])
+                .filter(|t| t.shape.len() >= 2)
+                .map(|t| t.dtype);
+            let first = weights.next();
+            match first {
+                Some(SourceDtype::BF16) if weights.all(|d| d == SourceDtype::BF16) => OutType::BF16,
+                Some(SourceDtype::F16) if weights.all(|d| d == SourceDtype::F16) => OutType::F16,
+                _ => OutType::F32,
+            }
+        }
         other => other,
     };
     let (weight_type, file_type) = out_type.resolved();
@@ -362,9 +379,9 @@ impl Drop for RemoveOnDrop {
 }
 
 /// `mlxr quantize` of a folder: converts `input` as [`hf_to_gguf`] does (to
-/// `convert.out_type`, F32 for no double rounding) into a hidden file beside
-/// `output`, then quantizes that as `llama-quantize` would; the intermediate
-/// file is removed whatever happens. The same as running
+/// `convert.out_type`; [`OutType::Lossless`] rounds nothing) into a hidden
+/// file beside `output`, then quantizes that as `llama-quantize` would; the
+/// intermediate file is removed whatever happens. The same as running
 /// convert_hf_to_gguf.py and then llama-quantize, byte for byte.
 pub fn quantize_hf_folder(
     input: &Path,

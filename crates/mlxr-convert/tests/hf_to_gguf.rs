@@ -149,6 +149,17 @@ fn auto_picks_the_stored_half_type() {
         let summary = hf_to_gguf(&tiny(folder), &out, &options(OutType::Auto), |_| true).unwrap();
         assert_eq!(summary.out_type, expected, "{folder}");
     }
+    // Lossless: the weights' own half type, else F32 (llama is stored as F32).
+    for (folder, expected) in [
+        ("mistral", OutType::BF16),
+        ("qwen2", OutType::F16),
+        ("llama", OutType::F32),
+    ] {
+        let out = dir.path().join(format!("{folder}-lossless.gguf"));
+        let summary =
+            hf_to_gguf(&tiny(folder), &out, &options(OutType::Lossless), |_| true).unwrap();
+        assert_eq!(summary.out_type, expected, "{folder}");
+    }
 }
 
 fn error_of(folder: &Path, out: &Path) -> String {

@@ -1,5 +1,6 @@
 //! `quantize_hf_folder` against llama.cpp's pipeline for a Hugging Face
-//! folder: convert_hf_to_gguf.py (--outtype f32) then llama-quantize. The
+//! folder: convert_hf_to_gguf.py (--outtype f32) then llama-quantize (ours
+//! converts losslessly: qwen2's F16 weights go through an F16 file). The
 //! fixture (scripts/fixtures/quantize-hf-reference.py) records llama-quantize's
 //! output hashes for the script's conversions of two tiny folders.
 
@@ -19,7 +20,7 @@ fn a_folder_quantizes_as_convert_then_llama_quantize() {
         serde_json::from_slice(&std::fs::read(fixture).unwrap()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let convert = HfToGgufOptions {
-        out_type: OutType::F32,
+        out_type: OutType::Lossless,
         tokenizer_pre: Some("qwen2".into()),
     };
     let mut failures = Vec::new();

@@ -155,9 +155,9 @@ A Modelfile:
   mlxr quantize SmolLM2-135M-Instruct.Q4_1.gguf smollm2-q4_0.gguf --type Q4_0 --allow-requantize
   mlxr quantize ./Qwen3-0.6B qwen3-0.6b-Q4_K_M.gguf --type Q4_K_M     a Hugging Face folder
 
-IN may be a Hugging Face safetensors folder (the architectures of `mlxr convert`): it is
-converted first, as `mlxr convert --outtype f32` (see --outtype), into a hidden file beside
-OUT that is removed at the end; the result is what convert_hf_to_gguf.py followed by
+IN may be a Hugging Face safetensors folder (what `mlxr convert` reads): it is converted
+first (--outtype lossless: to the weights' own F16/BF16 type, else F32) into a hidden file
+beside OUT that is removed at the end; the result is what convert_hf_to_gguf.py followed by
 llama-quantize writes.
 
 Types: Q4_K_M, Q4_K_S, Q5_K_M, Q5_K_S, Q6_K, Q8_0, Q3_K_L, Q3_K_M, Q3_K_S, Q2_K,
@@ -241,9 +241,10 @@ pub struct QuantizeArgs {
     /// Dequantize and requantize tensors that are already quantized (loses quality).
     #[arg(long)]
     pub allow_requantize: bool,
-    /// For a folder IN: the type it is converted to before quantizing (f32: no double
-    /// rounding; f16 gives what convert_hf_to_gguf.py --outtype f16 then llama-quantize gives).
-    #[arg(long, value_name = "TYPE", default_value = "f32")]
+    /// For a folder IN: the type it is converted to before quantizing (lossless: the
+    /// weights' own F16/BF16 type when they share one, else f32, so nothing is rounded
+    /// twice; f16 gives what convert_hf_to_gguf.py --outtype f16 then llama-quantize gives).
+    #[arg(long, value_name = "TYPE", default_value = "lossless")]
     pub outtype: String,
     /// For a folder IN: llama.cpp's pre-tokenizer name, as for `mlxr convert`.
     #[arg(long, value_name = "NAME")]
