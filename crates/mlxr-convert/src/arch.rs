@@ -349,10 +349,12 @@ fn text_model_params(
                 kvs.set(key("rope.scaling.factor"), f32_of(f, "rope factor")?);
             }
             ("default", _) => {}
+            // Llama 3's frequency factors go into a rope_freqs tensor instead.
+            (t, _) if arch == "llama" && t.eq_ignore_ascii_case("llama3") => {}
             (other, _) => {
                 return Err(ConvertError::Input(format!(
-                    "RoPE scaling type {other:?} is not supported yet (default and linear are)"
-                )))
+                "RoPE scaling type {other:?} is not supported yet (default, linear and llama3 are)"
+            )))
             }
         }
     }
@@ -502,6 +504,54 @@ pub fn write_hparams(
         }
     }
     Ok(())
+}
+
+/// Llama 3's RoPE frequency factors (`rope_type: llama3`), one per rotated
+/// pair, as llama.cpp's converter stores them in `rope_freqs.weight`: 1 for
+/// high frequencies, `factor` for low ones, a smooth blend between; computed
+/// in f32 as the script's torch code does. `None` for other RoPE types.
+pub fn llama3_rope_factors(hp: &HParams) -> Result<Option<Vec<f32>>, ConvertError> {
+    let rope = hp.rope_parameters();
+    let params = rope
+        .get("full_attention")
+        .and_then(Value::as_object)
+        .unwrap_or(&rope);
+    let is_llama3 = params
+        .get("rope_type")
+        .and_then(Value::as_str)
+        .is_some_and(|t| t.eq_ignore_ascii_case("llama3"));
+    if !is_llama3 {
+        return Ok(None);
+    }
+    let num = |k: &str, default: f64| params.get(k).and_then(Value::as_f64).unwrap_or(default);
+    let base = num("rope_theta", 10000.0) as f32;
+    let dim = match hp.u32(&["head_dim"])? {
+        Some(d) => d,
+        None => hp.need_u32(&["hidden_size"])? / hp.need_u32(&["num_attention_heads"])?,
+    } as usize;
+    let factor = num("factor", 8.0) as f32;
+    let low = num("low_freq_factor", 1.0) as f32;
+    let high = num("high_freq_factor", 4.0) as f32;
+    let old_context = num("original_max_position_embeddings", 8192.0) as f32;
+    let low_wavelen = old_context / low;
+    let high_wavelen = old_context / high;
+    Ok(Some(
+        (0..dim)
+            .step_by(2)
+            .map(|i| {
+                let freq = 1.0 / base.powf(i as f32 / dim as f32);
+                let wavelen = std::f32::consts::TAU / freq;
+                if wavelen < high_wavelen {
+                    1.0
+                } else if wavelen > low_wavelen {
+                    factor
+                } else {
+                    let smooth = (old_context / wavelen - low) / (high - low);
+                    1.0 / ((1.0 - smooth) / factor + smooth)
+                }
+            })
+            .collect(),
+    ))
 }
 
 /// Llama's Q/K rows reordered for llama.cpp's RoPE (pairs of halves

@@ -96,6 +96,11 @@ pub fn gguf_to_hf(
     // Plan the tensors: Hugging Face names and shapes.
     let mut plan = Vec::new();
     for (i, t) in file.tensors().iter().enumerate() {
+        if t.name == "rope_freqs.weight" {
+            return Err(err(
+                "the GGUF has Llama 3 RoPE frequency factors (rope_freqs.weight); writing them back as config.json's rope_scaling is not supported yet".into(),
+            ));
+        }
         let name = arch.hf_tensor_name(&t.name)?;
         let supported = matches!(t.ggml_type, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
             || (t.ggml_type.is_supported_by_candle() && t.ggml_type != GgmlType::Q8_1);

@@ -110,6 +110,10 @@ impl Default for HfToGgufOptions {
     }
 }
 
+/// [`PlannedTensor::source`] of a tensor the converter computes (Llama 3's
+/// `rope_freqs.weight`).
+const GENERATED: usize = usize::MAX;
+
 /// One output tensor.
 #[derive(Clone, Debug)]
 pub struct PlannedTensor {
@@ -210,6 +214,22 @@ pub fn hf_to_gguf(
         });
     }
     check_complete(arch, &hp, &plan)?;
+    // Tensors the converter makes rather than reads come first, as the script's do.
+    let rope_factors = match arch {
+        Arch::Llama => arch::llama3_rope_factors(&hp)?,
+        _ => None,
+    };
+    if let Some(f) = &rope_factors {
+        plan.insert(
+            0,
+            PlannedTensor {
+                name: "rope_freqs.weight".into(),
+                dims: vec![f.len() as u64],
+                ggml_type: GgmlType::F32,
+                source: GENERATED,
+            },
+        );
+    }
     let parameters: u64 = plan.iter().map(|t| t.dims.iter().product::<u64>()).sum();
 
     let mut kvs = kvs::Kvs::default();
@@ -282,6 +302,16 @@ pub fn hf_to_gguf(
             tensor: planned,
         }) {
             return Err(ConvertError::Cancelled);
+        }
+        if planned.source == GENERATED {
+            let data = mlxr_quantize::quantize(
+                GgmlType::F32,
+                rope_factors.as_deref().unwrap_or(&[]),
+                planned.dims[0] as usize,
+            )?;
+            writer.write_tensor(&data)?;
+            output_bytes += data.len() as u64;
+            continue;
         }
         let source = &folder.tensors[planned.source];
         let tensor_err =

@@ -272,3 +272,72 @@ fn malformed_folders_give_clear_errors() {
         "{e}"
     );
 }
+
+/// Llama 3 RoPE scaling: no scaling keys, a `rope_freqs.weight` of one factor
+/// per rotated pair first (1 for short wavelengths, `factor` for long ones, a
+/// blend between), everything else as without it.
+#[test]
+fn llama3_rope_scaling_becomes_rope_freqs() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("llama");
+    copy_folder(&tiny("llama"), &folder);
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(folder.join("config.json")).unwrap()).unwrap();
+    let scaling = serde_json::json!({
+        "rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 64,
+    });
+    config["rope_parameters"] = scaling;
+    std::fs::write(folder.join("config.json"), config.to_string()).unwrap();
+    let out = dir.path().join("llama3.gguf");
+    convert(&folder, &out, OutType::F32).unwrap();
+    let ours = GgufFile::open(&out).unwrap();
+    let theirs = GgufFile::open(tiny("gguf/llama.f32.gguf")).unwrap();
+    let meta = |f: &GgufFile| {
+        f.metadata()
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(meta(&ours), meta(&theirs));
+    assert_eq!(ours.tensors()[0].name, "rope_freqs.weight");
+    assert_eq!(ours.tensors().len(), theirs.tensors().len() + 1);
+    for (a, b) in ours.tensors()[1..].iter().zip(theirs.tensors()) {
+        assert_eq!(a.name, b.name);
+        assert!(
+            ours.tensor_data(a).unwrap() == theirs.tensor_data(b).unwrap(),
+            "{}",
+            a.name
+        );
+    }
+    let factors: Vec<f32> = ours
+        .tensor_data(&ours.tensors()[0])
+        .unwrap()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(factors.len(), 16);
+    let (mut ones, mut full, mut blended) = (0, 0, 0);
+    for (k, f) in factors.iter().enumerate() {
+        let wavelen = std::f64::consts::TAU * 500f64.powf(2.0 * k as f64 / 32.0);
+        let want = if wavelen < 16.0 {
+            ones += 1;
+            1.0
+        } else if wavelen > 64.0 {
+            full += 1;
+            8.0
+        } else {
+            blended += 1;
+            let smooth = (64.0 / wavelen - 1.0) / 3.0;
+            1.0 / ((1.0 - smooth) / 8.0 + smooth)
+        };
+        assert!(
+            (f64::from(*f) - want).abs() < 1e-5 * want,
+            "pair {k}: {f} vs {want}"
+        );
+    }
+    assert!(
+        ones > 0 && full > 0 && blended > 0,
+        "{ones} {full} {blended}"
+    );
+}
