@@ -134,6 +134,11 @@ fn bad_inputs_are_one_line_errors() {
             vec![gguf.clone(), empty.clone()],
             "not a model folder",
         ),
+        (
+            vec!["convert"],
+            vec![gguf.clone(), dir.path().join("x.gguf")],
+            "mlxr quantize IN OUT --type T",
+        ),
         // The fixtures' tokenizer is unknown to llama.cpp's converter: name it or fail.
         (
             vec!["convert"],

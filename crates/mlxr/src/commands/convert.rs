@@ -69,7 +69,11 @@ pub fn convert(args: ConvertArgs) -> Result<()> {
     match (is_folder(&args.input), to_gguf) {
         (true, true) => folder_to_gguf(&args),
         (true, false) => folder_to_folder(&args),
-        (false, _) => gguf_to_folder(&args),
+        (false, true) => bail!(
+            "{} is a file and OUT ends in .gguf: to change a GGUF's types use `mlxr quantize IN OUT --type T`; `mlxr convert` writes a GGUF from a folder, or a folder from a GGUF",
+            args.input.display()
+        ),
+        (false, false) => gguf_to_folder(&args),
     }
 }
 
