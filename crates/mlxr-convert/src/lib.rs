@@ -23,6 +23,7 @@ mod gguf_to_hf;
 mod hf_folder;
 mod kvs;
 mod naming;
+mod spm;
 mod tokenizer_json;
 mod vocab;
 
@@ -261,22 +262,22 @@ pub fn hf_to_gguf(
             ));
         }
     }
-    if input.join("tokenizer.model").is_file()
-        && arch != Arch::Qwen2
-        && arch != Arch::Qwen3
-        && arch != Arch::Phi3
-    {
-        return Err(ConvertError::Input(format!(
-            "{} has a SentencePiece tokenizer.model; SentencePiece vocabularies are not supported yet",
-            input.display()
-        )));
+    // A SentencePiece tokenizer.model comes first where the script tries it first.
+    let sentencepiece = input.join("tokenizer.model").is_file()
+        && matches!(arch, Arch::Llama | Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma2);
+    if sentencepiece {
+        spm::write_spm_vocab(input, hp.u32(&["vocab_size"])?, &mut kvs)?;
+        if arch == Arch::Gemma2 {
+            kvs.set("tokenizer.ggml.add_space_prefix", false);
+        }
+    } else {
+        vocab::write_vocab(
+            input,
+            hp.u32(&["vocab_size"])?,
+            options.tokenizer_pre.as_deref(),
+            &mut kvs,
+        )?;
     }
-    vocab::write_vocab(
-        input,
-        hp.u32(&["vocab_size"])?,
-        options.tokenizer_pre.as_deref(),
-        &mut kvs,
-    )?;
     if arch == Arch::Llama && hp.u32(&["vocab_size"])? == Some(49152) {
         // llama.cpp's converter never adds BOS for this vocabulary size (Granite / SmolLM).
         kvs.set("tokenizer.ggml.add_bos_token", false);

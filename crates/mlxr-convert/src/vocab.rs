@@ -13,10 +13,10 @@ use crate::kvs::Kvs;
 use crate::ConvertError;
 
 /// llama.cpp's token types.
-const NORMAL: i32 = 1;
-const CONTROL: i32 = 3;
-const USER_DEFINED: i32 = 4;
-const UNUSED: i32 = 5;
+pub(crate) const NORMAL: i32 = 1;
+pub(crate) const CONTROL: i32 = 3;
+pub(crate) const USER_DEFINED: i32 = 4;
+pub(crate) const UNUSED: i32 = 5;
 
 /// The text llama.cpp's converter encodes to tell pre-tokenizers apart: the
 /// SHA-256 of the printed id list names the pre-tokenizer.
@@ -139,7 +139,7 @@ pub fn write_vocab(
     let path = dir.join("tokenizer.json");
     let tokenizer = read_json_object(&path)?.ok_or_else(|| {
         err(format!(
-            "{} has no tokenizer.json (SentencePiece-only tokenizer.model folders are not supported yet)",
+            "{} has no tokenizer.json (nor a tokenizer.model)",
             dir.display()
         ))
     })?;
@@ -152,6 +152,12 @@ pub fn write_vocab(
             "{}: tokenizer model {} is not supported (byte-level BPE is)",
             path.display(),
             model.get("type").unwrap_or(&Value::Null)
+        )));
+    }
+    if model.get("byte_fallback").and_then(Value::as_bool) == Some(true) {
+        return Err(err(format!(
+            "{}: a SentencePiece-style BPE (byte_fallback) without tokenizer.model is not supported yet",
+            path.display()
         )));
     }
     let vocab = model
@@ -251,7 +257,7 @@ pub fn write_vocab(
 }
 
 /// Added tokens that look like control tokens although not marked special.
-fn looks_special(text: &str) -> bool {
+pub(crate) fn looks_special(text: &str) -> bool {
     matches!(text, "<pad>" | "<mask>" | "<2mass>" | "[@BOS@]")
         || (text.starts_with("<|") && text.ends_with("|>"))
         || (text.starts_with("<｜") && text.ends_with("｜>"))
@@ -300,7 +306,7 @@ fn gguf_special_key(typ: &str) -> Option<String> {
 /// Special token ids, add-BOS/EOS flags and the chat template, in the order
 /// gguf-py's SpecialVocab finds them: tokenizer.json's post-processor,
 /// tokenizer_config.json, then config.json's `*_token_id`.
-fn special_tokens(
+pub(crate) fn special_tokens(
     dir: &Path,
     tokenizer: &Map<String, Value>,
     added: &[&Map<String, Value>],
