@@ -183,7 +183,8 @@ model.safetensors.index.json), tokenizer.json and tokenizer_config.json (chat te
 inline, or chat_template.jinja). Architectures: LlamaForCausalLM, MistralForCausalLM,
 Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM; F32, F16 or BF16
 weights, or FP8, bitsandbytes NF4/FP4 and MLX affine-quantized ones (decoded as mlxr runs
-them, then written as --outtype says); byte-level BPE tokenizers. The GGUF holds what convert_hf_to_gguf.py writes
+them, then written as --outtype says); byte-level BPE tokenizer.json or SentencePiece
+tokenizer.model vocabularies. The GGUF holds what convert_hf_to_gguf.py writes
 (hyperparameters, tokenizer, chat template, llama's Q/K rows permuted for llama.cpp's
 RoPE, Gemma norms as 1+w); for the tiny test folders the files are byte-identical.
 1-D tensors, norms and biases stay F32 whatever --outtype says.
