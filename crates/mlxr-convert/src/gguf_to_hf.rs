@@ -135,7 +135,13 @@ pub fn gguf_to_hf(
     };
     write_json("config.json", &Value::Object(config.clone()))?;
     let tok = crate::tokenizer_json::from_gguf(meta, arch)?;
-    write_json("tokenizer.json", &tok.tokenizer)?;
+    if let Some(t) = &tok.tokenizer {
+        write_json("tokenizer.json", t)?;
+    }
+    if let Some(m) = &tok.model {
+        let path = temp.join("tokenizer.model");
+        std::fs::write(&path, m).map_err(|e| io(&path, e))?;
+    }
     write_json("tokenizer_config.json", &tok.config)?;
     let mut generation = Map::new();
     for key in ["bos_token_id", "eos_token_id", "pad_token_id"] {

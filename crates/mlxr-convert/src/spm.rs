@@ -190,34 +190,114 @@ pub fn write_spm_vocab(
     special_tokens(dir, &tokenizer, &added, n as u64, kvs)
 }
 
+fn put_varint(mut v: u64, out: &mut Vec<u8>) {
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+fn put_bytes(field: u64, bytes: &[u8], out: &mut Vec<u8>) {
+    put_varint(field << 3 | 2, out);
+    put_varint(bytes.len() as u64, out);
+    out.extend_from_slice(bytes);
+}
+
+fn put_int(field: u64, v: i64, out: &mut Vec<u8>) {
+    put_varint(field << 3, out);
+    put_varint(v as u64, out);
+}
+
+/// A `tokenizer.model` (SentencePiece `ModelProto`, BPE) for a GGUF
+/// SentencePiece vocabulary: its pieces, scores and types (the unknown token
+/// as UNKNOWN, which SentencePiece requires), a trainer spec naming the
+/// special ids, and a normalizer that leaves text alone as llama.cpp does
+/// (identity, the GGUF's dummy-prefix flag, whitespace kept).
+pub fn model_proto(meta: &mlxr_formats::gguf::Metadata) -> Result<Vec<u8>, ConvertError> {
+    let tokens = meta.get_str_array("tokenizer.ggml.tokens")?;
+    let types = meta.get_i32_array("tokenizer.ggml.token_type")?;
+    let scores = meta.get_f32_array("tokenizer.ggml.scores")?;
+    if types.len() != tokens.len() || scores.len() != tokens.len() {
+        return Err(err(
+            "the GGUF's tokens, scores and token types differ in length".into(),
+        ));
+    }
+    let id = |k: &str| -> Result<i64, ConvertError> {
+        Ok(meta
+            .opt_u32(&format!("tokenizer.ggml.{k}_token_id"))?
+            .map_or(-1, i64::from))
+    };
+    // SentencePiece needs exactly one UNKNOWN piece: the GGUF's unknown token,
+    // else its first UNKNOWN-typed one, else "<unk>", else id 0.
+    let unk = match id("unknown")? {
+        -1 => types
+            .iter()
+            .position(|&t| t == UNKNOWN)
+            .or_else(|| tokens.iter().position(|t| t == "<unk>"))
+            .unwrap_or(0) as i64,
+        known => known,
+    };
+    let mut out = Vec::new();
+    for (i, ((text, &ty), &score)) in tokens.iter().zip(&types).zip(scores).enumerate() {
+        let kind = if i as i64 == unk {
+            2
+        } else {
+            match ty {
+                2..=6 => ty as u64,
+                _ => 1,
+            }
+        };
+        let mut p = Vec::new();
+        put_bytes(1, text.as_bytes(), &mut p);
+        put_varint(2 << 3 | 5, &mut p);
+        p.extend_from_slice(&score.to_le_bytes());
+        if kind != 1 {
+            put_int(3, kind as i64, &mut p);
+        }
+        put_bytes(1, &p, &mut out);
+    }
+    let mut trainer = Vec::new();
+    put_int(3, 2, &mut trainer); // model_type BPE
+    put_int(4, tokens.len() as i64, &mut trainer); // vocab_size
+    put_int(35, i64::from(types.contains(&BYTE)), &mut trainer); // byte_fallback
+    put_int(40, unk, &mut trainer);
+    put_int(41, id("bos")?, &mut trainer);
+    put_int(42, id("eos")?, &mut trainer);
+    put_int(43, id("padding")?, &mut trainer);
+    put_bytes(2, &trainer, &mut out);
+    let mut normalizer = Vec::new();
+    put_bytes(1, b"identity", &mut normalizer);
+    let dummy_prefix = meta
+        .opt_bool("tokenizer.ggml.add_space_prefix")?
+        .unwrap_or(true);
+    put_int(3, i64::from(dummy_prefix), &mut normalizer);
+    put_int(4, 0, &mut normalizer); // remove_extra_whitespaces
+    put_int(5, 1, &mut normalizer); // escape_whitespaces
+    put_bytes(3, &normalizer, &mut out);
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn varint(mut v: u64, out: &mut Vec<u8>) {
-        loop {
-            let b = (v & 0x7f) as u8;
-            v >>= 7;
-            if v == 0 {
-                out.push(b);
-                return;
-            }
-            out.push(b | 0x80);
-        }
-    }
-
     fn piece(text: &str, score: f32, kind: Option<u64>) -> Vec<u8> {
         let mut p = vec![0x0a];
-        varint(text.len() as u64, &mut p);
+        put_varint(text.len() as u64, &mut p);
         p.extend_from_slice(text.as_bytes());
         p.push(0x15);
         p.extend_from_slice(&score.to_le_bytes());
         if let Some(k) = kind {
             p.push(0x18);
-            varint(k, &mut p);
+            put_varint(k, &mut p);
         }
         let mut m = vec![0x0a];
-        varint(p.len() as u64, &mut m);
+        put_varint(p.len() as u64, &mut m);
         m.extend(p);
         m
     }

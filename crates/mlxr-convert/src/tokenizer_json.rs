@@ -18,7 +18,10 @@ const USER_DEFINED: i32 = 4;
 const UNUSED: i32 = 5;
 
 pub struct HfTokenizer {
-    pub tokenizer: Value,
+    /// tokenizer.json (byte-level BPE vocabularies).
+    pub tokenizer: Option<Value>,
+    /// tokenizer.model (SentencePiece vocabularies).
+    pub model: Option<Vec<u8>>,
     pub config: Value,
 }
 
@@ -32,9 +35,32 @@ fn split(pattern: &str) -> Value {
 
 pub fn from_gguf(meta: &Metadata, arch: Arch) -> Result<HfTokenizer, ConvertError> {
     let model = meta.get_str("tokenizer.ggml.model")?;
+    if model == "llama" {
+        let proto = crate::spm::model_proto(meta)?;
+        let mut config = tokenizer_config(meta, "LlamaTokenizer")?;
+        // Control and user-defined tokens as added tokens, so they come back as such.
+        let tokens = meta.get_str_array("tokenizer.ggml.tokens")?;
+        let types = meta.get_i32_array("tokenizer.ggml.token_type")?;
+        let mut decoder = Map::new();
+        for (id, (text, &ty)) in tokens.iter().zip(&types).enumerate() {
+            if ty == CONTROL || ty == USER_DEFINED {
+                decoder.insert(
+                    id.to_string(),
+                    json!({"content": text, "lstrip": false, "normalized": ty != CONTROL,
+                           "rstrip": false, "single_word": false, "special": ty == CONTROL}),
+                );
+            }
+        }
+        config.insert("added_tokens_decoder".into(), Value::Object(decoder));
+        return Ok(HfTokenizer {
+            tokenizer: None,
+            model: Some(proto),
+            config: Value::Object(config),
+        });
+    }
     if model != "gpt2" {
         return Err(ConvertError::Input(format!(
-            "GGUF tokenizer model {model:?} is not supported yet (byte-level BPE, \"gpt2\", is)"
+            "GGUF tokenizer model {model:?} is not supported yet (byte-level BPE \"gpt2\" and SentencePiece \"llama\" are)"
         )));
     }
     let pre = meta.opt_str("tokenizer.ggml.pre")?.unwrap_or("default");
@@ -143,33 +169,50 @@ pub fn from_gguf(meta: &Metadata, arch: Arch) -> Result<HfTokenizer, ConvertErro
             "ignore_merges": ignore_merges, "vocab": vocab, "merges": merges,
         },
     });
-    let mut config = Map::new();
-    config.insert("add_bos_token".into(), json!(add_bos));
-    config.insert("add_eos_token".into(), json!(add_eos));
-    for (key, gguf) in [
-        ("bos_token", "bos"),
-        ("eos_token", "eos"),
-        ("pad_token", "padding"),
-        ("unk_token", "unknown"),
-    ] {
-        config.insert(
-            key.into(),
-            token(gguf)?.map(|(_, t)| json!(t)).unwrap_or(Value::Null),
-        );
-    }
-    config.insert("clean_up_tokenization_spaces".into(), json!(false));
-    if let Some(b) = meta.opt_bool("tokenizer.ggml.add_space_prefix")? {
-        config.insert("add_prefix_space".into(), json!(b));
-    }
     // Phi-3's converter reads a BPE tokenizer.json only under this class (its Phi-4 path).
     let class = if arch == Arch::Phi3 {
         "GPT2Tokenizer"
     } else {
         "PreTrainedTokenizerFast"
     };
-    config.insert("tokenizer_class".into(), json!(class));
     Ok(HfTokenizer {
-        tokenizer,
-        config: Value::Object(config),
+        tokenizer: Some(tokenizer),
+        model: None,
+        config: Value::Object(tokenizer_config(meta, class)?),
     })
+}
+
+/// tokenizer_config.json: BOS/EOS flags, the special tokens' texts, the class.
+fn tokenizer_config(meta: &Metadata, class: &str) -> Result<Map<String, Value>, ConvertError> {
+    let tokens = meta.get_str_array("tokenizer.ggml.tokens")?;
+    let mut config = Map::new();
+    config.insert(
+        "add_bos_token".into(),
+        json!(meta
+            .opt_bool("tokenizer.ggml.add_bos_token")?
+            .unwrap_or(false)),
+    );
+    config.insert(
+        "add_eos_token".into(),
+        json!(meta
+            .opt_bool("tokenizer.ggml.add_eos_token")?
+            .unwrap_or(false)),
+    );
+    for (key, gguf) in [
+        ("bos_token", "bos"),
+        ("eos_token", "eos"),
+        ("pad_token", "padding"),
+        ("unk_token", "unknown"),
+    ] {
+        let text = meta
+            .opt_u32(&format!("tokenizer.ggml.{gguf}_token_id"))?
+            .and_then(|id| tokens.get(id as usize));
+        config.insert(key.into(), text.map(|t| json!(t)).unwrap_or(Value::Null));
+    }
+    config.insert("clean_up_tokenization_spaces".into(), json!(false));
+    if let Some(b) = meta.opt_bool("tokenizer.ggml.add_space_prefix")? {
+        config.insert("add_prefix_space".into(), json!(b));
+    }
+    config.insert("tokenizer_class".into(), json!(class));
+    Ok(config)
 }

@@ -178,7 +178,7 @@ fn transformers_reads_the_written_folders() {
     let path = mlxr_testkit::fixture_path("convert/transformers-check.json");
     let fx: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     let results = fx["results"].as_object().unwrap();
-    assert_eq!(results.len(), 6);
+    assert_eq!(results.len(), 7);
     for (name, r) in results {
         assert_eq!(r["class_is_transformers_causal_lm"], true, "{name}");
         assert_eq!(

@@ -65,3 +65,54 @@ fn a_sentencepiece_vocabulary_tokenizes_in_llama_cpp_as_in_sentencepiece() {
         "not the file llama.cpp read"
     );
 }
+
+/// GGUF → folder → GGUF with a SentencePiece vocabulary: a tokenizer.model
+/// is written, and the vocabulary comes back the same.
+#[test]
+fn a_sentencepiece_gguf_round_trips_through_a_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("spm-llama");
+    copy_folder(&mlxr_testkit::fixture_path("convert/spm-llama"), &folder);
+    std::fs::copy(
+        mlxr_testkit::fixture_path("tiny-models/llama/model.safetensors"),
+        folder.join("model.safetensors"),
+    )
+    .unwrap();
+    let options = HfToGgufOptions {
+        out_type: OutType::F32,
+        tokenizer_pre: None,
+    };
+    let first = dir.path().join("first.gguf");
+    hf_to_gguf(&folder, &first, &options, |_| true).unwrap();
+    let back = dir.path().join("back").join("spm-llama");
+    std::fs::create_dir_all(back.parent().unwrap()).unwrap();
+    mlxr_convert::gguf_to_hf(&first, &back, mlxr_convert::HfDtype::F32, |_| true).unwrap();
+    assert!(back.join("tokenizer.model").is_file() && !back.join("tokenizer.json").exists());
+    let second = dir.path().join("second.gguf");
+    hf_to_gguf(&back, &second, &options, |_| true).unwrap();
+    let (a, b) = (
+        GgufFile::open(&first).unwrap(),
+        GgufFile::open(&second).unwrap(),
+    );
+    for key in [
+        "tokenizer.ggml.model",
+        "tokenizer.ggml.pre",
+        "tokenizer.ggml.tokens",
+        "tokenizer.ggml.scores",
+        "tokenizer.ggml.token_type",
+        "tokenizer.ggml.bos_token_id",
+        "tokenizer.ggml.eos_token_id",
+        "tokenizer.ggml.unknown_token_id",
+        "tokenizer.ggml.add_bos_token",
+        "tokenizer.chat_template",
+    ] {
+        assert_eq!(a.metadata().get(key), b.metadata().get(key), "{key}");
+    }
+    for t in a.tensors() {
+        assert!(
+            a.tensor_data(t).unwrap() == b.tensor_data(b.tensor(&t.name).unwrap()).unwrap(),
+            "{}",
+            t.name
+        );
+    }
+}
