@@ -46,15 +46,64 @@ impl HfDtype {
     }
 }
 
-/// Removes a folder when dropped unless disarmed.
-struct TempDir(Option<PathBuf>);
+/// An output folder built under a hidden name beside its final path and
+/// renamed there by [`PartialFolder::finish`]; removed if dropped before.
+struct PartialFolder {
+    temp: PathBuf,
+    output: PathBuf,
+    done: bool,
+}
 
-impl Drop for TempDir {
+impl PartialFolder {
+    fn create(output: &Path) -> Result<PartialFolder, ConvertError> {
+        if output.exists() {
+            return Err(err(format!("{} already exists", output.display())));
+        }
+        let name = output
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "model".into());
+        let temp = output.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+        std::fs::create_dir_all(&temp).map_err(|e| write_err(&temp, e))?;
+        Ok(PartialFolder {
+            temp,
+            output: output.to_owned(),
+            done: false,
+        })
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.temp.join(name)
+    }
+
+    fn write(&self, name: &str, bytes: impl AsRef<[u8]>) -> Result<(), ConvertError> {
+        let path = self.file(name);
+        std::fs::write(&path, bytes).map_err(|e| write_err(&path, e))
+    }
+
+    fn write_json(&self, name: &str, value: &Value) -> Result<(), ConvertError> {
+        let mut text = serde_json::to_string_pretty(value).expect("JSON values serialise");
+        text.push('\n');
+        self.write(name, text)
+    }
+
+    fn finish(mut self) -> Result<(), ConvertError> {
+        std::fs::rename(&self.temp, &self.output).map_err(|e| write_err(&self.output, e))?;
+        self.done = true;
+        Ok(())
+    }
+}
+
+impl Drop for PartialFolder {
     fn drop(&mut self) {
-        if let Some(p) = self.0.take() {
-            let _ = std::fs::remove_dir_all(p);
+        if !self.done {
+            let _ = std::fs::remove_dir_all(&self.temp);
         }
     }
+}
+
+fn write_err(path: &Path, e: std::io::Error) -> ConvertError {
+    err(format!("writing {}: {e}", path.display()))
 }
 
 /// What a finished GGUF → folder conversion wrote.
@@ -80,9 +129,6 @@ pub fn gguf_to_hf(
     dtype: HfDtype,
     progress: impl FnMut(ConvertProgress<'_>) -> bool,
 ) -> Result<HfSummary, ConvertError> {
-    if output.exists() {
-        return Err(err(format!("{} already exists", output.display())));
-    }
     let file = GgufFile::open(input)?;
     let meta = file.metadata();
     let arch_name = meta.get_str("general.architecture")?;
@@ -118,41 +164,25 @@ pub fn gguf_to_hf(
         });
     }
 
-    let name = output
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "model".into());
-    let temp = output.with_file_name(format!(".{name}.partial-{}", std::process::id()));
-    let io = |path: &Path, e: std::io::Error| err(format!("writing {}: {e}", path.display()));
-    std::fs::create_dir_all(&temp).map_err(|e| io(&temp, e))?;
-    let mut guard = TempDir(Some(temp.clone()));
-
-    let write_json = |name: &str, value: &Value| -> Result<(), ConvertError> {
-        let path = temp.join(name);
-        let mut text = serde_json::to_string_pretty(value).expect("JSON values serialise");
-        text.push('\n');
-        std::fs::write(&path, text).map_err(|e| io(&path, e))
-    };
-    write_json("config.json", &Value::Object(config.clone()))?;
+    let out = PartialFolder::create(output)?;
+    out.write_json("config.json", &Value::Object(config.clone()))?;
     let tok = crate::tokenizer_json::from_gguf(meta, arch)?;
     if let Some(t) = &tok.tokenizer {
-        write_json("tokenizer.json", t)?;
+        out.write_json("tokenizer.json", t)?;
     }
     if let Some(m) = &tok.model {
-        let path = temp.join("tokenizer.model");
-        std::fs::write(&path, m).map_err(|e| io(&path, e))?;
+        out.write("tokenizer.model", m)?;
     }
-    write_json("tokenizer_config.json", &tok.config)?;
+    out.write_json("tokenizer_config.json", &tok.config)?;
     let mut generation = Map::new();
     for key in ["bos_token_id", "eos_token_id", "pad_token_id"] {
         if let Some(v) = config.get(key) {
             generation.insert(key.into(), v.clone());
         }
     }
-    write_json("generation_config.json", &Value::Object(generation))?;
+    out.write_json("generation_config.json", &Value::Object(generation))?;
     if let Some(t) = meta.opt_str("tokenizer.chat_template")? {
-        let path = temp.join("chat_template.jinja");
-        std::fs::write(&path, t).map_err(|e| io(&path, e))?;
+        out.write("chat_template.jinja", t)?;
     }
 
     let n_head = config
@@ -164,7 +194,7 @@ pub fn gguf_to_hf(
         .and_then(Value::as_u64)
         .unwrap_or(n_head as u64) as usize;
     let bytes = write_safetensors(
-        &temp.join("model.safetensors"),
+        &out.file("model.safetensors"),
         &plan,
         dtype,
         progress,
@@ -195,8 +225,7 @@ pub fn gguf_to_hf(
             Ok(values)
         },
     )?;
-    std::fs::rename(&temp, output).map_err(|e| io(output, e))?;
-    guard.0 = None;
+    out.finish()?;
     Ok(HfSummary {
         architecture: arch.gguf_name(),
         tensors: plan.len(),
@@ -267,9 +296,6 @@ pub fn dequantize_folder(
     dtype: HfDtype,
     progress: impl FnMut(ConvertProgress<'_>) -> bool,
 ) -> Result<HfSummary, ConvertError> {
-    if output.exists() {
-        return Err(err(format!("{} already exists", output.display())));
-    }
     let folder = crate::hf_folder::HfFolder::open(input)?;
     let arch = Arch::from_config(&folder.config)?;
     if !folder.is_quantized() {
@@ -289,14 +315,7 @@ pub fn dequantize_folder(
             source: i,
         })
         .collect();
-    let name = output
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "model".into());
-    let temp = output.with_file_name(format!(".{name}.partial-{}", std::process::id()));
-    let io = |path: &Path, e: std::io::Error| err(format!("writing {}: {e}", path.display()));
-    std::fs::create_dir_all(&temp).map_err(|e| io(&temp, e))?;
-    let mut guard = TempDir(Some(temp.clone()));
+    let out = PartialFolder::create(output)?;
     let mut config = folder.config.clone();
     config.remove("quantization_config");
     config.remove("quantization");
@@ -305,11 +324,7 @@ pub fn dequantize_folder(
             config.insert(key.into(), json!(dtype.names().1));
         }
     }
-    let mut text =
-        serde_json::to_string_pretty(&Value::Object(config)).expect("JSON values serialise");
-    text.push('\n');
-    let config_path = temp.join("config.json");
-    std::fs::write(&config_path, text).map_err(|e| io(&config_path, e))?;
+    out.write_json("config.json", &Value::Object(config))?;
     let entries =
         std::fs::read_dir(input).map_err(|e| err(format!("reading {}: {e}", input.display())))?;
     for entry in entries.flatten() {
@@ -319,19 +334,18 @@ pub fn dequantize_folder(
             || file_name == "model.safetensors.index.json"
             || !entry.path().is_file();
         if !skip {
-            let to = temp.join(&file_name);
-            std::fs::copy(entry.path(), &to).map_err(|e| io(&to, e))?;
+            let to = out.file(&file_name);
+            std::fs::copy(entry.path(), &to).map_err(|e| write_err(&to, e))?;
         }
     }
     let bytes = write_safetensors(
-        &temp.join("model.safetensors"),
+        &out.file("model.safetensors"),
         &plan,
         dtype,
         progress,
         |t| folder.values(&folder.tensors[t.source]),
     )?;
-    std::fs::rename(&temp, output).map_err(|e| io(output, e))?;
-    guard.0 = None;
+    out.finish()?;
     Ok(HfSummary {
         architecture: arch.gguf_name(),
         tensors: plan.len(),

@@ -244,26 +244,30 @@ impl HfFolder {
     /// weights decoded as the model runs them).
     pub fn values(&self, tensor: &SourceTensor) -> Result<Vec<f32>, ConvertError> {
         let bytes = &self.maps[tensor.file][tensor.start..tensor.end];
+        let quantized_stem = || {
+            let weights = self
+                .quantized
+                .as_ref()
+                .expect("quantized tensors come with their reader");
+            (
+                weights,
+                tensor.name.strip_suffix(".weight").unwrap_or(&tensor.name),
+            )
+        };
+        let tensor_err =
+            |e: mlxr_models::ModelError| input_err(format!("tensor {}: {e}", tensor.name));
         Ok(match tensor.dtype {
             SourceDtype::MlxAffine => {
-                let weights = self
-                    .quantized
-                    .as_ref()
-                    .expect("quantized tensors come with their reader");
-                let stem = tensor.name.strip_suffix(".weight").unwrap_or(&tensor.name);
+                let (weights, stem) = quantized_stem();
                 weights
                     .dequantized_affine(stem, tensor.shape[0], tensor.shape[1])
-                    .map_err(|e| input_err(format!("tensor {}: {e}", tensor.name)))?
+                    .map_err(tensor_err)?
             }
             SourceDtype::Quantized => {
-                let weights = self
-                    .quantized
-                    .as_ref()
-                    .expect("quantized tensors come with their reader");
-                let stem = tensor.name.strip_suffix(".weight").unwrap_or(&tensor.name);
+                let (weights, stem) = quantized_stem();
                 weights
                     .dequantized_weight(stem)
-                    .map_err(|e| input_err(format!("tensor {}: {e}", tensor.name)))?
+                    .map_err(tensor_err)?
                     .ok_or_else(|| {
                         input_err(format!("tensor {} is not a quantized weight", tensor.name))
                     })?
