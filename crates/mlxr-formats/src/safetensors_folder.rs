@@ -1,6 +1,8 @@
 //! Which safetensors files hold a model folder's weights: the shards
 //! `model.safetensors.index.json` lists, else `model.safetensors`, else every
-//! `*.safetensors` file. Shared by the model loader and the registry.
+//! `*.safetensors` file; and which tensors of an FP8 / bitsandbytes 4-bit
+//! checkpoint are not parameters. Shared by the model loader, the registry
+//! and the converter.
 
 use std::path::Path;
 
@@ -60,4 +62,20 @@ pub fn index_shards(text: &str) -> Result<Vec<String>, String> {
         return Err(format!("shard name '{bad}' is not a plain file name"));
     }
     Ok(shards)
+}
+
+/// Whether a tensor of an FP8 or bitsandbytes 4-bit checkpoint only serves
+/// a quantized weight (its scales or quant state) rather than being a
+/// parameter of its own.
+pub fn is_quantization_stat(name: &str) -> bool {
+    const STATS: [&str; 7] = [
+        ".weight_scale_inv",
+        ".weight_scale",
+        ".input_scale",
+        ".absmax",
+        ".quant_map",
+        ".nested_absmax",
+        ".nested_quant_map",
+    ];
+    STATS.iter().any(|s| name.ends_with(s)) || name.contains(".quant_state.")
 }

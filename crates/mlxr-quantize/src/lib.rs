@@ -26,7 +26,9 @@ use rayon::prelude::*;
 
 pub use error::QuantizeError;
 pub use file_type::FileType;
-pub use model::{quantize_model, ModelProgress, QuantizeOptions, QuantizeSummary};
+pub use model::{
+    quantize_model, ModelProgress, QuantizeOptions, QuantizeSummary, QUANTIZATION_VERSION,
+};
 pub use tensor_type::{plan_tensor_types, ModelShape, TensorPlan};
 
 /// Whether [`quantize`] can write this type.

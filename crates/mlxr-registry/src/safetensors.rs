@@ -119,19 +119,7 @@ pub fn details_from_headers(headers: &[Header], config: &Value) -> ModelDetails 
             if let Some(level) = &hf_quant {
                 // FP8 scales and bitsandbytes quant states are not parameters;
                 // a 4-bit U8 weight holds two.
-                const STATS: [&str; 7] = [
-                    ".weight_scale_inv",
-                    ".weight_scale",
-                    ".input_scale",
-                    ".absmax",
-                    ".quant_map",
-                    ".nested_absmax",
-                    ".nested_quant_map",
-                ];
-                if STATS
-                    .iter()
-                    .any(|s| name.ends_with(s) || name.contains(".quant_state."))
-                {
+                if mlxr_formats::safetensors_folder::is_quantization_stat(name) {
                     continue;
                 }
                 if dtype == "U8" && matches!(level.as_str(), "NF4" | "FP4") {

@@ -17,6 +17,7 @@ use mlxr_engine::{DeviceChoice, DraftLength, KvBudget, KvDtype, SpecType};
   mlxr tokenize -m model.gguf --pieces \"Hello, world!\"
   mlxr bench -m model.gguf -p 512 -n 128 -t 2    prompt and generation tokens/s, like llama-bench
   mlxr quantize model-f16.gguf model-Q4_K_M.gguf --type Q4_K_M   as llama-quantize, bit for bit
+  mlxr convert ./Qwen3-0.6B qwen3-0.6b-f16.gguf     a Hugging Face folder to GGUF, as convert_hf_to_gguf.py
   mlxr serve                                     start the daemon (http://127.0.0.1:11435, web UI there too)
   mlxr pull smollm2:135m && mlxr run smollm2:135m \"Why is the sky blue?\"   through the daemon"
 )]
@@ -153,6 +154,12 @@ A Modelfile:
   mlxr quantize model-f16.gguf model-Q4_K_M.gguf --type Q4_K_M
   mlxr quantize model-f16.gguf model-Q8_0.gguf --type q8_0 --threads 4
   mlxr quantize SmolLM2-135M-Instruct.Q4_1.gguf smollm2-q4_0.gguf --type Q4_0 --allow-requantize
+  mlxr quantize ./Qwen3-0.6B qwen3-0.6b-Q4_K_M.gguf --type Q4_K_M     a Hugging Face folder
+
+IN may be a Hugging Face safetensors folder (what `mlxr convert` reads): it is converted
+first (--outtype lossless: to the weights' own F16/BF16 type, else F32) into a hidden file
+beside OUT that is removed at the end; the result is what convert_hf_to_gguf.py followed by
+llama-quantize writes.
 
 Types: Q4_K_M, Q4_K_S, Q5_K_M, Q5_K_S, Q6_K, Q8_0, Q3_K_L, Q3_K_M, Q3_K_S, Q2_K,
 Q4_0, Q4_1, Q5_0, Q5_1, F16, BF16, F32 (any case; Q4_K, Q5_K, Q3_K mean their _M mix).
@@ -162,11 +169,63 @@ some attn_v/ffn_down layers higher, norms F32, rows that are not whole 256-block
 llama-quantize's. The file is written under a hidden name beside OUT and renamed at the
 end: Ctrl-C or an error leaves nothing.")]
     Quantize(QuantizeArgs),
+    /// Convert a Hugging Face safetensors folder to GGUF (like llama.cpp's convert_hf_to_gguf.py), or a GGUF to a folder.
+    #[command(after_help = "Examples:
+  mlxr convert ./SmolLM2-135M-Instruct smollm2-135m-f16.gguf
+  mlxr convert ./Qwen3-0.6B qwen3-0.6b-bf16.gguf --outtype bf16
+  mlxr convert ./Llama-3.2-1B-Instruct llama-3.2-1b-q8_0.gguf --outtype q8_0
+  mlxr convert ./my-finetune out.gguf --tokenizer-pre llama-bpe    a tokenizer the converter does not recognise
+  mlxr convert ./Qwen3-0.6B-4bit qwen3-0.6b-q8_0.gguf --outtype q8_0   an MLX (mlx-lm) folder
+  mlxr convert SmolLM2-135M-Instruct.Q4_1.gguf ./smollm2-hf --outtype bf16   GGUF to a folder
+  mlxr convert ./Llama-3.1-8B-FP8 ./llama-3.1-8b-bf16 --outtype bf16   an FP8 folder dequantized
+
+IN is a folder with config.json, *.safetensors (one file, or shards with
+model.safetensors.index.json), tokenizer.json and tokenizer_config.json (chat template
+inline, or chat_template.jinja). Architectures: LlamaForCausalLM, MistralForCausalLM,
+Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM; F32, F16 or BF16
+weights, or FP8, bitsandbytes NF4/FP4 and MLX affine-quantized ones (decoded as mlxr runs
+them, then written as --outtype says); byte-level BPE tokenizer.json or SentencePiece
+tokenizer.model vocabularies. The GGUF holds what convert_hf_to_gguf.py writes
+(hyperparameters, tokenizer, chat template, llama's Q/K rows permuted for llama.cpp's
+RoPE, Gemma norms as 1+w); for the tiny test folders the files are byte-identical.
+1-D tensors, norms and biases stay F32 whatever --outtype says.
+
+IN a GGUF file (same architectures, byte-level BPE vocabulary, any type candle
+dequantizes) and OUT not ending in .gguf: a folder with config.json, model.safetensors
+(dequantized; --outtype f32 (auto), f16 or bf16), tokenizer.json, tokenizer_config.json,
+chat_template.jinja and generation_config.json, which converts back to the same tensors.
+IN an FP8, bitsandbytes 4-bit or MLX folder and OUT a folder: the same folder dequantized
+(same tensor names, config.json without its quantization, other files copied).
+Either output is written under a hidden name beside OUT and renamed at the end: Ctrl-C or
+an error leaves nothing.")]
+    Convert(ConvertArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ConvertArgs {
+    /// A Hugging Face model folder (config.json, *.safetensors, tokenizer.json), or a GGUF file.
+    #[arg(value_name = "IN")]
+    pub input: PathBuf,
+    /// The GGUF file to write (ends in .gguf), or the folder to write.
+    #[arg(value_name = "OUT")]
+    pub output: PathBuf,
+    /// Type of the 2-D weights: f32, f16, bf16, q8_0, or auto (to GGUF: the stored F16/BF16
+    /// type, else f16; to a folder: f32).
+    #[arg(long, value_name = "TYPE", default_value = "auto")]
+    pub outtype: String,
+    /// llama.cpp's pre-tokenizer name (tokenizer.ggml.pre) for a tokenizer the converter
+    /// does not recognise, e.g. llama-bpe, qwen2, gpt-2, smollm.
+    #[arg(long, value_name = "NAME")]
+    pub tokenizer_pre: Option<String>,
+    /// Overwrite OUT if it exists (a folder only if it holds a config.json).
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Args, Debug)]
 pub struct QuantizeArgs {
-    /// A GGUF model of F32, F16 or BF16 tensors (or a quantized one, with --allow-requantize).
+    /// A GGUF model of F32, F16 or BF16 tensors (or a quantized one, with
+    /// --allow-requantize), or a Hugging Face safetensors folder.
     #[arg(value_name = "IN")]
     pub input: PathBuf,
     /// The GGUF file to write.
@@ -184,6 +243,14 @@ pub struct QuantizeArgs {
     /// Dequantize and requantize tensors that are already quantized (loses quality).
     #[arg(long)]
     pub allow_requantize: bool,
+    /// For a folder IN: the type it is converted to before quantizing (lossless: the
+    /// weights' own F16/BF16 type when they share one, else f32, so nothing is rounded
+    /// twice; f16 gives what convert_hf_to_gguf.py --outtype f16 then llama-quantize gives).
+    #[arg(long, value_name = "TYPE", default_value = "lossless")]
+    pub outtype: String,
+    /// For a folder IN: llama.cpp's pre-tokenizer name, as for `mlxr convert`.
+    #[arg(long, value_name = "NAME")]
+    pub tokenizer_pre: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -3,6 +3,9 @@
 //! scripts/fixtures/quantize-reference.py) and, where it is fetched, on
 //! SmolLM2 (requantized, then generating).
 
+mod common;
+use common::assert_one_line_error;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -30,16 +33,6 @@ fn quantize(input: &Path, output: &Path, args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap()
-}
-
-/// One-line error on stderr, non-zero exit, no panic.
-fn assert_one_line_error(out: &Output, needle: &str) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "stderr: {stderr}");
-    assert_eq!(stderr.trim_end().lines().count(), 1, "stderr: {stderr}");
-    assert!(stderr.starts_with("error: "), "stderr: {stderr}");
-    assert!(stderr.contains(needle), "stderr: {stderr}");
-    assert!(!stderr.contains("panicked"), "stderr: {stderr}");
 }
 
 fn entries(dir: &Path) -> usize {

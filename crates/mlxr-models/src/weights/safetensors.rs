@@ -31,6 +31,12 @@ use crate::backend::cpu::kernels::fp8::Fp8Weight;
 use crate::layers::{Embedding, Linear};
 use crate::{ModelError, Result};
 
+/// An FP8 or 4-bit weight's codes and scales.
+enum HfCodes {
+    Fp8(Box<Fp8Weight>),
+    Bnb4(Bnb4Weight),
+}
+
 pub struct SafetensorsWeights {
     files: MmapedSafetensors,
     /// What the decoder layers are under (`model.`, or
@@ -124,6 +130,13 @@ impl SafetensorsWeights {
         )?)
     }
 
+    /// The MLX affine-quantized matrix `{stem}` (U32 `weight`, `scales`,
+    /// `biases`) of `out` rows of `inp` values, dequantized to f32 row-major.
+    /// For converters (`mlxr convert`).
+    pub fn dequantized_affine(&self, stem: &str, out: usize, inp: usize) -> Result<Vec<f32>> {
+        Ok(self.affine(stem, out, inp)?.dequantize())
+    }
+
     fn affine(&self, stem: &str, out: usize, inp: usize) -> Result<AffineWeight> {
         let packed = self
             .files
@@ -211,6 +224,82 @@ impl SafetensorsWeights {
     /// linear layer: the codes for the CPU kernels, or f32 on other
     /// devices; `None` when it is stored as floats.
     fn hf_quantized(&self, stem: &str, hf: &str, out: usize, inp: usize) -> Result<Option<Linear>> {
+        Ok(match self.hf_quantized_codes(stem, hf, out, inp)? {
+            None => None,
+            Some(HfCodes::Fp8(w)) => Some(self.on_device(*w, Linear::fp8)?),
+            Some(HfCodes::Bnb4(w)) => Some(self.on_device(w, Linear::bnb4)?),
+        })
+    }
+
+    /// The FP8 or bitsandbytes 4-bit weight `{stem}.weight` dequantized to
+    /// f32, row-major, with its `[out, inp]` shape (from the FP8 tensor or
+    /// the 4-bit quant state); `None` when it is stored as floats. For
+    /// converters (`mlxr convert`): the values the model runs with.
+    pub fn dequantized_weight(&self, stem: &str) -> Result<Option<(Vec<f32>, [usize; 2])>> {
+        let Some(shape) = self.quantized_weight_shape(stem)? else {
+            return Ok(None);
+        };
+        let hf = format!("{stem}.weight");
+        Ok(self
+            .hf_quantized_codes(stem, &hf, shape[0], shape[1])?
+            .map(|codes| {
+                let values = match codes {
+                    HfCodes::Fp8(w) => w.dequantize(),
+                    HfCodes::Bnb4(w) => w.dequantize(),
+                };
+                (values, shape)
+            }))
+    }
+
+    /// The `[out, inp]` shape of the FP8 or 4-bit weight `{stem}.weight`;
+    /// `None` when it is stored as floats.
+    pub fn quantized_weight_shape(&self, stem: &str) -> Result<Option<[usize; 2]>> {
+        let hf = format!("{stem}.weight");
+        Ok(Some(match self.dtype(&hf)? {
+            Dtype::F8_E4M3 | Dtype::F8_E5M2 => {
+                let view = self
+                    .files
+                    .get(&hf)
+                    .map_err(|_| ModelError::MissingTensor(hf.clone()))?;
+                match view.shape() {
+                    &[out, inp] => [out, inp],
+                    other => {
+                        return Err(files_error(format!(
+                            "FP8 tensor '{hf}' has shape {other:?}; only 2-D weights are FP8"
+                        )))
+                    }
+                }
+            }
+            Dtype::U8 => {
+                let Some(HfQuantization::Bnb4 { kind, .. }) = self.quantization.as_ref() else {
+                    return Err(files_error(format!(
+                        "tensor '{hf}' is U8, but config.json has no bitsandbytes 4-bit \
+                         quantization_config"
+                    )));
+                };
+                let (state_name, state) = self.bnb4_state(&hf, *kind)?;
+                match state.shape[..] {
+                    [out, inp] => [out, inp],
+                    _ => {
+                        return Err(files_error(format!(
+                            "'{state_name}' has shape {:?}; only 2-D weights are 4-bit",
+                            state.shape
+                        )))
+                    }
+                }
+            }
+            _ => return Ok(None),
+        }))
+    }
+
+    /// The codes and scales of an FP8 or 4-bit weight, checked.
+    fn hf_quantized_codes(
+        &self,
+        stem: &str,
+        hf: &str,
+        out: usize,
+        inp: usize,
+    ) -> Result<Option<HfCodes>> {
         let dtype = self.dtype(hf)?;
         let stored = match dtype {
             Dtype::F8_E4M3 => Some(Float8::E4M3),
@@ -225,7 +314,7 @@ impl SafetensorsWeights {
                  converted ({q:?})"
             )));
         }
-        let linear = match (stored, quant) {
+        let codes = match (stored, quant) {
             (
                 Some(format),
                 Some(HfQuantization::Fp8 {
@@ -238,7 +327,7 @@ impl SafetensorsWeights {
                     )));
                 }
                 let scale = format!("{stem}.weight_scale_inv");
-                let w = match block {
+                HfCodes::Fp8(Box::new(match block {
                     Some(b) => self.fp8(hf, format, out, inp, &scale, *b)?,
                     None if self.has(&scale) => {
                         self.fp8(hf, format, out, inp, &scale, [out, inp])?
@@ -247,8 +336,7 @@ impl SafetensorsWeights {
                         let scale = format!("{stem}.weight_scale");
                         self.fp8(hf, format, out, inp, &scale, [out, inp])?
                     }
-                };
-                self.on_device(w, Linear::fp8)?
+                }))
             }
             (Some(format), Some(HfQuantization::CompressedFp8 { strategy, .. })) => {
                 let block = match strategy {
@@ -256,12 +344,17 @@ impl SafetensorsWeights {
                     ScaleStrategy::Channel => [1, inp],
                     ScaleStrategy::Block(b) => *b,
                 };
-                let w = self.fp8(hf, format, out, inp, &format!("{stem}.weight_scale"), block)?;
-                self.on_device(w, Linear::fp8)?
+                HfCodes::Fp8(Box::new(self.fp8(
+                    hf,
+                    format,
+                    out,
+                    inp,
+                    &format!("{stem}.weight_scale"),
+                    block,
+                )?))
             }
             (None, Some(HfQuantization::Bnb4 { kind, .. })) => {
-                let w = self.bnb4(hf, *kind, out, inp)?;
-                self.on_device(w, Linear::bnb4)?
+                HfCodes::Bnb4(self.bnb4(hf, *kind, out, inp)?)
             }
             (Some(_), _) => {
                 return Err(files_error(format!(
@@ -275,7 +368,7 @@ impl SafetensorsWeights {
                 )))
             }
         };
-        Ok(Some(linear))
+        Ok(Some(codes))
     }
 
     /// `w` for the CPU kernels, or dequantized to f32 for another device.
@@ -335,8 +428,8 @@ impl SafetensorsWeights {
             .map_err(|e| files_error(format!("FP8 tensor '{hf}': {e}")))
     }
 
-    /// A bitsandbytes 4-bit weight `hf` with its quant state beside it.
-    fn bnb4(&self, hf: &str, kind: Bnb4Kind, out: usize, inp: usize) -> Result<Bnb4Weight> {
+    /// The quant state stored beside the 4-bit weight `hf`, and its name.
+    fn bnb4_state(&self, hf: &str, kind: Bnb4Kind) -> Result<(String, Bnb4State)> {
         let kind_name = match kind {
             Bnb4Kind::Nf4 => "nf4",
             Bnb4Kind::Fp4 => "fp4",
@@ -348,6 +441,12 @@ impl SafetensorsWeights {
             )));
         }
         let state = Bnb4State::parse(self.bytes(&state_name)?, &state_name, kind)?;
+        Ok((state_name, state))
+    }
+
+    /// A bitsandbytes 4-bit weight `hf` with its quant state beside it.
+    fn bnb4(&self, hf: &str, kind: Bnb4Kind, out: usize, inp: usize) -> Result<Bnb4Weight> {
+        let (state_name, state) = self.bnb4_state(hf, kind)?;
         if state.shape != [out, inp] {
             return Err(ModelError::ShapeMismatch {
                 tensor: state_name,

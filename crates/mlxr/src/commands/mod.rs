@@ -1,6 +1,7 @@
 mod bench;
 mod bench_batched;
 mod client;
+mod convert;
 mod create;
 mod format;
 mod generate;
@@ -45,6 +46,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Rm(args) => models::remove(args),
         Command::Stop(args) => models::stop(args),
         Command::Quantize(args) => quantize::quantize(args),
+        Command::Convert(args) => convert::convert(args),
     }
 }
 
