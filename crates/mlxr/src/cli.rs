@@ -201,6 +201,10 @@ pub struct ServeArgs {
     /// Give the socket to this group (name or id), mode 0660.
     #[arg(long, value_name = "GROUP", requires = "socket")]
     pub socket_group: Option<String>,
+    /// Listen on the Unix socket only: no TCP port (--host and --grpc-port
+    /// are not used). The desktop app runs its daemon this way.
+    #[arg(long, requires = "socket", conflicts_with = "grpc_port")]
+    pub no_tcp: bool,
     /// Also listen on this port of --host's address, for gRPC clients that
     /// want a port of their own (gRPC answers on --host and the socket in
     /// any case; this listener answers REST too).

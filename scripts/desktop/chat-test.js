@@ -1,0 +1,50 @@
+// Run in mlxr-desktop's page by its test hook (scripts/desktop-tests.sh):
+// sends a chat message through the real UI and checks that the reply came
+// through the app's socket bridge in pieces, the first well before the end.
+// Reports "PASS ..." or "FAIL ..." (see src/test_hook.rs).
+(async () => {
+  const report = (line) => window.ipc.postMessage(JSON.stringify({ op: "report", line }));
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  const waitFor = async (what, fn, ms = 180000) => {
+    const t0 = Date.now();
+    while (Date.now() - t0 < ms) {
+      const v = fn();
+      if (v) return v;
+      await sleep(100);
+    }
+    throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+  };
+  try {
+    if (!window.__mlxrBridge) throw new Error("the fetch shim is not installed");
+    const input = await waitFor("the chat input", () => document.querySelector("#chat-input"));
+    await waitFor("smollm2 in the model list", () =>
+      [...document.querySelectorAll("select option")].some((o) => o.value.startsWith("smollm2")),
+    );
+    report("ui ready");
+    const setValue = Object.getOwnPropertyDescriptor(HTMLTextAreaElement.prototype, "value").set;
+    setValue.call(input, "Write one sentence about the sea.");
+    input.dispatchEvent(new Event("input", { bubbles: true }));
+    const send = await waitFor("an enabled Send button", () =>
+      [...document.querySelectorAll("form.composer button")].find((b) => b.textContent.trim() === "Send" && !b.disabled),
+    );
+    send.click();
+    const stats = await waitFor("the reply's statistics", () => {
+      const replies = document.querySelectorAll('article[aria-label="Assistant"]');
+      const last = replies[replies.length - 1];
+      return last && last.querySelector('[aria-label="Reply statistics"]') && last;
+    });
+    const text = stats.innerText.replace(/\s+/g, " ").trim();
+    const chat = window.__mlxrBridge.log.filter((e) => e.path === "/api/chat");
+    if (chat.length !== 1) throw new Error(`expected one /api/chat request through the bridge, saw ${chat.length}`);
+    const c = chat[0];
+    if (c.status !== 200 || c.end === undefined) throw new Error(`/api/chat: status ${c.status}, end ${c.end}, error ${c.error}`);
+    const first = c.chunks[0] - c.start;
+    const end = c.end - c.start;
+    const line = `chunks=${c.chunks.length} first=${first.toFixed(0)}ms end=${end.toFixed(0)}ms reply="${text.slice(0, 160)}"`;
+    // Streamed: many pieces, and the first long before the last.
+    if (c.chunks.length < 5 || end - first < 100) throw new Error(`not streamed: ${line}`);
+    report(`PASS ${line}`);
+  } catch (e) {
+    report(`FAIL ${e && e.stack ? e.stack : e}`);
+  }
+})();
