@@ -33,7 +33,7 @@ Version: $VERSION
 Architecture: $ARCH
 Maintainer: MLXR developers <mlxr@localhost>
 Installed-Size: $SIZE
-Depends: libc6, libgtk-3-0, libwebkit2gtk-4.1-0, libayatana-appindicator3-1
+Depends: libc6, libgtk-3-0, libwebkit2gtk-4.1-0, libayatana-appindicator3-1, libxdo3
 Section: utils
 Priority: optional
 Description: local LLM inference engine and daemon, with a desktop app

@@ -111,7 +111,7 @@ def main():
         watcher(sys.argv[2])
     elif cmd == "menu":
         for e in menu_entries(sys.argv[2], sys.argv[3])[1]:
-            print(json.dumps(e))
+            print(json.dumps(e, ensure_ascii=False))
     elif cmd == "click":
         name, path, label = sys.argv[2:5]
         menu, entries = menu_entries(name, path)

@@ -88,7 +88,9 @@ fn daemon_thread(settings: &Settings, proxy: EventLoopProxy<UserEvent>) -> mpsc:
             let result = match command {
                 Ok(Command::Start) => {
                     send(UserEvent::Status(EngineState::Starting));
-                    daemon.start().and_then(|()| daemon.wait_ready(Duration::from_secs(60)).map(|_| ()))
+                    daemon
+                        .start()
+                        .and_then(|()| daemon.wait_ready(Duration::from_secs(60)).map(|_| ()))
                 }
                 Ok(Command::Stop) => daemon.stop(),
                 Ok(Command::Quit(done)) => {

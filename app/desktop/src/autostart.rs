@@ -66,7 +66,10 @@ pub fn systemd_unit(s: &Service) -> String {
 }
 
 fn systemd_quote(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-:=+,@".contains(c)) {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-:=+,@".contains(c))
+    {
         return s.replace('%', "%%");
     }
     let escaped = s
@@ -80,7 +83,10 @@ pub const LAUNCHD_LABEL: &str = "org.mlxr.serve";
 
 /// A launchd agent property list.
 pub fn launchd_plist(s: &Service) -> String {
-    let mut argv = format!("    <string>{}</string>\n", xml(&s.program.display().to_string()));
+    let mut argv = format!(
+        "    <string>{}</string>\n",
+        xml(&s.program.display().to_string())
+    );
     for a in &s.args {
         argv += &format!("    <string>{}</string>\n", xml(a));
     }
@@ -90,7 +96,13 @@ pub fn launchd_plist(s: &Service) -> String {
         let pairs: String = s
             .env
             .iter()
-            .map(|(k, v)| format!("    <key>{}</key>\n    <string>{}</string>\n", xml(k), xml(v)))
+            .map(|(k, v)| {
+                format!(
+                    "    <key>{}</key>\n    <string>{}</string>\n",
+                    xml(k),
+                    xml(v)
+                )
+            })
             .collect();
         format!("  <key>EnvironmentVariables</key>\n  <dict>\n{pairs}  </dict>\n")
     };
@@ -223,8 +235,14 @@ mod tests {
             ),
             "{unit}"
         );
-        assert!(unit.contains("\nEnvironment=\"MLXR_HOME=/home/u/my models & more\"\n"), "{unit}");
-        assert!(unit.contains("\n[Install]\nWantedBy=default.target\n"), "{unit}");
+        assert!(
+            unit.contains("\nEnvironment=\"MLXR_HOME=/home/u/my models & more\"\n"),
+            "{unit}"
+        );
+        assert!(
+            unit.contains("\n[Install]\nWantedBy=default.target\n"),
+            "{unit}"
+        );
         assert_eq!(systemd_quote("50%"), "\"50%%\"");
     }
 
@@ -235,7 +253,8 @@ mod tests {
                     <string>serve</string>\n    <string>--socket</string>\n    \
                     <string>/run/user/1000/mlxr/mlxr.sock</string>\n    <string>--no-tcp</string>\n  </array>\n";
         assert!(plist.contains(argv), "{plist}");
-        assert!(plist.contains("<key>MLXR_HOME</key>\n    <string>/home/u/my models &amp; more</string>"));
+        assert!(plist
+            .contains("<key>MLXR_HOME</key>\n    <string>/home/u/my models &amp; more</string>"));
         assert!(plist.contains("<key>Label</key>\n  <string>org.mlxr.serve</string>"));
         assert!(plist.contains("<key>RunAtLoad</key>\n  <true/>"));
         // Well-formed enough for a strict reader: every tag closes.
@@ -264,10 +283,15 @@ mod tests {
         assert!(!f.is_enabled() && !f.file.exists() && !link.exists());
         f.disable().unwrap();
         let mac = files(&service(), &home, true);
-        assert_eq!(mac.file, home.join("Library/LaunchAgents/org.mlxr.serve.plist"));
+        assert_eq!(
+            mac.file,
+            home.join("Library/LaunchAgents/org.mlxr.serve.plist")
+        );
         mac.enable().unwrap();
         assert!(mac.is_enabled());
-        assert!(std::fs::read_to_string(&mac.file).unwrap().starts_with("<?xml"));
+        assert!(std::fs::read_to_string(&mac.file)
+            .unwrap()
+            .starts_with("<?xml"));
         std::fs::remove_dir_all(home).unwrap();
     }
 }

@@ -30,7 +30,9 @@ use crate::uds_http::{self, Request};
 pub enum Message {
     Fetch(FetchRequest),
     /// The page aborted request `id` (an `AbortSignal`).
-    Cancel { id: u64 },
+    Cancel {
+        id: u64,
+    },
 }
 
 #[derive(Debug, Deserialize, PartialEq)]
@@ -67,7 +69,9 @@ pub enum Event {
         message: String,
     },
     /// `POST /api/pull` of `model` reported success (for a notification).
-    PullFinished { model: String },
+    PullFinished {
+        model: String,
+    },
 }
 
 impl Event {
@@ -365,29 +369,57 @@ mod tests {
         assert!(headers.iter().all(|(n, _)| n != "Transfer-Encoding"));
         // Each piece arrives while the daemon still holds the rest back:
         // nothing is buffered until the response ends.
-        assert_eq!(next(), Event::Chunk { id: 7, data: b"{\"w\":\"a\"}\n".to_vec() });
+        assert_eq!(
+            next(),
+            Event::Chunk {
+                id: 7,
+                data: b"{\"w\":\"a\"}\n".to_vec()
+            }
+        );
         go_on_tx.send(()).unwrap();
-        assert_eq!(next(), Event::Chunk { id: 7, data: b"{\"w\":\"b\"}\n".to_vec() });
+        assert_eq!(
+            next(),
+            Event::Chunk {
+                id: 7,
+                data: b"{\"w\":\"b\"}\n".to_vec()
+            }
+        );
         go_on_tx.send(()).unwrap();
         assert_eq!(next(), Event::End { id: 7 });
         worker.join().unwrap();
         let request = server.finish();
-        assert!(request.starts_with("POST /api/chat HTTP/1.1\r\n"), "{request}");
+        assert!(
+            request.starts_with("POST /api/chat HTTP/1.1\r\n"),
+            "{request}"
+        );
         assert!(request.ends_with("{\"model\":\"m\"}"), "{request}");
     }
 
     #[test]
     fn an_error_status_and_its_body_reach_the_page() {
         let server = TestServer::start(|mut conn| {
-            conn.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 17\r\n\r\n{\"error\":\"nope\"}\n")
-                .unwrap();
+            conn.write_all(
+                b"HTTP/1.1 404 Not Found\r\nContent-Length: 17\r\n\r\n{\"error\":\"nope\"}\n",
+            )
+            .unwrap();
         });
         let bridge = Bridge::new(server.path().to_path_buf());
         let (tx, rx) = mpsc::channel();
-        bridge.fetch(fetch("/api/show", Some("{}")), &move |e| tx.send(e).unwrap());
+        bridge.fetch(fetch("/api/show", Some("{}")), &move |e| {
+            tx.send(e).unwrap()
+        });
         let events: Vec<Event> = rx.try_iter().collect();
-        assert!(matches!(&events[0], Event::Head { status: 404, .. }), "{events:?}");
-        assert_eq!(events[1], Event::Chunk { id: 7, data: b"{\"error\":\"nope\"}\n".to_vec() });
+        assert!(
+            matches!(&events[0], Event::Head { status: 404, .. }),
+            "{events:?}"
+        );
+        assert_eq!(
+            events[1],
+            Event::Chunk {
+                id: 7,
+                data: b"{\"error\":\"nope\"}\n".to_vec()
+            }
+        );
         assert_eq!(events[2], Event::End { id: 7 });
     }
 
@@ -406,14 +438,20 @@ mod tests {
         });
         let bridge = Bridge::new(server.path().to_path_buf());
         let (tx, rx) = mpsc::channel();
-        bridge.fetch(fetch("/api/pull", Some("{\"model\":\"smollm2\"}")), &move |e| {
-            tx.send(e).unwrap()
-        });
+        bridge.fetch(
+            fetch("/api/pull", Some("{\"model\":\"smollm2\"}")),
+            &move |e| tx.send(e).unwrap(),
+        );
         let pulls: Vec<Event> = rx
             .try_iter()
             .filter(|e| matches!(e, Event::PullFinished { .. }))
             .collect();
-        assert_eq!(pulls, vec![Event::PullFinished { model: "smollm2".into() }]);
+        assert_eq!(
+            pulls,
+            vec![Event::PullFinished {
+                model: "smollm2".into()
+            }]
+        );
     }
 
     #[test]
@@ -428,8 +466,14 @@ mod tests {
             head.script().unwrap(),
             r#"window.__mlxrBridge.head(3,200,"O\"K",[["a","b"]])"#
         );
-        let chunk = Event::Chunk { id: 3, data: b"hi".to_vec() };
-        assert_eq!(chunk.script().unwrap(), r#"window.__mlxrBridge.chunk(3,"aGk=")"#);
+        let chunk = Event::Chunk {
+            id: 3,
+            data: b"hi".to_vec(),
+        };
+        assert_eq!(
+            chunk.script().unwrap(),
+            r#"window.__mlxrBridge.chunk(3,"aGk=")"#
+        );
         assert_eq!(Event::PullFinished { model: "m".into() }.script(), None);
     }
 

@@ -14,10 +14,7 @@ use crate::uds_http;
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     #[error("cannot start {bin}: {source}")]
-    Spawn {
-        bin: String,
-        source: std::io::Error,
-    },
+    Spawn { bin: String, source: std::io::Error },
     #[error("{what} {path}: {source}")]
     Io {
         what: &'static str,
@@ -66,10 +63,6 @@ impl Daemon {
 
     pub fn socket(&self) -> &Path {
         &self.socket
-    }
-
-    pub fn log(&self) -> &Path {
-        &self.log
     }
 
     /// Whether the app started the daemon and it still runs.
@@ -213,7 +206,10 @@ mod tests {
         let pid = d.child.as_ref().unwrap().id() as libc::pid_t;
         assert!(d.child_running());
         // The socket's directory is private.
-        let mode = std::fs::metadata(dir.join("run")).unwrap().permissions().mode();
+        let mode = std::fs::metadata(dir.join("run"))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o700);
         // Nothing answers: not ready, but still running.
         assert!(!d.wait_ready(Duration::from_millis(300)).unwrap());
@@ -221,7 +217,10 @@ mod tests {
         assert!(!d.child_running());
         assert_eq!(unsafe { libc::kill(pid, 0) }, -1, "the child is gone");
         let log = std::fs::read_to_string(dir.join("serve.log")).unwrap();
-        assert_eq!(log.trim(), format!("serve --socket {} --no-tcp", socket.display()));
+        assert_eq!(
+            log.trim(),
+            format!("serve --socket {} --no-tcp", socket.display())
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 
@@ -234,7 +233,10 @@ mod tests {
         let err = d.wait_ready(Duration::from_secs(10)).unwrap_err();
         assert!(matches!(err, DaemonError::Exited { .. }), "{err}");
         assert!(err.to_string().contains("serve.log"), "{err}");
-        assert_eq!(std::fs::read_to_string(dir.join("serve.log")).unwrap(), "boom\n");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("serve.log")).unwrap(),
+            "boom\n"
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -31,7 +31,11 @@ pub fn draw(size: u32, dot: Option<[u8; 3]>) -> Rgba {
             let (fx, fy) = (x as f32 + 0.5, y as f32 + 0.5);
             let mut color = None;
             if in_rounded_square(fx, fy, s, radius) {
-                color = Some(if in_letter_m(fx / s, fy / s) { WHITE } else { BLUE });
+                color = Some(if in_letter_m(fx / s, fy / s) {
+                    WHITE
+                } else {
+                    BLUE
+                });
             }
             if let Some(dot) = dot {
                 let (cx, cy, r) = (s * 0.76, s * 0.76, s * 0.24);
@@ -84,11 +88,14 @@ mod tests {
 
     #[test]
     fn the_dot_shows_the_state() {
-        let running = draw(32, Some(state_color(&EngineState::Running {
-            models: vec![],
-            busy: 0,
-            tokens_per_s: None,
-        })));
+        let running = draw(
+            32,
+            Some(state_color(&EngineState::Running {
+                models: vec![],
+                busy: 0,
+                tokens_per_s: None,
+            })),
+        );
         let stopped = draw(32, Some(state_color(&EngineState::Stopped)));
         assert_eq!(pixel(&running, 24, 24), [0x2f, 0x9e, 0x44, 0xff]);
         assert_eq!(pixel(&stopped, 24, 24), [0x86, 0x8e, 0x96, 0xff]);

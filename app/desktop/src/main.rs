@@ -10,9 +10,9 @@ mod notify;
 mod paths;
 mod protocol;
 mod status;
+mod test_hook;
 #[cfg(test)]
 mod test_server;
-mod test_hook;
 mod tray;
 mod uds_http;
 

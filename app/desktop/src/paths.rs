@@ -85,7 +85,10 @@ mod tests {
         let own = dir.join("mlxr-desktop");
         assert_eq!(mlxr_bin(&env_of(&[]), Some(&own)), dir.join("mlxr"));
         let elsewhere = Path::new("/nonexistent/mlxr-desktop");
-        assert_eq!(mlxr_bin(&env_of(&[]), Some(elsewhere)), PathBuf::from("mlxr"));
+        assert_eq!(
+            mlxr_bin(&env_of(&[]), Some(elsewhere)),
+            PathBuf::from("mlxr")
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

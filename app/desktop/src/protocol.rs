@@ -35,7 +35,10 @@ pub fn respond(socket: &Path, req: &Request<Vec<u8>>) -> Response<Vec<u8>> {
             .expect("a valid response");
     }
     if req.method() != "GET" || !is_ui_path(path) {
-        return text(StatusCode::NOT_FOUND, format!("mlxr-desktop serves only the UI (/ui/) here, not {path}"));
+        return text(
+            StatusCode::NOT_FOUND,
+            format!("mlxr-desktop serves only the UI (/ui/) here, not {path}"),
+        );
     }
     let request = uds_http::Request {
         method: "GET",
@@ -43,8 +46,8 @@ pub fn respond(socket: &Path, req: &Request<Vec<u8>>) -> Response<Vec<u8>> {
         headers: vec![("Accept".into(), "text/html,*/*".into())],
         body: Vec::new(),
     };
-    let answer = uds_http::send(socket, &request, Some(Duration::from_secs(30)))
-        .and_then(|r| r.read_all());
+    let answer =
+        uds_http::send(socket, &request, Some(Duration::from_secs(30))).and_then(|r| r.read_all());
     match answer {
         Ok((head, body)) => {
             let mut builder = Response::builder().status(head.status);
@@ -86,8 +89,10 @@ mod tests {
     #[test]
     fn serves_the_ui_from_the_socket() {
         let server = TestServer::start(|mut conn| {
-            conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 6\r\n\r\n<html>")
-                .unwrap();
+            conn.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 6\r\n\r\n<html>",
+            )
+            .unwrap();
         });
         let resp = respond(server.path(), &get("mlxr://localhost/ui/chat?x=1"));
         assert_eq!(resp.status(), 200);
@@ -99,8 +104,14 @@ mod tests {
     #[test]
     fn refuses_the_api_and_redirects_the_root() {
         let nowhere = Path::new("/nonexistent/mlxr.sock");
-        assert_eq!(respond(nowhere, &get("mlxr://localhost/api/ps")).status(), 404);
-        assert_eq!(respond(nowhere, &get("mlxr://localhost/metrics")).status(), 404);
+        assert_eq!(
+            respond(nowhere, &get("mlxr://localhost/api/ps")).status(),
+            404
+        );
+        assert_eq!(
+            respond(nowhere, &get("mlxr://localhost/metrics")).status(),
+            404
+        );
         let root = respond(nowhere, &get("mlxr://localhost/"));
         assert_eq!(root.status(), 302);
         assert_eq!(root.headers()["location"], START_URL);

@@ -137,7 +137,10 @@ process_resident_memory_bytes 19472384
     fn sums_a_metric_over_models() {
         assert_eq!(metric_sum(METRICS, GENERATED), 12.0);
         assert_eq!(metric_sum(METRICS, RUNNING), 1.0);
-        assert_eq!(metric_sum(METRICS, "process_resident_memory_bytes"), 19472384.0);
+        assert_eq!(
+            metric_sum(METRICS, "process_resident_memory_bytes"),
+            19472384.0
+        );
         assert_eq!(metric_sum(METRICS, "missing"), 0.0);
     }
 
@@ -157,6 +160,9 @@ process_resident_memory_bytes 19472384
             busy: 0,
             tokens_per_s: Some(12.34),
         };
-        assert_eq!(running.summary(), "MLXR is running — 12.3 tokens/s (no model loaded)");
+        assert_eq!(
+            running.summary(),
+            "MLXR is running — 12.3 tokens/s (no model loaded)"
+        );
     }
 }

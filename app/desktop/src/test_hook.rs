@@ -66,7 +66,10 @@ mod tests {
 
     #[test]
     fn report_messages_are_told_from_bridge_messages() {
-        assert_eq!(report_line(r#"{"op":"report","line":"PASS"}"#), Some("PASS".into()));
+        assert_eq!(
+            report_line(r#"{"op":"report","line":"PASS"}"#),
+            Some("PASS".into())
+        );
         assert_eq!(report_line(r#"{"op":"fetch","id":1}"#), None);
         assert_eq!(report_line("nonsense"), None);
     }

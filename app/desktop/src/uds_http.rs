@@ -83,7 +83,11 @@ const OWN_HEADERS: [&str; 5] = [
 
 /// Sends `req` to the daemon listening at `socket`. `timeout` bounds the
 /// connect and each read (not the whole, possibly long, stream).
-pub fn send(socket: &Path, req: &Request, timeout: Option<Duration>) -> Result<Response, HttpError> {
+pub fn send(
+    socket: &Path,
+    req: &Request,
+    timeout: Option<Duration>,
+) -> Result<Response, HttpError> {
     let stream = UnixStream::connect(socket).map_err(|source| HttpError::Connect {
         path: socket.display().to_string(),
         source,
@@ -296,7 +300,10 @@ mod tests {
         let request = server.finish();
         assert!(request.contains("Content-Type: application/json\r\n"));
         assert!(request.contains("Content-Length: 2\r\n\r\n{}"), "{request}");
-        assert!(!request.contains("evil") && !request.contains("Injected"), "{request}");
+        assert!(
+            !request.contains("evil") && !request.contains("Injected"),
+            "{request}"
+        );
     }
 
     #[test]
