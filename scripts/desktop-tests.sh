@@ -90,8 +90,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-export MLXR_HOME="$TMP/home" XDG_RUNTIME_DIR="$TMP/run" HOME="$TMP/user"
-mkdir -p "$MLXR_HOME" "$XDG_RUNTIME_DIR" "$HOME"
+# The app's HOME too is fresh (Launch at login writes under it).
+export MLXR_HOME="$TMP/home" XDG_RUNTIME_DIR="$TMP/run"
+USER_HOME="$TMP/user"
+mkdir -p "$MLXR_HOME" "$XDG_RUNTIME_DIR" "$USER_HOME"
 chmod 700 "$XDG_RUNTIME_DIR"
 SOCK="$MLXR_HOME/mlxr.sock"
 SERVE_LOG="$MLXR_HOME/mlxr-desktop-serve.log"
@@ -146,7 +148,7 @@ register_model() {
 }
 
 launch() {
-    MLXR_BIN="$BIN" MLXR_DESKTOP_TEST_JS="$ROOT/scripts/desktop/chat-test.js" \
+    HOME="$USER_HOME" MLXR_BIN="$BIN" MLXR_DESKTOP_TEST_JS="$ROOT/scripts/desktop/chat-test.js" \
         MLXR_DESKTOP_TEST_REPORT="$TMP/report.txt" "$DESKTOP" >"$TMP/app.log" 2>&1 &
     APP_PID=$!
     PIDS+=("$APP_PID")
@@ -212,7 +214,10 @@ stop_start() {
     entry_has "Start the engine" '"enabled": true' || fail "Start is not enabled while stopped"
     after="$(sni props "$ITEM_NAME" "$ITEM_PATH")"
     echo "icon running: $before; stopped: $after"
-    [ "$before" != "$after" ] || fail "the tray icon did not change with the state"
+    local sha_before sha_after
+    sha_before="$(echo "$before" | python3 -c 'import json, sys; print(json.load(sys.stdin)["icon_sha"])')"
+    sha_after="$(echo "$after" | python3 -c 'import json, sys; print(json.load(sys.stdin)["icon_sha"])')"
+    [ "$sha_before" != "$sha_after" ] || fail "the tray icon's pixels did not change with the state"
     sni click "$ITEM_NAME" "$ITEM_PATH" "Start the engine"
     wait_for 60 "the daemon to start again" answers
     new="$(daemon_pid)"
@@ -222,8 +227,8 @@ stop_start() {
 }
 
 launch_at_login() {
-    local unit="$HOME/.config/systemd/user/mlxr.service"
-    local link="$HOME/.config/systemd/user/default.target.wants/mlxr.service"
+    local unit="$USER_HOME/.config/systemd/user/mlxr.service"
+    local link="$USER_HOME/.config/systemd/user/default.target.wants/mlxr.service"
     sni click "$ITEM_NAME" "$ITEM_PATH" "Launch at login"
     wait_for 10 "$unit" test -f "$unit"
     [ -L "$link" ] || fail "the unit is not enabled ($link)"

@@ -43,6 +43,14 @@
     const line = `chunks=${c.chunks.length} first=${first.toFixed(0)}ms end=${end.toFixed(0)}ms reply="${text.slice(0, 160)}"`;
     // Streamed: many pieces, and the first long before the last.
     if (c.chunks.length < 5 || end - first < 100) throw new Error(`not streamed: ${line}`);
+    // The UI is done with the reply: the composer offers Send again.
+    await waitFor("the Send button back", () =>
+      [...document.querySelectorAll("form.composer button")].some((b) => b.textContent.trim() === "Send"),
+      20000,
+    ).catch((e) => {
+      const summary = window.__mlxrBridge.log.map((x) => `${x.method} ${x.path} ${x.status} end=${x.end !== undefined} err=${x.error}`);
+      throw new Error(`${e.message}; bridge log: ${summary.join(" | ")}`);
+    });
     report(`PASS ${line}`);
   } catch (e) {
     report(`FAIL ${e && e.stack ? e.stack : e}`);

@@ -128,12 +128,14 @@ def main():
                 out[prop] = item_prop(name, path, prop)
             except GLib.Error:
                 out[prop] = None
-        if out.get("IconName") and out.get("IconThemePath"):
-            icon = f"{out['IconThemePath']}/{out['IconName']}.png"
-            try:
-                out["icon_sha"] = hashlib.sha256(open(icon, "rb").read()).hexdigest()[:16]
-            except OSError as e:
-                out["icon_sha"] = f"unreadable: {e}"
+        # Ayatana names the icon by its file (tray-icon writes a PNG a state).
+        icon = out.get("IconName") or ""
+        if icon and not icon.startswith("/"):
+            icon = f"{out.get('IconThemePath') or ''}/{icon}.png"
+        try:
+            out["icon_sha"] = hashlib.sha256(open(icon, "rb").read()).hexdigest()[:16]
+        except OSError as e:
+            sys.exit(f"sni.py: cannot read the item's icon {icon!r}: {e}")
         print(json.dumps(out))
     else:
         sys.exit(__doc__)
