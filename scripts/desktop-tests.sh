@@ -79,7 +79,7 @@ cleanup() {
     for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
     if [ "$rc" != 0 ]; then
         mkdir -p "$ARTIFACTS"
-        for f in app.log report.txt sni.log; do
+        for f in app.log report.txt sni.log notify.log notifications; do
             [ -f "$TMP/$f" ] && cp "$TMP/$f" "$ARTIFACTS/" || true
         done
         [ -f "$TMP/home/mlxr-desktop-serve.log" ] && cp "$TMP/home/mlxr-desktop-serve.log" "$ARTIFACTS/" || true
@@ -130,8 +130,11 @@ session() {
     PIDS+=("$(echo "$bus" | sed -n 2p)")
     /usr/bin/python3 scripts/desktop/sni.py watcher "$TMP/items" >"$TMP/sni.log" 2>&1 &
     PIDS+=($!)
-    wait_for 20 "the StatusNotifierWatcher" grep -q "watcher ready" "$TMP/sni.log"
-    echo "Xvfb $DISPLAY, session bus $DBUS_SESSION_BUS_ADDRESS, tray watcher up"
+    wait_for 20 "the StatusNotifierWatcher" grep -q "org.kde.StatusNotifierWatcher ready" "$TMP/sni.log"
+    /usr/bin/python3 scripts/desktop/sni.py notifications "$TMP/notifications" >"$TMP/notify.log" 2>&1 &
+    PIDS+=($!)
+    wait_for 20 "the notification server" grep -q "org.freedesktop.Notifications ready" "$TMP/notify.log"
+    echo "Xvfb $DISPLAY, session bus $DBUS_SESSION_BUS_ADDRESS, tray host and notification server up"
 }
 
 # The user has a model: registered through a daemon on the same home (over
@@ -148,7 +151,13 @@ register_model() {
 }
 
 launch() {
-    HOME="$USER_HOME" MLXR_BIN="$BIN" MLXR_DESKTOP_TEST_JS="$ROOT/scripts/desktop/chat-test.js" \
+    # The page script pulls this copy from a local path (the app's daemon
+    # allows that through its config file, which it finds in MLXR_CONFIG).
+    cp "$MODEL_FILE" "$TMP/desktop-pull.gguf"
+    printf 'allow_local_pulls = true\n' >"$TMP/serve.toml"
+    { printf 'window.__mlxrTest = { pullSource: %s };\n' "$(python3 -c 'import json, sys; print(json.dumps(sys.argv[1]))' "$TMP/desktop-pull.gguf")"
+      cat scripts/desktop/chat-test.js; } >"$TMP/page-test.js"
+    HOME="$USER_HOME" MLXR_BIN="$BIN" MLXR_CONFIG="$TMP/serve.toml" MLXR_DESKTOP_TEST_JS="$TMP/page-test.js" \
         MLXR_DESKTOP_TEST_REPORT="$TMP/report.txt" "$DESKTOP" >"$TMP/app.log" 2>&1 &
     APP_PID=$!
     PIDS+=("$APP_PID")
@@ -162,11 +171,16 @@ launch() {
 }
 
 chat() {
-    wait_for 240 "the chat test's result" grep -q "^PASS\|^FAIL" "$TMP/report.txt"
+    wait_for 240 "the page test's result" grep -q "^PASS\|^FAIL" "$TMP/report.txt"
     cat "$TMP/report.txt"
-    grep -q "^PASS" "$TMP/report.txt" || fail "the chat through the socket bridge"
-    # The daemon has no TCP listener: the request came over the socket.
+    grep -q "^PASS" "$TMP/report.txt" || fail "the page test (chat and pull through the socket bridge)"
+    # The daemon has no TCP listener: the requests came over the socket.
     plain_log | grep -q 'path="/api/chat" status=200' || fail "the daemon did not log POST /api/chat 200"
+    plain_log | grep -q 'path="/api/pull" status=200' || fail "the daemon did not log POST /api/pull 200"
+    wait_for 10 "the pull's notification" grep -q "^Model pulled" "$TMP/notifications"
+    cat "$TMP/notifications"
+    grep -qxF "Model pulled	$TMP/desktop-pull.gguf is ready to use." "$TMP/notifications" \
+        || fail "the notification does not name the pulled model"
 }
 
 screenshot() {
@@ -201,6 +215,9 @@ tray() {
     entry_has "Start the engine" '"enabled": false' || fail "Start is enabled while running"
     grep -qF '"label": "Loaded: smollm2:latest' "$TMP/menu.json" \
         || fail "the tray does not show the loaded model"
+    sni click "$ITEM_NAME" "$ITEM_PATH" "Pull a model…"
+    wait_for 20 "Pull a model… to open the Models page" grep -qx "loaded mlxr://localhost/ui/models" "$TMP/report.txt"
+    echo "Pull a model… opened mlxr://localhost/ui/models"
 }
 
 stop_start() {
@@ -261,15 +278,17 @@ deb() {
     if dpkg-query -W -f='${Status}' mlxr 2>/dev/null | grep -q "ok installed"; then
         fail "a package named mlxr is installed already; not touching it"
     fi
-    local apt=(env DEBIAN_FRONTEND=noninteractive apt-get)
-    [ "$(id -u)" = 0 ] || apt=(sudo "${apt[@]}")
-    "${apt[@]}" install -y -qq "$(realpath "$deb")" >/dev/null || fail "installing $deb"
+    # dpkg itself, not apt-get: its dependencies are the runtime libraries
+    # of the build packages above, so a missing one is an error here.
+    local dpkg=(dpkg)
+    [ "$(id -u)" = 0 ] || dpkg=(sudo dpkg)
+    "${dpkg[@]}" -i "$deb" >/dev/null || fail "installing $deb"
     /usr/bin/mlxr --version || fail "the installed mlxr --version"
     /usr/bin/mlxr-desktop --version || fail "the installed mlxr-desktop --version"
     [ -f /usr/share/applications/mlxr.desktop ] || fail "the desktop entry is missing"
     grep -qx "Exec=mlxr-desktop" /usr/share/applications/mlxr.desktop || fail "the desktop entry's Exec"
     [ -f /usr/share/icons/hicolor/scalable/apps/mlxr.svg ] || fail "the icon is missing"
-    "${apt[@]}" remove -y -qq mlxr >/dev/null || fail "removing mlxr"
+    "${dpkg[@]}" -r mlxr >/dev/null || fail "removing mlxr"
     for f in /usr/bin/mlxr /usr/bin/mlxr-desktop /usr/share/applications/mlxr.desktop \
         /usr/share/icons/hicolor/scalable/apps/mlxr.svg; do
         [ ! -e "$f" ] || fail "$f is left after removal"
@@ -282,7 +301,7 @@ step "app/desktop: cargo fmt --check, clippy -D warnings, unit tests, release bu
 step "Xvfb, a D-Bus session and a tray host" session
 step "a model in the fresh MLXR_HOME (mlxr create over the socket)" register_model
 step "launch mlxr-desktop: it starts mlxr serve --socket --no-tcp" launch
-step "chat: the UI's reply streams through the socket bridge" chat
+step "chat and pull: the UI's reply streams through the socket bridge; the pull notifies" chat
 step "screenshot of the window" screenshot
 step "tray: item and menu on D-Bus" tray
 step "tray: Stop, then Start the engine" stop_start

@@ -1,7 +1,10 @@
-// Run in mlxr-desktop's page by its test hook (scripts/desktop-tests.sh):
-// sends a chat message through the real UI and checks that the reply came
-// through the app's socket bridge in pieces, the first well before the end.
-// Reports "PASS ..." or "FAIL ..." (see src/test_hook.rs).
+// Run in mlxr-desktop's page by its test hook (scripts/desktop-tests.sh,
+// which defines window.__mlxrTest.pullSource first): sends a chat message
+// through the real UI and checks that the reply came through the app's
+// socket bridge in pieces, the first well before the end; then pulls a
+// local GGUF through the bridge (the app notifies when it succeeds).
+// Reports "CHAT ...", "PULL ...", then "PASS" or "FAIL ..." (see
+// app/desktop/src/test_hook.rs).
 (async () => {
   const report = (line) => window.ipc.postMessage(JSON.stringify({ op: "report", line }));
   const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -51,7 +54,19 @@
       const summary = window.__mlxrBridge.log.map((x) => `${x.method} ${x.path} ${x.status} end=${x.end !== undefined} err=${x.error}`);
       throw new Error(`${e.message}; bridge log: ${summary.join(" | ")}`);
     });
-    report(`PASS ${line}`);
+    report(`CHAT ${line}`);
+    const pull = await fetch("/api/pull", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ model: window.__mlxrTest.pullSource }),
+    });
+    const lines = (await pull.text()).trim().split("\n");
+    const last = JSON.parse(lines[lines.length - 1]);
+    if (pull.status !== 200 || last.status !== "success") {
+      throw new Error(`the pull: ${pull.status} ${lines.slice(-3).join(" ")}`);
+    }
+    report(`PULL ${lines.length} progress lines, then ${last.status}`);
+    report("PASS");
   } catch (e) {
     report(`FAIL ${e && e.stack ? e.stack : e}`);
   }

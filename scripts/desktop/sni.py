@@ -4,6 +4,9 @@
   sni.py watcher FILE   a minimal org.kde.StatusNotifierWatcher (what a
                         desktop's panel runs); each item that registers is
                         appended to FILE as "BUS_NAME OBJECT_PATH"
+  sni.py notifications FILE  a minimal org.freedesktop.Notifications server;
+                             each notification is appended to FILE as
+                             "SUMMARY<TAB>BODY"
   sni.py menu NAME PATH      the item's menu (com.canonical.dbusmenu), as JSON
                              lines {"id", "label", "enabled", "toggle_state"}
   sni.py click NAME PATH LABEL   sends the "clicked" event to the entry LABEL
@@ -31,7 +34,6 @@ WATCHER_XML = """
 
 
 def watcher(out_path):
-    bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
     items = []
 
     def on_call(conn, sender, path, iface, method, params, invocation):
@@ -52,18 +54,60 @@ def watcher(out_path):
             "ProtocolVersion": GLib.Variant("i", 0),
         }[prop]
 
-    info = Gio.DBusNodeInfo.new_for_xml(WATCHER_XML).interfaces[0]
-    bus.register_object("/StatusNotifierWatcher", info, on_call, on_get, None)
+    serve("org.kde.StatusNotifierWatcher", "/StatusNotifierWatcher", WATCHER_XML, on_call, on_get)
+
+
+NOTIFICATIONS_XML = """
+<node><interface name="org.freedesktop.Notifications">
+  <method name="Notify">
+    <arg type="s" direction="in"/><arg type="u" direction="in"/><arg type="s" direction="in"/>
+    <arg type="s" direction="in"/><arg type="s" direction="in"/><arg type="as" direction="in"/>
+    <arg type="a{sv}" direction="in"/><arg type="i" direction="in"/><arg type="u" direction="out"/>
+  </method>
+  <method name="GetCapabilities"><arg type="as" direction="out"/></method>
+  <method name="GetServerInformation">
+    <arg type="s" direction="out"/><arg type="s" direction="out"/>
+    <arg type="s" direction="out"/><arg type="s" direction="out"/>
+  </method>
+  <method name="CloseNotification"><arg type="u" direction="in"/></method>
+</interface></node>
+"""
+
+
+def serve(name, path, xml, on_call, on_get=None):
+    bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+    info = Gio.DBusNodeInfo.new_for_xml(xml).interfaces[0]
+    bus.register_object(path, info, on_call, on_get, None)
     loop = GLib.MainLoop()
 
     def lost(*_):
-        print("sni.py: could not own org.kde.StatusNotifierWatcher", file=sys.stderr)
+        print(f"sni.py: could not own {name}", file=sys.stderr, flush=True)
         loop.quit()
-        sys.exit(1)
 
-    Gio.bus_own_name_on_connection(bus, "org.kde.StatusNotifierWatcher", Gio.BusNameOwnerFlags.NONE,
-                                   lambda *_: print("sni.py: watcher ready", flush=True), lost)
+    Gio.bus_own_name_on_connection(bus, name, Gio.BusNameOwnerFlags.NONE,
+                                   lambda *_: print(f"sni.py: {name} ready", flush=True), lost)
     loop.run()
+    sys.exit(1)
+
+
+def notifications(out_path):
+    count = [0]
+
+    def on_call(conn, sender, path, iface, method, params, invocation):
+        if method == "Notify":
+            args = params.unpack()
+            with open(out_path, "a") as f:
+                f.write(f"{args[3]}\t{args[4]}\n")
+            count[0] += 1
+            invocation.return_value(GLib.Variant("(u)", (count[0],)))
+        elif method == "GetCapabilities":
+            invocation.return_value(GLib.Variant("(as)", (["body"],)))
+        elif method == "GetServerInformation":
+            invocation.return_value(GLib.Variant("(ssss)", ("sni.py", "mlxr tests", "0", "1.2")))
+        else:
+            invocation.return_value(None)
+
+    serve("org.freedesktop.Notifications", "/org/freedesktop/Notifications", NOTIFICATIONS_XML, on_call)
 
 
 def call(name, path, iface, method, args, reply):
@@ -109,6 +153,8 @@ def main():
     cmd = sys.argv[1]
     if cmd == "watcher":
         watcher(sys.argv[2])
+    elif cmd == "notifications":
+        notifications(sys.argv[2])
     elif cmd == "menu":
         for e in menu_entries(sys.argv[2], sys.argv[3])[1]:
             print(json.dumps(e, ensure_ascii=False))
