@@ -17,7 +17,6 @@ use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use base64::Engine;
 use serde::Deserialize;
@@ -138,10 +137,6 @@ pub struct Bridge {
     inflight: Arc<Mutex<HashMap<u64, UnixStream>>>,
 }
 
-/// How long the daemon may stay silent before a request fails: a model
-/// load can take a while, and a chat stream pauses between tokens.
-const READ_TIMEOUT: Duration = Duration::from_secs(600);
-
 impl Bridge {
     pub fn new(socket: PathBuf) -> Self {
         Bridge {
@@ -188,11 +183,15 @@ impl Bridge {
             body,
         };
         let mut pull = PullWatch::new(&method, &req.path, &request.body);
-        let mut response = uds_http::send(&self.socket, &request, Some(READ_TIMEOUT))
-            .map_err(|e| e.to_string())?;
-        if let Ok(conn) = response.connection() {
-            self.inflight.lock().unwrap().insert(id, conn);
+        let conn = uds_http::connect(&self.socket).map_err(|e| e.to_string())?;
+        // Registered before the request goes out: a cancel while the daemon
+        // loads a model cuts the connection too.
+        if let Ok(handle) = conn.try_clone() {
+            self.inflight.lock().unwrap().insert(id, handle);
         }
+        // No read timeout: a log tail may stay quiet for long; the page's
+        // abort (a cancel message) ends the request.
+        let mut response = uds_http::send_on(conn, &request, None).map_err(|e| e.to_string())?;
         let head = &response.head;
         emit(Event::Head {
             id,
@@ -276,7 +275,7 @@ impl PullWatch {
 mod tests {
     use std::io::Write;
     use std::sync::mpsc;
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
 
     use super::*;
     use crate::test_server::TestServer;
@@ -393,6 +392,36 @@ mod tests {
             "{request}"
         );
         assert!(request.ends_with("{\"model\":\"m\"}"), "{request}");
+    }
+
+    #[test]
+    fn a_cancel_cuts_the_connection_and_the_daemon_sees_it() {
+        let (closed_tx, closed_rx) = mpsc::channel();
+        let server = TestServer::start(move |mut conn| {
+            conn.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n")
+                .unwrap();
+            // The daemon's side: the next read ends when the app hangs up.
+            let mut buf = [0; 16];
+            let n = std::io::Read::read(&mut conn, &mut buf).unwrap_or(0);
+            closed_tx.send(n).unwrap();
+        });
+        let bridge = Bridge::new(server.path().to_path_buf());
+        let (tx, rx) = mpsc::channel();
+        let message = r#"{"op":"fetch","id":9,"method":"POST","path":"/api/chat","body":"e30="}"#;
+        bridge.handle(message, move |e| tx.send(e).unwrap());
+        let next = || rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(matches!(next(), Event::Head { id: 9, .. }));
+        assert_eq!(
+            next(),
+            Event::Chunk {
+                id: 9,
+                data: b"hi".to_vec()
+            }
+        );
+        bridge.handle(r#"{"op":"cancel","id":9}"#, |_| {});
+        assert_eq!(closed_rx.recv_timeout(Duration::from_secs(10)).unwrap(), 0);
+        assert!(matches!(next(), Event::Fail { id: 9, .. }));
+        assert!(bridge.inflight.lock().unwrap().is_empty());
     }
 
     #[test]

@@ -88,10 +88,23 @@ pub fn send(
     req: &Request,
     timeout: Option<Duration>,
 ) -> Result<Response, HttpError> {
-    let stream = UnixStream::connect(socket).map_err(|source| HttpError::Connect {
+    send_on(connect(socket)?, req, timeout)
+}
+
+/// A connection to the daemon at `socket`.
+pub fn connect(socket: &Path) -> Result<UnixStream, HttpError> {
+    UnixStream::connect(socket).map_err(|source| HttpError::Connect {
         path: socket.display().to_string(),
         source,
-    })?;
+    })
+}
+
+/// Sends `req` on a fresh connection (see [`send`]).
+pub fn send_on(
+    stream: UnixStream,
+    req: &Request,
+    timeout: Option<Duration>,
+) -> Result<Response, HttpError> {
     stream.set_read_timeout(timeout)?;
     stream.set_write_timeout(timeout)?;
     let mut out = Vec::with_capacity(256 + req.body.len());
@@ -219,15 +232,6 @@ impl Response {
                 }
                 Ok(Some(buf))
             }
-        }
-    }
-
-    /// Another handle on the connection (shutting it down ends the
-    /// response on both sides).
-    pub fn connection(&self) -> std::io::Result<UnixStream> {
-        match &self.body {
-            Body::Chunked(r) | Body::Length(r, _) | Body::UntilClose(r) => r.get_ref().try_clone(),
-            Body::Empty => Err(std::io::Error::other("the response has ended")),
         }
     }
 
