@@ -41,7 +41,7 @@ step() {
 
 packages() {
     local need=(xvfb dbus-daemon dbus-x11 libwebkit2gtk-4.1-dev libayatana-appindicator3-dev libxdo-dev
-                python3-gi imagemagick iproute2 procps)
+                python3-gi imagemagick x11-utils curl iproute2 procps)
     local missing=()
     for p in "${need[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
