@@ -41,7 +41,7 @@ step() {
 
 packages() {
     local need=(xvfb dbus-daemon dbus-x11 libwebkit2gtk-4.1-dev libayatana-appindicator3-dev libxdo-dev
-                python3-gi imagemagick x11-utils curl iproute2 procps)
+                python3-gi imagemagick x11-utils curl iproute2 procps binutils desktop-file-utils)
     local missing=()
     for p in "${need[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -60,10 +60,11 @@ packages() {
 cargo_checks() {
     (
         cd app/desktop
-        cargo fmt -- --check
-        cargo clippy --release --all-targets -j2 -- -D warnings
-        cargo test --release -j2
-        cargo build --release -j2
+        timed() { local t=$SECONDS; "$@"; printf '   %ds  %s\n' $((SECONDS - t)) "$*"; }
+        timed cargo fmt -- --check
+        timed cargo clippy --release --all-targets -j2 -- -D warnings
+        timed cargo test --release -j2
+        timed cargo build --release -j2
     )
 }
 
@@ -79,7 +80,7 @@ cleanup() {
     for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
     if [ "$rc" != 0 ]; then
         mkdir -p "$ARTIFACTS"
-        for f in app.log report.txt sni.log notify.log notifications; do
+        for f in app.log app2.log report.txt sni.log notify.log notifications; do
             [ -f "$TMP/$f" ] && cp "$TMP/$f" "$ARTIFACTS/" || true
         done
         [ -f "$TMP/home/mlxr-desktop-serve.log" ] && cp "$TMP/home/mlxr-desktop-serve.log" "$ARTIFACTS/" || true
@@ -108,7 +109,7 @@ wait_for() { # SECONDS WHAT COMMAND...
     done
     fail "timed out after ${secs}s waiting for $what"
 }
-answers() { curl -sf --max-time 2 --unix-socket "$SOCK" http://mlxr/health; }
+answers() { curl -sf --max-time 2 --unix-socket "$SOCK" http://mlxr/health >/dev/null; }
 not_answering() { ! answers; }
 daemon_pid() { pgrep -f -x "$BIN serve --socket $SOCK --no-tcp"; }
 no_daemon() { ! daemon_pid; }
@@ -193,6 +194,12 @@ screenshot() {
     echo "screenshot: $shot ($colors colors, gray standard deviation $sd)"
     [ "$colors" -ge 64 ] || fail "the screenshot is (nearly) blank: $colors colors"
     awk -v sd="$sd" 'BEGIN { exit !(sd > 0.05) }' || fail "the screenshot is (nearly) uniform: sd $sd"
+    # The window's title and icon, as a window manager would see them.
+    xwininfo -root -tree | grep -q '"MLXR": ("mlxr-desktop"' || fail "no window titled MLXR (class mlxr-desktop)"
+    local icon
+    icon="$(xprop -name MLXR _NET_WM_ICON | head -c 200)"
+    [[ $icon == "_NET_WM_ICON(CARDINAL) = "* ]] || fail "the window has no icon: $icon"
+    echo "window 'MLXR' with its icon (${icon:0:60}…)"
 }
 
 ITEM_NAME="" ITEM_PATH=""
@@ -258,16 +265,52 @@ launch_at_login() {
     echo "the unit was written, enabled and removed"
 }
 
+# None of PIDS runs any more.
+all_gone() { local p; for p in "$@"; do [ ! -d "/proc/$p" ] || return 1; done; }
+
 quit() {
-    local daemon
+    local daemon children
     daemon="$(daemon_pid)"
+    # The daemon and WebKit's processes.
+    children="$(pgrep -P "$APP_PID" | tr '\n' ' ')"
+    echo "the app's children: $children"
     sni click "$ITEM_NAME" "$ITEM_PATH" "Quit MLXR"
     wait_for 30 "the app to exit" app_exited
     wait "$APP_PID" || fail "the app exited with $?"
+    # shellcheck disable=SC2086
+    wait_for 10 "the app's children to end" all_gone $children
     [ ! -d "/proc/$daemon" ] || fail "the daemon $daemon outlived the app"
     no_daemon || fail "an mlxr serve on $SOCK is left: $(daemon_pid)"
     [ ! -e "$SOCK" ] || fail "the socket $SOCK is left"
     echo "the app and its daemon are gone"
+}
+
+join_running() {
+    "$BIN" serve --socket "$SOCK" --no-tcp >"$TMP/own.log" 2>&1 &
+    local own=$!
+    PIDS+=("$own")
+    wait_for 60 "a daemon started outside the app" answers
+    local items_before
+    items_before="$(wc -l <"$TMP/items")"
+    HOME="$USER_HOME" MLXR_BIN="$BIN" "$DESKTOP" >"$TMP/app2.log" 2>&1 &
+    APP_PID=$!
+    PIDS+=("$APP_PID")
+    more_items() { [ "$(wc -l <"$TMP/items")" -gt "$items_before" ]; }
+    wait_for 30 "the second app's tray item" more_items
+    read -r ITEM_NAME ITEM_PATH < <(tail -n 1 "$TMP/items")
+    wait_for 20 "the status 'MLXR is running'" entry_has "MLXR is running" '"label"'
+    if pgrep -x -P "$APP_PID" mlxr >/dev/null; then fail "the app started a daemon: $(pgrep -a -P "$APP_PID")"; fi
+    # Stop is refused for a daemon the app did not start.
+    sni click "$ITEM_NAME" "$ITEM_PATH" "Stop the engine"
+    wait_for 10 "the app to say the daemon is not its own" grep -q "not started by this app" "$TMP/app2.log"
+    answers || fail "Stop stopped a daemon the app did not start"
+    sni click "$ITEM_NAME" "$ITEM_PATH" "Quit MLXR"
+    wait_for 30 "the app to exit" app_exited
+    wait "$APP_PID" || fail "the app exited with $?"
+    answers || fail "quitting the app stopped a daemon it did not start"
+    kill -TERM "$own"
+    wait "$own" || fail "the outside daemon exited with $?"
+    echo "joined the running daemon $own; Stop refused, Quit left it running"
 }
 
 deb() {
@@ -287,6 +330,7 @@ deb() {
     /usr/bin/mlxr-desktop --version || fail "the installed mlxr-desktop --version"
     [ -f /usr/share/applications/mlxr.desktop ] || fail "the desktop entry is missing"
     grep -qx "Exec=mlxr-desktop" /usr/share/applications/mlxr.desktop || fail "the desktop entry's Exec"
+    desktop-file-validate /usr/share/applications/mlxr.desktop || fail "desktop-file-validate"
     [ -f /usr/share/icons/hicolor/scalable/apps/mlxr.svg ] || fail "the icon is missing"
     "${dpkg[@]}" -r mlxr >/dev/null || fail "removing mlxr"
     for f in /usr/bin/mlxr /usr/bin/mlxr-desktop /usr/share/applications/mlxr.desktop \
@@ -307,5 +351,6 @@ step "tray: item and menu on D-Bus" tray
 step "tray: Stop, then Start the engine" stop_start
 step "tray: Launch at login on, then off" launch_at_login
 step "tray: Quit leaves no process behind" quit
+step "a daemon already on the socket: the app joins it and leaves it running" join_running
 step ".deb: build, install, check, remove" deb
 echo "desktop-tests: all passed in $((SECONDS - T0))s; screenshot in $ARTIFACTS/desktop-window.png"

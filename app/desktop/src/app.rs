@@ -130,7 +130,7 @@ pub fn run(settings: Settings) -> Result<()> {
         .build(&event_loop)
         .context("opening the window")?;
 
-    let hook = test_hook::Hook::from_env()?;
+    let mut hook = test_hook::Hook::from_env()?;
     let bridge = Bridge::new(settings.socket.clone());
     let ipc_proxy = proxy.clone();
     let protocol_socket = settings.socket.clone();
@@ -172,7 +172,6 @@ pub fn run(settings: Settings) -> Result<()> {
     let daemon = daemon_thread(&settings, proxy);
     // Connect to a daemon on the socket, or start one.
     let _ = daemon.send(Command::Start);
-    let mut hook = hook;
 
     event_loop.run(move |event, _, control_flow| {
         *control_flow = ControlFlow::Wait;

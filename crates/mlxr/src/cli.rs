@@ -82,6 +82,7 @@ Model loading is not timed. -o json prints llama-bench's keys (avg_ts, stddev_ts
   mlxr serve -m model.gguf --name smollm2 --host 0.0.0.0:8080 --api-key secret
   mlxr serve --socket /run/mlxr/mlxr.sock                  also a Unix socket, mode 0600 (MLXR_HOST=unix:/run/mlxr/mlxr.sock mlxr list)
   mlxr serve --socket /run/mlxr/mlxr.sock --socket-group mlxr   mode 0660, group mlxr
+  mlxr serve --socket /run/mlxr/mlxr.sock --no-tcp         the socket only, no TCP port (as the desktop app runs it)
   mlxr serve --origins https://app.example.com             let that web page call the API from a browser
   mlxr serve --allowed-hosts mybox.lan                     answer http://mybox.lan:11435 on the loopback listener
   curl http://127.0.0.1:11435/v1/chat/completions -H 'Content-Type: application/json' \\
