@@ -80,7 +80,7 @@ cleanup() {
     for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
     if [ "$rc" != 0 ]; then
         mkdir -p "$ARTIFACTS"
-        for f in app.log app2.log report.txt sni.log notify.log notifications; do
+        for f in app.log app2.log app3.log report.txt sni.log notify.log notifications; do
             [ -f "$TMP/$f" ] && cp "$TMP/$f" "$ARTIFACTS/" || true
         done
         [ -f "$TMP/home/mlxr-desktop-serve.log" ] && cp "$TMP/home/mlxr-desktop-serve.log" "$ARTIFACTS/" || true
@@ -111,7 +111,8 @@ wait_for() { # SECONDS WHAT COMMAND...
 }
 answers() { curl -sf --max-time 2 --unix-socket "$SOCK" http://mlxr/health >/dev/null; }
 not_answering() { ! answers; }
-daemon_pid() { pgrep -f -x "$BIN serve --socket $SOCK --no-tcp"; }
+# The daemon on SOCK, whichever mlxr binary runs it.
+daemon_pid() { pgrep -f -x ".*/mlxr serve --socket $SOCK --no-tcp"; }
 no_daemon() { ! daemon_pid; }
 # Exited (a zombie until this script reaps it).
 app_exited() { local s; s="$(ps -o stat= -p "$APP_PID")" || return 0; [[ $s == Z* ]]; }
@@ -331,6 +332,21 @@ deb() {
     [ -f /usr/share/applications/mlxr.desktop ] || fail "the desktop entry is missing"
     grep -qx "Exec=mlxr-desktop" /usr/share/applications/mlxr.desktop || fail "the desktop entry's Exec"
     desktop-file-validate /usr/share/applications/mlxr.desktop || fail "desktop-file-validate"
+    # Started as the desktop entry starts it: no MLXR_BIN, so the daemon is
+    # the mlxr installed beside mlxr-desktop.
+    local items_before
+    items_before="$(wc -l <"$TMP/items")"
+    HOME="$USER_HOME" env -u MLXR_BIN /usr/bin/mlxr-desktop >"$TMP/app3.log" 2>&1 &
+    APP_PID=$!
+    PIDS+=("$APP_PID")
+    wait_for 60 "the installed app's daemon" answers
+    pgrep -f -x "/usr/bin/mlxr serve --socket $SOCK --no-tcp" >/dev/null \
+        || fail "the installed app did not start /usr/bin/mlxr: $(pgrep -a -P "$APP_PID")"
+    more_items() { [ "$(wc -l <"$TMP/items")" -gt "$items_before" ]; }
+    wait_for 30 "the installed app's tray item" more_items
+    read -r ITEM_NAME ITEM_PATH < <(tail -n 1 "$TMP/items")
+    quit
+    echo "the installed mlxr-desktop ran /usr/bin/mlxr serve and quit cleanly"
     [ -f /usr/share/icons/hicolor/scalable/apps/mlxr.svg ] || fail "the icon is missing"
     "${dpkg[@]}" -r mlxr >/dev/null || fail "removing mlxr"
     for f in /usr/bin/mlxr /usr/bin/mlxr-desktop /usr/share/applications/mlxr.desktop \
@@ -352,5 +368,5 @@ step "tray: Stop, then Start the engine" stop_start
 step "tray: Launch at login on, then off" launch_at_login
 step "tray: Quit leaves no process behind" quit
 step "a daemon already on the socket: the app joins it and leaves it running" join_running
-step ".deb: build, install, check, remove" deb
+step ".deb: build, install, start the installed app, remove" deb
 echo "desktop-tests: all passed in $((SECONDS - T0))s; screenshot in $ARTIFACTS/desktop-window.png"
