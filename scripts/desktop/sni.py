@@ -164,8 +164,15 @@ def main():
         match = [e for e in entries if e["label"] == label]
         if not match:
             sys.exit(f"sni.py: no menu entry '{label}' in {[e['label'] for e in entries]}")
-        call(name, menu, "com.canonical.dbusmenu", "Event",
-             GLib.Variant("(isvu)", (match[0]["id"], "clicked", GLib.Variant("s", ""), 0)), None)
+        try:
+            call(name, menu, "com.canonical.dbusmenu", "Event",
+                 GLib.Variant("(isvu)", (match[0]["id"], "clicked", GLib.Variant("s", ""), 0)), None)
+        except GLib.Error as e:
+            # Quit can end the app before its menu answers; the caller
+            # checks what the click did in any case.
+            if "org.freedesktop.DBus.Error.NoReply" not in e.message:
+                raise
+            print(f"sni.py: '{label}' clicked; the app left the bus before answering", file=sys.stderr)
     elif cmd == "props":
         name, path = sys.argv[2:4]
         out = {"status": item_prop(name, path, "Status")}
