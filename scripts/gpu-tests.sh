@@ -23,7 +23,8 @@
 #          llama.cpp was built: stage llama); GPU_PREFILL="flash" also times
 #          pp512 with that prefill attention kernel; GPU_DEPTH="1024" also
 #          decode from that depth (both engines), GPU_DECODE_ENV="KNOB=V ..."
-#          mlxr's decode under each setting
+#          mlxr's decode under each setting, GPU_BENCH_ENV="KNOB=V ..." its
+#          prefill and decode under each
 #   batched  aggregate speed of 1, 8, 64 and 256 sequences served together:
 #          mlxr bench --parallel beside llama-batched-bench (GPU_BATCHED models;
 #          GPU_BATCHED_ENV="MLXR_CUDA_F16_GEMM_ROWS=8 MLXR_CUDA_QUANT_ROWS=4":
@@ -262,6 +263,13 @@ if has bench; then
         else
             result FAIL "mlxr bench $m (mlxr-bench-$m.log)"
         fi
+        # Prefill and decode under other settings (GPU_BENCH_ENV: assignments,
+        # A=1,B=2 for both at once, e.g. MLXR_CUDA_F16_WEIGHTS=off).
+        for setting in ${GPU_BENCH_ENV:-}; do
+            echo "$setting"
+            env ${setting//,/ } timeout 150 "$MLXR" bench --device cuda -m "${MODEL[$m]}" -p 512 -n 128 -r 3 2>&1 |
+                grep -E 'pp512|tg128|error'
+        done
         # Prefill with each other attention kernel (the debug knob), pp512 only.
         for kernel in ${GPU_PREFILL:-}; do
             echo "MLXR_CUDA_PREFILL=$kernel"

@@ -224,7 +224,7 @@ fn compile_protos(root: &Path, out: &Path) -> Result<(), Box<dyn std::error::Err
         prost::Message::encode_to_vec(&fds),
     )?;
     tonic_prost_build::configure()
-        .build_client(false)
+        .build_client(true)
         .build_transport(false)
         .compile_fds(fds)?;
     Ok(())

@@ -19,7 +19,8 @@
 //! steps replayed from CUDA graphs equal the same steps run plainly
 //! (tests/gpu/graphs.rs); on GGUF files of our kernels' types, 9, 16 and
 //! 64 sequences decoding together give each sequence's logits alone, bit
-//! for bit (tests/gpu/batched.rs).
+//! for bit (tests/gpu/batched.rs); weights' F16 copies give the bits of
+//! weights dequantized per call (tests/gpu/f16_copies.rs).
 //!
 //! - Tiny models (every architecture; HF, MLX and GGUF f32 forms): f32
 //!   weights on both sides, so the pass is compared: logits within
@@ -41,6 +42,8 @@
 #[path = "gpu/batched.rs"]
 mod batched;
 mod common;
+#[path = "gpu/f16_copies.rs"]
+mod f16_copies;
 #[path = "gpu/graphs.rs"]
 mod graphs;
 #[path = "gpu/profile.rs"]
@@ -652,6 +655,12 @@ fn gguf(path: &Path, device: &Device) -> Vec<Outcome> {
     if device.is_cuda() && ours {
         let label = format!("{name} (quantized, many sequences)");
         let failures = batched::check(&label, &dev, device);
+        out.push(Outcome { label, failures });
+    }
+    if device.is_cuda() {
+        drop(dev);
+        let label = format!("{name} (quantized, F16 copies)");
+        let failures = f16_copies::check(&label, &file, device);
         out.push(Outcome { label, failures });
     }
     out

@@ -109,7 +109,8 @@ Ctrl-C stops the download; pulling again resumes it.")]
         visible_alias = "ls",
         after_help = "Examples:
   mlxr list
-  MLXR_HOST=10.0.0.5:11435 mlxr ls"
+  MLXR_HOST=10.0.0.5:11435 mlxr ls
+  MLXR_HOST=grpc://127.0.0.1:11435 mlxr ls           over the gRPC API (the same port serves both)"
     )]
     List(HostArg),
     /// List the models loaded in memory now.
@@ -392,7 +393,9 @@ impl SpecArgs {
 /// Where the daemon listens, for the commands that talk to it.
 #[derive(Args, Debug)]
 pub struct HostArg {
-    /// The `mlxr serve` address: host:port or a URL [env: MLXR_HOST; default: 127.0.0.1:11435].
+    /// The `mlxr serve` address: host:port, a URL, unix:PATH, or grpc://HOST:PORT and
+    /// grpc+unix:PATH for its gRPC API [env: MLXR_HOST; default: 127.0.0.1:11435]. The API
+    /// key, if the daemon wants one, comes from MLXR_API_KEY.
     #[arg(long, value_name = "ADDR")]
     pub host: Option<String>,
 }

@@ -26,6 +26,10 @@ enum LinearWeight {
     Ggml {
         inner: QMatMul,
         fast: Option<QuantMatMul>,
+        /// On a GPU, the weight dequantized to F16 once at load, for the
+        /// steps of many rows that cuBLAS multiplies in F16
+        /// ([`Linear::forward_dequantized_f16`]), when memory allows.
+        f16_copy: Option<Tensor>,
     },
     /// A GGML tensor regrouped into our kernels' tiles; candle's copy is
     /// dropped so the weight is in memory once (shared with a tied
@@ -96,6 +100,7 @@ impl Linear {
             return Ok(Self::new(LinearWeight::Ggml {
                 inner: QMatMul::TensorF16(w),
                 fast: None,
+                f16_copy: None,
             }));
         }
         let inner = QMatMul::from_arc(t.clone())?;
@@ -106,7 +111,11 @@ impl Linear {
         };
         Ok(Self::new(match fast {
             Some(fast) if fast.replaces_blocks() => LinearWeight::Tiled(Arc::new(fast)),
-            fast => LinearWeight::Ggml { inner, fast },
+            fast => LinearWeight::Ggml {
+                f16_copy: f16_copy_on_gpu(&inner)?,
+                inner,
+                fast,
+            },
         }))
     }
 
@@ -225,6 +234,17 @@ impl Linear {
         }
     }
 
+    /// Whether a GPU weight has its F16 copy (see [`Self::forward_dequantized_f16`]).
+    pub fn has_f16_copy(&self) -> bool {
+        matches!(
+            self.weight,
+            LinearWeight::Ggml {
+                f16_copy: Some(_),
+                ..
+            }
+        )
+    }
+
     /// `x`: `[tokens, in_features]` → `[tokens, out_features]` through
     /// candle's ops (the path of weights without a kernel of the backend).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
@@ -240,13 +260,21 @@ impl Linear {
     }
 
     /// `x Wᵀ (+ b)` for a step of many rows on a GPU: a GGML-quantized `W`
-    /// dequantized to F16 for this call and multiplied by cuBLAS with `x`
-    /// rounded to F16 (candle's q8_1 kernels were slower on a 512-token
-    /// prefill and off by up to 0.2 of a row's largest logit on the Qwen
-    /// 1.5B shape: bench/results/gpu-2026-12-03-s32.md); other weights as
-    /// [`Self::forward`].
+    /// dequantized to F16 (kept from the load, or for this call) and
+    /// multiplied by cuBLAS with `x` rounded to F16 (candle's q8_1 kernels
+    /// were slower on a 512-token prefill and off by up to 0.2 of a row's
+    /// largest logit on the Qwen 1.5B shape:
+    /// bench/results/gpu-2026-12-03-s32.md); other weights as
+    /// [`Self::forward`]. Both ways give the same bits.
     pub fn forward_dequantized_f16(&self, x: &Tensor) -> Result<Tensor> {
         match &self.weight {
+            LinearWeight::Ggml {
+                f16_copy: Some(w), ..
+            } => {
+                let x = x.contiguous()?;
+                let y = x.to_dtype(DType::F16)?.matmul(&w.t()?)?;
+                self.with_bias(y.to_dtype(x.dtype())?)
+            }
             LinearWeight::Ggml {
                 inner: inner @ QMatMul::QTensor(_),
                 ..
@@ -274,6 +302,24 @@ impl Linear {
             None => Ok(y),
         }
     }
+}
+
+/// A GGML-quantized weight on a GPU dequantized to F16 once, when the
+/// CUDA backend's policy keeps such copies (see
+/// [`crate::backend::cuda::keep_f16_copy`]).
+#[cfg(feature = "cuda")]
+fn f16_copy_on_gpu(w: &QMatMul) -> Result<Option<Tensor>> {
+    match w {
+        QMatMul::QTensor(t) if crate::backend::cuda::keep_f16_copy(t)? => {
+            Ok(Some(t.dequantize_f16(&t.device())?))
+        }
+        _ => Ok(None),
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn f16_copy_on_gpu(_: &QMatMul) -> Result<Option<Tensor>> {
+    Ok(None)
 }
 
 /// An F16 GGML weight on a GPU, kept in F16 (candle would widen it to f32,

@@ -1,7 +1,8 @@
 //! `mlxr.v1.Inference`: each call runs what the matching REST endpoint
-//! runs. Streaming calls feed a small channel from a task that selects on
-//! the client going away: dropping the engine's stream then aborts the
-//! request and frees its KV blocks, as a REST disconnect does.
+//! runs. A reply streams as REST's do, polled by the connection: the client
+//! going away drops the engine's stream, which aborts the request and frees
+//! its KV blocks, as a REST disconnect does. A pull runs in a task of its
+//! own that selects on the client going away.
 
 use std::pin::Pin;
 use std::time::Instant;
@@ -32,8 +33,7 @@ impl Inference {
 
 type ReplyStream = Pin<Box<dyn Stream<Item = Result<pb::GenerateResponse, Status>> + Send>>;
 
-/// Messages wait here for a slow client; a full channel holds the engine's
-/// events in their own queue, not the engine.
+/// Pull progress messages wait here for a slow client.
 const STREAM_BUFFER: usize = 16;
 
 fn keep_alive(text: Option<&str>) -> Result<Option<KeepAlive>, Status> {
@@ -64,18 +64,17 @@ async fn stream_reply(
             return Err(status(e));
         }
     };
-    let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-    tokio::spawn(async move {
+    // Polled by the connection's own task, as REST's streams are (a task
+    // and a channel between here and tonic were one more wake-up a token).
+    // The client going away drops this stream, and with it the engine's:
+    // the request is aborted and its KV blocks freed.
+    let messages = async_stream::stream! {
         let mut pieces = std::pin::pin!(pieces(stream, reader));
-        loop {
-            let piece = tokio::select! {
-                piece = pieces.next() => piece,
-                () = tx.closed() => break,
-            };
-            let Some(piece) = piece else { break };
+        while let Some(piece) = pieces.next().await {
             let message = convert::response(piece, load_ms);
             let last = !matches!(&message, Ok(m) if !matches!(m.event, Some(pb::generate_response::Event::Done(_))));
-            if tx.send(message).await.is_err() || last {
+            yield message;
+            if last {
                 break;
             }
         }
@@ -85,8 +84,8 @@ async fn stream_reply(
             ms = started.elapsed().as_millis() as u64,
             "grpc reply ended"
         );
-    });
-    Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    };
+    Ok(Response::new(Box::pin(messages)))
 }
 
 type PullStream = Pin<Box<dyn Stream<Item = Result<pb::PullProgress, Status>> + Send>>;

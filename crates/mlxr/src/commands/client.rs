@@ -1,4 +1,7 @@
-//! A small blocking HTTP client for the `mlxr serve` API under `/api`.
+//! The CLI's client for the `mlxr serve` API under `/api`: blocking HTTP
+//! (TCP or the Unix socket), or gRPC ([`super::grpc_client`]) for a
+//! `grpc://` / `grpc+unix:` host. Either way the commands send the REST
+//! API's JSON bodies and read its answers.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
@@ -11,17 +14,29 @@ use ureq::http::Response;
 use ureq::unversioned::resolver::DefaultResolver;
 use ureq::{Agent, Body, SendBody};
 
+use super::grpc_client::{GrpcClient, GrpcTarget};
 #[cfg(unix)]
 use super::unix_socket::UnixConnector;
 
 pub const DEFAULT_HOST: &str = "127.0.0.1:11435";
 
-pub struct Client {
+/// A streamed answer: one REST-shaped JSON value per line. A line with an
+/// `error` field ends the stream with that error.
+pub type Lines = Box<dyn Iterator<Item = Result<Value>>>;
+
+pub enum Client {
+    Http(HttpClient),
+    Grpc(GrpcClient),
+}
+
+pub struct HttpClient {
     agent: Agent,
     /// `http://host:port`, without a trailing slash.
     base: String,
     /// `host:port` as the user wrote it, for messages.
     display: String,
+    /// `MLXR_API_KEY`, sent as `Authorization: Bearer`.
+    api_key: Option<String>,
 }
 
 /// An API call's error: the server's `error` message, or a failed connection.
@@ -40,14 +55,71 @@ impl std::fmt::Display for ApiError {
 impl std::error::Error for ApiError {}
 
 impl Client {
-    /// `--host`, else `MLXR_HOST`, else the default: `host:port`, a URL, or
-    /// `unix:PATH` (also `unix://PATH`) for `mlxr serve --socket PATH`.
-    pub fn new(host: Option<&str>) -> Client {
-        let env = std::env::var("MLXR_HOST").ok().filter(|h| !h.is_empty());
+    /// `--host`, else `MLXR_HOST`, else the default: `host:port`, a URL,
+    /// `unix:PATH` (also `unix://PATH`) for `mlxr serve --socket PATH`, or
+    /// `grpc://HOST:PORT` / `grpc+unix:PATH` for the gRPC API. The API key
+    /// comes from `MLXR_API_KEY`.
+    pub fn new(host: Option<&str>) -> Result<Client> {
+        let env = |key: &str| std::env::var(key).ok().filter(|v| !v.is_empty());
         let host = host
             .map(str::to_string)
-            .or(env)
+            .or(env("MLXR_HOST"))
             .unwrap_or_else(|| DEFAULT_HOST.to_string());
+        let api_key = env("MLXR_API_KEY");
+        if let Some(target) = GrpcTarget::parse(&host) {
+            return Ok(Client::Grpc(GrpcClient::new(target, host, api_key)?));
+        }
+        Ok(Client::Http(HttpClient::new(&host, api_key)))
+    }
+
+    pub fn get(&self, path: &str) -> Result<Value> {
+        match self {
+            Client::Http(c) => c.get(path),
+            Client::Grpc(c) => c.get(path),
+        }
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> Result<Value> {
+        match self {
+            Client::Http(c) => c.post(path, body),
+            Client::Grpc(c) => c.post(path, body),
+        }
+    }
+
+    pub fn delete(&self, path: &str, body: &Value) -> Result<()> {
+        match self {
+            Client::Http(c) => c.delete(path, body),
+            Client::Grpc(c) => c.delete(path, body),
+        }
+    }
+
+    pub fn post_stream(&self, path: &str, body: &Value) -> Result<Lines> {
+        match self {
+            Client::Http(c) => Ok(Box::new(c.post_stream(path, body)?)),
+            Client::Grpc(c) => c.post_stream(path, body),
+        }
+    }
+
+    /// `HEAD`: whether the resource exists (2xx) or not (404).
+    pub fn exists(&self, path: &str) -> Result<bool> {
+        match self {
+            Client::Http(c) => c.exists(path),
+            Client::Grpc(c) => Err(c.not_for_uploads()),
+        }
+    }
+
+    /// POSTs `len` bytes of `body` with a Content-Length (so the daemon can
+    /// refuse an upload over its limits before it is sent).
+    pub fn upload(&self, path: &str, body: &mut dyn Read, len: u64) -> Result<()> {
+        match self {
+            Client::Http(c) => c.upload(path, body, len),
+            Client::Grpc(c) => Err(c.not_for_uploads()),
+        }
+    }
+}
+
+impl HttpClient {
+    fn new(host: &str, api_key: Option<String>) -> HttpClient {
         let config = Agent::config_builder()
             .http_status_as_error(false)
             .timeout_connect(Some(Duration::from_secs(5)))
@@ -55,7 +127,7 @@ impl Client {
         #[cfg(unix)]
         if let Some(path) = host.strip_prefix("unix:") {
             let path = path.strip_prefix("//").unwrap_or(path);
-            return Client {
+            return HttpClient {
                 agent: Agent::with_parts(
                     config,
                     UnixConnector::new(PathBuf::from(path)),
@@ -63,6 +135,7 @@ impl Client {
                 ),
                 base: "http://localhost".to_string(),
                 display: format!("unix:{path}"),
+                api_key,
             };
         }
         let host = host.trim_end_matches('/');
@@ -75,10 +148,18 @@ impl Client {
             .trim_start_matches("http://")
             .trim_start_matches("https://")
             .to_string();
-        Client {
+        HttpClient {
             agent: config.into(),
             base,
             display,
+            api_key,
+        }
+    }
+
+    fn authed<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        match &self.api_key {
+            Some(key) => request.header("authorization", format!("Bearer {key}")),
+            None => request,
         }
     }
 
@@ -119,17 +200,20 @@ impl Client {
     }
 
     pub fn get(&self, path: &str) -> Result<Value> {
-        let response = self.check(self.agent.get(self.url(path)).call())?;
+        let response = self.check(self.authed(self.agent.get(self.url(path))).call())?;
         read_json(response)
     }
 
     pub fn post(&self, path: &str, body: &Value) -> Result<Value> {
-        let response = self.check(self.send_json(self.agent.post(self.url(path)), body))?;
+        let response =
+            self.check(self.send_json(self.authed(self.agent.post(self.url(path))), body))?;
         read_json(response)
     }
 
     pub fn delete(&self, path: &str, body: &Value) -> Result<()> {
-        let request = self.agent.delete(self.url(path)).force_send_body();
+        let request = self
+            .authed(self.agent.delete(self.url(path)))
+            .force_send_body();
         self.check(self.send_json(request, body))?;
         Ok(())
     }
@@ -137,7 +221,8 @@ impl Client {
     /// A POST whose answer is NDJSON: one `Value` per line. A line with an
     /// `error` field ends the stream with that error.
     pub fn post_stream(&self, path: &str, body: &Value) -> Result<NdJson> {
-        let response = self.check(self.send_json(self.agent.post(self.url(path)), body))?;
+        let response =
+            self.check(self.send_json(self.authed(self.agent.post(self.url(path))), body))?;
         Ok(NdJson {
             lines: BufReader::new(response.into_body().into_reader()),
         })
@@ -145,7 +230,7 @@ impl Client {
 
     /// `HEAD`: whether the resource exists (2xx) or not (404).
     pub fn exists(&self, path: &str) -> Result<bool> {
-        match self.check(self.agent.head(self.url(path)).call()) {
+        match self.check(self.authed(self.agent.head(self.url(path))).call()) {
             Ok(_) => Ok(true),
             Err(e)
                 if e.downcast_ref::<ApiError>()
@@ -161,8 +246,7 @@ impl Client {
     /// refuse an upload over its limits before it is sent).
     pub fn upload(&self, path: &str, body: &mut dyn Read, len: u64) -> Result<()> {
         let request = self
-            .agent
-            .post(self.url(path))
+            .authed(self.agent.post(self.url(path)))
             .header("content-length", len.to_string())
             // The daemon answers 413/507 before taking a body it cannot keep.
             .header("expect", "100-continue")

@@ -12,7 +12,7 @@ use super::upload::upload_model;
 use crate::cli::CreateArgs;
 
 pub fn create(args: CreateArgs) -> Result<()> {
-    let client = Client::new(args.host.host.as_deref());
+    let client = Client::new(args.host.host.as_deref())?;
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("reading {}", args.file.display()))?;
     let modelfile = modelfile::parse(&text).with_context(|| format!("{}", args.file.display()))?;

@@ -4,6 +4,7 @@ mod client;
 mod create;
 mod format;
 mod generate;
+mod grpc_client;
 mod interrupt;
 mod models;
 mod pull;

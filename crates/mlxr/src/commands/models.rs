@@ -24,7 +24,7 @@ fn models(answer: &Value) -> &[Value] {
 }
 
 pub fn list(args: HostArg) -> Result<()> {
-    let answer = Client::new(args.host.as_deref()).get("/api/tags")?;
+    let answer = Client::new(args.host.as_deref())?.get("/api/tags")?;
     let now = chrono::Utc::now();
     let rows: Vec<Vec<String>> = models(&answer)
         .iter()
@@ -46,7 +46,7 @@ pub fn list(args: HostArg) -> Result<()> {
 }
 
 pub fn ps(args: HostArg) -> Result<()> {
-    let answer = Client::new(args.host.as_deref()).get("/api/ps")?;
+    let answer = Client::new(args.host.as_deref())?.get("/api/ps")?;
     let now = chrono::Utc::now();
     let rows: Vec<Vec<String>> = models(&answer)
         .iter()
@@ -76,7 +76,7 @@ pub fn ps(args: HostArg) -> Result<()> {
 }
 
 pub fn show(args: ShowArgs) -> Result<()> {
-    let client = Client::new(args.host.host.as_deref());
+    let client = Client::new(args.host.host.as_deref())?;
     let info = client.post("/api/show", &json!({"model": args.name}))?;
     let text = |key: &str| info[key].as_str().unwrap_or_default().to_string();
     let piece = if args.modelfile {
@@ -150,7 +150,7 @@ fn print_summary(info: &Value) {
 }
 
 pub fn copy(args: CopyArgs) -> Result<()> {
-    let client = Client::new(args.host.host.as_deref());
+    let client = Client::new(args.host.host.as_deref())?;
     client.post(
         "/api/copy",
         &json!({"source": args.source, "destination": args.destination}),
@@ -160,7 +160,7 @@ pub fn copy(args: CopyArgs) -> Result<()> {
 }
 
 pub fn remove(args: RemoveArgs) -> Result<()> {
-    let client = Client::new(args.host.host.as_deref());
+    let client = Client::new(args.host.host.as_deref())?;
     for name in &args.names {
         client.delete("/api/delete", &json!({"model": name}))?;
         println!("deleted '{name}'");
@@ -169,7 +169,7 @@ pub fn remove(args: RemoveArgs) -> Result<()> {
 }
 
 pub fn stop(args: StopArgs) -> Result<()> {
-    let client = Client::new(args.host.host.as_deref());
+    let client = Client::new(args.host.host.as_deref())?;
     client.post(
         "/api/generate",
         &json!({"model": args.name, "keep_alive": 0, "stream": false}),

@@ -17,7 +17,7 @@ use super::upload::upload_model;
 use crate::cli::PullArgs;
 
 pub fn pull(args: PullArgs) -> Result<()> {
-    let client = Client::new(args.host.host.as_deref());
+    let client = Client::new(args.host.host.as_deref())?;
     pull_model(&client, &args.name)
 }
 

@@ -14,7 +14,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         args.engine.spec.model_draft.is_none(),
         "--model-draft loads a second model: give it to `mlxr serve` (or run a file with -m)"
     );
-    let client = Client::new(args.host.host.as_deref());
+    let client = Client::new(args.host.host.as_deref())?;
     let shown = match client.post("/api/show", &json!({"model": name})) {
         Ok(shown) => shown,
         Err(e) if is_not_found(&e) => {

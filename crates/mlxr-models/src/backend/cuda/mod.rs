@@ -59,7 +59,9 @@ impl CudaBackend {
     /// A cache of `kv` in `dtype` (F16, BF16 or F32) on `device`.
     /// The decode matmuls' shape is [`MatVec::default`], or the debug knob
     /// `MLXR_CUDA_MATVEC` (`block`, `warp`, `rows2`, `rows4`, `rows`) that lets one binary benchmark
-    /// each; likewise `MLXR_CUDA_F16_GEMM_ROWS` moves [`F16_GEMM_ROWS`] and
+    /// each; likewise `MLXR_CUDA_F16_GEMM_ROWS` moves [`F16_GEMM_ROWS`],
+    /// `MLXR_CUDA_F16_COPY_ROWS` [`F16_COPY_ROWS`] (and `MLXR_CUDA_F16_WEIGHTS`
+    /// whether the copies are kept: [`keep_f16_copy`]),
     /// `MLXR_CUDA_QUANT_ROWS` (0 to 64) the most rows our Q8_K decode
     /// kernels take, `MLXR_CUDA_GRAPH_ROWS` (0 to 64) the largest decode
     /// step recorded as a CUDA graph, `MLXR_CUDA_PREFILL` the [`PrefillAttention`] and
@@ -85,6 +87,9 @@ impl CudaBackend {
         };
         if let Some(rows) = rows_knob("MLXR_CUDA_F16_GEMM_ROWS", usize::MAX)? {
             backend.kernels_mut().f16_gemm_rows = rows;
+        }
+        if let Some(rows) = rows_knob("MLXR_CUDA_F16_COPY_ROWS", usize::MAX)? {
+            backend.kernels_mut().f16_copy_rows = rows;
         }
         if let Some(rows) = rows_knob("MLXR_CUDA_QUANT_ROWS", quant_matmul::MAX_ROWS)? {
             backend.kernels_mut().quant_rows = rows;
@@ -117,6 +122,7 @@ impl CudaBackend {
             q8: None,
             mat_vec,
             f16_gemm_rows: F16_GEMM_ROWS,
+            f16_copy_rows: F16_COPY_ROWS,
             quant_rows: QUANT_ROWS,
             graphs: graph::Graphs::new(device, StepGraphs::default())?,
             moves: 0,
@@ -172,6 +178,48 @@ pub const QUANT_ROWS: usize = 8;
 /// (bench/results/gpu-2026-12-04-batched-rows.md).
 pub const F16_GEMM_ROWS: usize = 64;
 
+/// Steps of more rows than this multiply a weight's F16 copy (kept from the
+/// load, [`keep_f16_copy`]) through cuBLAS: no dequantization per call, and
+/// a step of 16-64 sequences of an 8B model reads 15 GB of F16 weights once
+/// instead of running candle's q8_1 kernels, which took 11 ms a step of 16
+/// and 24 ms of 64 on an H100 (bench/results/gpu-2026-12-06.md).
+pub const F16_COPY_ROWS: usize = 8;
+
+/// Whether the CUDA backend keeps a GGML-quantized weight `t` dequantized
+/// to F16 beside its blocks (`MLXR_CUDA_F16_WEIGHTS`): `auto` (the default)
+/// while the GPU keeps at least half its memory free after the copy, so a
+/// model that fills a GPU is not pushed out of it (its later layers go
+/// without); `on`; `off`. The KV cache is sized after the weights, from
+/// what is left.
+pub fn keep_f16_copy(t: &QTensor) -> Result<bool> {
+    use candle_core::quantized::GgmlDType;
+    let Device::Cuda(dev) = t.device() else {
+        return Ok(false);
+    };
+    if matches!(t.dtype(), GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16)
+        || t.shape().dims().len() != 2
+    {
+        return Ok(false);
+    }
+    match std::env::var("MLXR_CUDA_F16_WEIGHTS").as_deref() {
+        Err(_) | Ok("auto") => {}
+        Ok("on") => return Ok(true),
+        Ok("off") => return Ok(false),
+        Ok(other) => {
+            return Err(ModelError::InvalidConfig(format!(
+                "MLXR_CUDA_F16_WEIGHTS={other}: give auto, on or off"
+            )))
+        }
+    }
+    let (free, total) = dev
+        .cuda_stream()
+        .context()
+        .mem_get_info()
+        .map_err(|e| ModelError::InvalidConfig(format!("GPU memory: {e:?}")))?;
+    let bytes = t.shape().elem_count() * 2;
+    Ok(free.saturating_sub(bytes) >= total / 2)
+}
+
 /// The paged attention and the quantized matmuls.
 pub struct CudaKernels {
     attention: PagedAttention,
@@ -181,6 +229,8 @@ pub struct CudaKernels {
     q8: Option<(TensorId, Tensor)>,
     mat_vec: MatVec,
     f16_gemm_rows: usize,
+    /// Steps of more rows multiply weights' F16 copies where kept.
+    f16_copy_rows: usize,
     /// Steps of up to this many rows run our Q8_K decode kernels.
     quant_rows: usize,
     graphs: graph::Graphs,
@@ -343,10 +393,18 @@ impl CandleDevice for CudaKernels {
             })
             .collect();
         let Some(ours) = ours.filter(|_| takes(x, self.quant_rows)) else {
-            if x.dim(0)? > self.f16_gemm_rows {
-                return ws.iter().map(|w| w.forward_dequantized_f16(x)).collect();
-            }
-            return ws.iter().map(|w| w.forward(x)).collect();
+            let rows = x.dim(0)?;
+            return ws
+                .iter()
+                .map(|w| {
+                    let kept = w.has_f16_copy() && rows > self.f16_copy_rows;
+                    if kept || rows > self.f16_gemm_rows {
+                        w.forward_dequantized_f16(x)
+                    } else {
+                        w.forward(x)
+                    }
+                })
+                .collect();
         };
         let xq = match &self.q8 {
             Some((id, xq)) if *id == x.id() => xq.clone(),
