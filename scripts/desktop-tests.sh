@@ -44,7 +44,7 @@ packages() {
                 python3-gi imagemagick x11-utils curl iproute2 procps binutils desktop-file-utils)
     local missing=()
     for p in "${need[@]}"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "ok installed" >/dev/null || missing+=("$p")
     done
     if [ ${#missing[@]} -gt 0 ]; then
         local apt=(env DEBIAN_FRONTEND=noninteractive apt-get)
@@ -167,8 +167,8 @@ launch() {
     local pid
     pid="$(daemon_pid)" || fail "no 'mlxr serve --socket $SOCK --no-tcp' process"
     [ "$(ps -o ppid= -p "$pid" | tr -d ' ')" = "$APP_PID" ] || fail "the daemon is not the app's child"
-    plain_log | grep -q "no TCP listener" || fail "the daemon did not say it has no TCP listener"
-    if ss -ltnpH | grep -q "pid=$pid,"; then fail "the daemon listens on TCP: $(ss -ltnpH | grep "pid=$pid,")"; fi
+    plain_log | grep "no TCP listener" >/dev/null || fail "the daemon did not say it has no TCP listener"
+    if ss -ltnpH | grep "pid=$pid," >/dev/null; then fail "the daemon listens on TCP: $(ss -ltnpH | grep "pid=$pid,")"; fi
     echo "daemon pid $pid: the app's child, Unix socket only"
 }
 
@@ -177,8 +177,8 @@ chat() {
     cat "$TMP/report.txt"
     grep -q "^PASS" "$TMP/report.txt" || fail "the page test (chat and pull through the socket bridge)"
     # The daemon has no TCP listener: the requests came over the socket.
-    plain_log | grep -q 'path="/api/chat" status=200' || fail "the daemon did not log POST /api/chat 200"
-    plain_log | grep -q 'path="/api/pull" status=200' || fail "the daemon did not log POST /api/pull 200"
+    plain_log | grep 'path="/api/chat" status=200' >/dev/null || fail "the daemon did not log POST /api/chat 200"
+    plain_log | grep 'path="/api/pull" status=200' >/dev/null || fail "the daemon did not log POST /api/pull 200"
     wait_for 10 "the pull's notification" grep -q "^Model pulled" "$TMP/notifications"
     cat "$TMP/notifications"
     grep -qxF "Model pulled	$TMP/desktop-pull.gguf is ready to use." "$TMP/notifications" \
@@ -196,9 +196,14 @@ screenshot() {
     [ "$colors" -ge 64 ] || fail "the screenshot is (nearly) blank: $colors colors"
     awk -v sd="$sd" 'BEGIN { exit !(sd > 0.05) }' || fail "the screenshot is (nearly) uniform: sd $sd"
     # The window's title and icon, as a window manager would see them.
-    xwininfo -root -tree | grep -q '"MLXR": ("mlxr-desktop"' || fail "no window titled MLXR (class mlxr-desktop)"
-    local icon
-    icon="$(xprop -name MLXR _NET_WM_ICON | head -c 200)"
+    # (Whole outputs in variables: `grep -q` or `head` ending a pipe early
+    # would fail the writer with SIGPIPE under pipefail; the pipes into grep
+    # elsewhere read all their input for the same reason.)
+    local tree icon
+    tree="$(xwininfo -root -tree)"
+    grep -q '"MLXR": ("mlxr-desktop"' <<<"$tree" || fail "no window titled MLXR (class mlxr-desktop)"
+    icon="$(xprop -name MLXR _NET_WM_ICON)"
+    icon="${icon:0:200}"
     [[ $icon == "_NET_WM_ICON(CARDINAL) = "* ]] || fail "the window has no icon: $icon"
     echo "window 'MLXR' with its icon (${icon:0:60}…)"
 }
@@ -208,7 +213,7 @@ sni() { /usr/bin/python3 scripts/desktop/sni.py "$@"; }
 entry() { # LABEL -> its JSON line
     sni menu "$ITEM_NAME" "$ITEM_PATH" | grep -F "\"label\": \"$1"
 }
-entry_has() { entry "$1" | grep -qF "$2"; }
+entry_has() { entry "$1" | grep -F "$2" >/dev/null; }
 
 tray() {
     wait_for 20 "a tray item on D-Bus" test -s "$TMP/items"
@@ -319,7 +324,7 @@ deb() {
     deb="$(scripts/build-deb.sh "$BIN" "$DESKTOP" "$TMP/dist" | tail -n 1)"
     echo "built $deb ($(du -h "$deb" | cut -f1))"
     dpkg-deb --contents "$deb" | awk '{print $6}'
-    if dpkg-query -W -f='${Status}' mlxr 2>/dev/null | grep -q "ok installed"; then
+    if dpkg-query -W -f='${Status}' mlxr 2>/dev/null | grep "ok installed" >/dev/null; then
         fail "a package named mlxr is installed already; not touching it"
     fi
     # dpkg itself, not apt-get: its dependencies are the runtime libraries
