@@ -24,6 +24,9 @@ use crate::{icons, notify, paths, protocol, test_hook};
 
 const SHIM: &str = include_str!("shim.js");
 
+/// How long the window's first load waits for a starting daemon.
+const DAEMON_START_WAIT: Duration = Duration::from_secs(30);
+
 /// How often the tray's status is refreshed.
 const POLL: Duration = Duration::from_millis(1500);
 
@@ -139,7 +142,9 @@ pub fn run(settings: Settings) -> Result<()> {
         .with_initialization_script(SHIM)
         .with_asynchronous_custom_protocol("mlxr".into(), move |_id, request, responder| {
             let socket = protocol_socket.clone();
-            std::thread::spawn(move || responder.respond(protocol::respond(&socket, &request)));
+            std::thread::spawn(move || {
+                responder.respond(protocol::respond(&socket, &request, DAEMON_START_WAIT))
+            });
         })
         .with_ipc_handler(move |request| {
             let message = request.body();

@@ -4,8 +4,9 @@
 //! files; the API goes through the streaming bridge (`bridge.rs`), and this
 //! scheme answers nothing else.
 
+use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use wry::http::{header, Request, Response, StatusCode};
 
@@ -19,8 +20,10 @@ pub fn is_ui_path(path: &str) -> bool {
     path == "/ui" || path.starts_with("/ui/")
 }
 
-/// Answers one request of the page for `mlxr://localhost/…`.
-pub fn respond(socket: &Path, req: &Request<Vec<u8>>) -> Response<Vec<u8>> {
+/// Answers one request of the page for `mlxr://localhost/…`; waits up to
+/// `wait` for a daemon to listen on `socket` (the window opens while the
+/// app's daemon is still starting).
+pub fn respond(socket: &Path, req: &Request<Vec<u8>>, wait: Duration) -> Response<Vec<u8>> {
     let path = req.uri().path();
     let target = req
         .uri()
@@ -46,8 +49,9 @@ pub fn respond(socket: &Path, req: &Request<Vec<u8>>) -> Response<Vec<u8>> {
         headers: vec![("Accept".into(), "text/html,*/*".into())],
         body: Vec::new(),
     };
-    let answer =
-        uds_http::send(socket, &request, Some(Duration::from_secs(30))).and_then(|r| r.read_all());
+    let answer = connect_within(socket, wait).and_then(|conn| {
+        uds_http::send_on(conn, &request, Some(Duration::from_secs(30)))?.read_all()
+    });
     match answer {
         Ok((head, body)) => {
             let mut builder = Response::builder().status(head.status);
@@ -60,11 +64,36 @@ pub fn respond(socket: &Path, req: &Request<Vec<u8>>) -> Response<Vec<u8>> {
                 .body(body)
                 .unwrap_or_else(|e| text(StatusCode::BAD_GATEWAY, e.to_string()))
         }
-        Err(e) => text(
-            StatusCode::BAD_GATEWAY,
-            format!("The MLXR engine is not running ({e}). Start it from the tray menu."),
-        ),
+        Err(e) => not_running(&e.to_string()),
     }
+}
+
+fn connect_within(socket: &Path, wait: Duration) -> Result<UnixStream, uds_http::HttpError> {
+    let end = Instant::now() + wait;
+    loop {
+        match uds_http::connect(socket) {
+            Err(_) if Instant::now() < end => std::thread::sleep(Duration::from_millis(100)),
+            result => return result,
+        }
+    }
+}
+
+/// A page that says so and tries again every 2 s (the tray's Start brings
+/// the UI back by itself).
+fn not_running(why: &str) -> Response<Vec<u8>> {
+    let why = why.replace('&', "&amp;").replace('<', "&lt;");
+    let page = format!(
+        "<!doctype html><meta charset=utf-8><meta http-equiv=refresh content=2>\
+         <title>MLXR</title><body style=\"font-family:sans-serif;margin:3em\">\
+         <h1>The MLXR engine is not running</h1>\
+         <p>Start it from the tray menu (Start the engine); this page reloads by itself.</p>\
+         <p style=\"color:#868e96\">{why}</p>"
+    );
+    Response::builder()
+        .status(StatusCode::BAD_GATEWAY)
+        .header(header::CONTENT_TYPE, "text/html; charset=utf-8")
+        .body(page.into_bytes())
+        .expect("a valid response")
 }
 
 fn text(status: StatusCode, message: String) -> Response<Vec<u8>> {
@@ -94,7 +123,11 @@ mod tests {
             )
             .unwrap();
         });
-        let resp = respond(server.path(), &get("mlxr://localhost/ui/chat?x=1"));
+        let resp = respond(
+            server.path(),
+            &get("mlxr://localhost/ui/chat?x=1"),
+            Duration::ZERO,
+        );
         assert_eq!(resp.status(), 200);
         assert_eq!(resp.headers()["content-type"], "text/html");
         assert_eq!(resp.body(), b"<html>");
@@ -104,17 +137,41 @@ mod tests {
     #[test]
     fn refuses_the_api_and_redirects_the_root() {
         let nowhere = Path::new("/nonexistent/mlxr.sock");
-        assert_eq!(
-            respond(nowhere, &get("mlxr://localhost/api/ps")).status(),
-            404
-        );
-        assert_eq!(
-            respond(nowhere, &get("mlxr://localhost/metrics")).status(),
-            404
-        );
-        let root = respond(nowhere, &get("mlxr://localhost/"));
+        let at_once = |uri| respond(nowhere, &get(uri), Duration::ZERO);
+        assert_eq!(at_once("mlxr://localhost/api/ps").status(), 404);
+        assert_eq!(at_once("mlxr://localhost/metrics").status(), 404);
+        let root = at_once("mlxr://localhost/");
         assert_eq!(root.status(), 302);
         assert_eq!(root.headers()["location"], START_URL);
-        assert_eq!(respond(nowhere, &get("mlxr://localhost/ui/")).status(), 502);
+        let down = at_once("mlxr://localhost/ui/");
+        assert_eq!(down.status(), 502);
+        let page = String::from_utf8(down.body().clone()).unwrap();
+        assert!(
+            page.contains("http-equiv=refresh") && page.contains("not running"),
+            "{page}"
+        );
+    }
+
+    #[test]
+    fn waits_for_a_daemon_that_is_starting() {
+        let dir = crate::test_server::temp_dir("late");
+        let path = dir.join("late.sock");
+        let late = path.clone();
+        let daemon = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(400));
+            let listener = std::os::unix::net::UnixListener::bind(&late).unwrap();
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut buf = [0; 1024];
+            let _ = std::io::Read::read(&mut conn, &mut buf).unwrap();
+            conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .unwrap();
+        });
+        let resp = respond(&path, &get("mlxr://localhost/ui/"), Duration::from_secs(10));
+        assert_eq!(
+            (resp.status().as_u16(), resp.body().as_slice()),
+            (200, &b"ok"[..])
+        );
+        daemon.join().unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }
