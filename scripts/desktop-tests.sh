@@ -4,7 +4,8 @@
 #  2. cargo fmt --check, clippy -D warnings, the unit tests and the release
 #     build of app/desktop (its own workspace and target directory);
 #  3. the app under Xvfb with a private D-Bus session and a minimal tray
-#     host (scripts/desktop/sni.py): against a fresh MLXR_HOME it starts
+#     host (scripts/desktop/sni.py; window.py closes the window as a window
+#     manager would): against a fresh MLXR_HOME it starts
 #     `mlxr serve --socket PATH --no-tcp`, shows the UI (a screenshot, kept
 #     and checked not to be blank), a chat reply from SmolLM2 streams
 #     through the socket bridge (the real UI driven by
@@ -41,7 +42,7 @@ step() {
 
 packages() {
     local need=(xvfb dbus-daemon dbus-x11 libwebkit2gtk-4.1-dev libayatana-appindicator3-dev libxdo-dev
-                python3-gi imagemagick x11-utils curl iproute2 procps binutils desktop-file-utils)
+                python3-gi python3-xlib imagemagick x11-utils curl iproute2 procps binutils desktop-file-utils)
     local missing=()
     for p in "${need[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "ok installed" >/dev/null || missing+=("$p")
@@ -213,6 +214,7 @@ sni() { /usr/bin/python3 scripts/desktop/sni.py "$@"; }
 entry() { # LABEL -> its JSON line
     sni menu "$ITEM_NAME" "$ITEM_PATH" | grep -F "\"label\": \"$1"
 }
+window_is() { [ "$(/usr/bin/python3 scripts/desktop/window.py state MLXR)" = "$1" ]; }
 entry_has() { entry "$1" | grep -F "$2" >/dev/null; }
 
 tray() {
@@ -228,6 +230,13 @@ tray() {
     entry_has "Start the engine" '"enabled": false' || fail "Start is enabled while running"
     grep -qF '"label": "Loaded: smollm2:latest' "$TMP/menu.json" \
         || fail "the tray does not show the loaded model"
+    # Closing the window hides it (the app stays in the tray); Open shows it.
+    /usr/bin/python3 scripts/desktop/window.py close MLXR
+    wait_for 10 "the window to hide" window_is unmapped
+    [ -d "/proc/$APP_PID" ] && ! app_exited || fail "closing the window ended the app"
+    sni click "$ITEM_NAME" "$ITEM_PATH" "Open MLXR"
+    wait_for 10 "Open MLXR to show the window" window_is viewable
+    echo "closing the window hid it; Open MLXR showed it again"
     sni click "$ITEM_NAME" "$ITEM_PATH" "Pull a model…"
     wait_for 20 "Pull a model… to open the Models page" grep -qx "loaded mlxr://localhost/ui/models" "$TMP/report.txt"
     echo "Pull a model… opened mlxr://localhost/ui/models"
