@@ -100,6 +100,8 @@ stage "TypeScript SDK: npm ci, tsc, node --test against a real mlxr serve" \
     env MLXR_BIN="$PWD/target/release/mlxr" scripts/sdk-ts-tests.sh
 stage "web UI end to end: Playwright (Debian chromium) against a real mlxr serve" \
     env MLXR_BIN="$PWD/target/release/mlxr" scripts/ui-e2e.sh
+stage "desktop app: app/desktop's clippy, unit tests and build; the app under Xvfb (UI, socket bridge, tray over D-Bus); the .deb" \
+    env MLXR_BIN="$PWD/target/release/mlxr" scripts/desktop-tests.sh
 # Not in CI (each is another ~15-25 minutes on 2 slow cores, and CI must stay
 # under an hour there): --all adds them.
 if [ "$ALL" = 1 ]; then

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import MODEL, ROOT, Server
+from conftest import MODEL, MODEL_FILE, ROOT, Server, free_port, models_dir
 
 BINARY = os.environ.get("MLXR_BIN", str(ROOT / "target/release/mlxr"))
 
@@ -101,3 +101,42 @@ def test_an_unknown_socket_group_is_a_clear_error(tmp_path):
     assert run.returncode != 0
     assert "unknown group 'no-such-group-mlxr'" in run.stderr, run.stderr
     assert not path.exists()
+
+
+def test_no_tcp_listens_on_the_socket_only(tmp_path):
+    path = tmp_path / "only.sock"
+    port = free_port()
+    proc = subprocess.Popen([BINARY, "serve", "--home", str(tmp_path / "home"), "-m", str(models_dir() / MODEL_FILE),
+                             "--name", MODEL, "--host", f"127.0.0.1:{port}", "--socket", str(path), "--no-tcp"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if "no TCP listener" in line:
+                break
+        assert proc.poll() is None, "".join(lines)
+        assert not any("listening on http://" in l for l in lines), "".join(lines)
+        assert raw_get(path, "/api/version", "localhost").startswith("HTTP/1.1 200")
+        listed = mlxr("list", host=path)
+        assert listed.returncode == 0 and MODEL in listed.stdout, listed
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    assert proc.returncode == 0
+    assert not path.exists()
+
+
+def test_no_tcp_needs_a_socket(tmp_path):
+    run = subprocess.run([BINARY, "serve", "--home", str(tmp_path / "home"), "--no-tcp"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0
+    assert "--socket" in run.stderr, run.stderr
+    config = tmp_path / "server.toml"
+    config.write_text("no_tcp = true\n")
+    run = subprocess.run([BINARY, "serve", "--home", str(tmp_path / "home"), "--config", str(config)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0
+    assert "no_tcp needs a socket" in run.stderr, run.stderr

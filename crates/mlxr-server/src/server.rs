@@ -30,6 +30,9 @@ use crate::{admin, grpc, ollama, openai, ops, ui};
 pub struct ServerConfig {
     /// `host:port` to listen on.
     pub host: String,
+    /// Listen on `host` (false: on `socket` only; `serve` refuses a
+    /// config with neither).
+    pub tcp: bool,
     /// Also listen on this Unix domain socket (mode 0600).
     pub socket: Option<PathBuf>,
     /// Give the socket to this group (a name or id) with mode 0660.
@@ -62,6 +65,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             host: DEFAULT_HOST.to_string(),
+            tcp: true,
             socket: None,
             socket_group: None,
             grpc_port: None,
@@ -239,17 +243,27 @@ pub async fn serve(
         }
         None => None,
     };
-    let tcp = tokio::net::TcpListener::bind(&config.host)
-        .await
-        .map_err(|e| {
-            std::io::Error::new(e.kind(), format!("cannot listen on {}: {e}", config.host))
-        })?;
-    let local = tcp.local_addr()?;
+    if !config.tcp && socket.is_none() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "no TCP listener and no socket: nothing to listen on",
+        ));
+    }
+    let tcp = if config.tcp {
+        let listener = tokio::net::TcpListener::bind(&config.host)
+            .await
+            .map_err(|e| {
+                std::io::Error::new(e.kind(), format!("cannot listen on {}: {e}", config.host))
+            })?;
+        Some(listener)
+    } else {
+        None
+    };
     // Bound before the main listener is announced: a client that waits for
     // that line finds this one too.
-    let grpc = match config.grpc_port {
-        Some(port) => {
-            let addr = std::net::SocketAddr::new(local.ip(), port);
+    let grpc = match (config.grpc_port, &tcp) {
+        (Some(port), Some(tcp)) => {
+            let addr = std::net::SocketAddr::new(tcp.local_addr()?.ip(), port);
             let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
                 std::io::Error::new(
                     e.kind(),
@@ -259,9 +273,18 @@ pub async fn serve(
             tracing::info!("listening for gRPC on {}", listener.local_addr()?);
             Some(listener)
         }
-        None => None,
+        (Some(_), None) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a gRPC port needs the TCP listener",
+            ))
+        }
+        (None, _) => None,
     };
-    tracing::info!("listening on http://{local}");
+    match &tcp {
+        Some(listener) => tracing::info!("listening on http://{}", listener.local_addr()?),
+        None => tracing::info!("no TCP listener (--no-tcp)"),
+    }
     let expiry = tokio::spawn({
         let models = models.clone();
         async move {
@@ -285,18 +308,39 @@ pub async fn serve(
         }
         None => None,
     };
-    let tcp_app = app.clone().layer(Extension(Listener::Tcp(local)));
-    let tcp_server =
-        axum::serve(tcp, tcp_app).with_graceful_shutdown(shutdown_signal(config.logs.clone()));
-    let result = match socket {
-        Some((uds, _owned)) => {
-            let uds_app = app.layer(Extension(Listener::Unix));
-            let uds_server = axum::serve(uds, uds_app)
-                .with_graceful_shutdown(shutdown_signal(config.logs.clone()));
-            let (a, b) = tokio::join!(tcp_server, uds_server);
+    let tcp_server = match tcp {
+        Some(listener) => {
+            let tcp_app = app
+                .clone()
+                .layer(Extension(Listener::Tcp(listener.local_addr()?)));
+            let shutdown = shutdown_signal(config.logs.clone());
+            Some(async move {
+                axum::serve(listener, tcp_app)
+                    .with_graceful_shutdown(shutdown)
+                    .await
+            })
+        }
+        None => None,
+    };
+    let uds_server = socket.map(|(uds, owned)| {
+        let uds_app = app.layer(Extension(Listener::Unix));
+        let shutdown = shutdown_signal(config.logs.clone());
+        async move {
+            // `owned` removes the socket file when it drops, after serving.
+            let _owned = owned;
+            axum::serve(uds, uds_app)
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+    });
+    let result = match (tcp_server, uds_server) {
+        (Some(t), Some(u)) => {
+            let (a, b) = tokio::join!(t, u);
             a.and(b)
         }
-        None => tcp_server.await,
+        (Some(t), None) => t.await,
+        (None, Some(u)) => u.await,
+        (None, None) => unreachable!("checked above: one listener at least"),
     };
     if let Some(grpc) = grpc {
         let _ = grpc.await;

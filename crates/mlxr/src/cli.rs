@@ -83,6 +83,7 @@ Model loading is not timed. -o json prints llama-bench's keys (avg_ts, stddev_ts
   mlxr serve -m model.gguf --name smollm2 --host 0.0.0.0:8080 --api-key secret
   mlxr serve --socket /run/mlxr/mlxr.sock                  also a Unix socket, mode 0600 (MLXR_HOST=unix:/run/mlxr/mlxr.sock mlxr list)
   mlxr serve --socket /run/mlxr/mlxr.sock --socket-group mlxr   mode 0660, group mlxr
+  mlxr serve --socket /run/mlxr/mlxr.sock --no-tcp         the socket only, no TCP port (as the desktop app runs it)
   mlxr serve --origins https://app.example.com             let that web page call the API from a browser
   mlxr serve --allowed-hosts mybox.lan                     answer http://mybox.lan:11435 on the loopback listener
   curl http://127.0.0.1:11435/v1/chat/completions -H 'Content-Type: application/json' \\
@@ -269,6 +270,10 @@ pub struct ServeArgs {
     /// Give the socket to this group (name or id), mode 0660.
     #[arg(long, value_name = "GROUP", requires = "socket")]
     pub socket_group: Option<String>,
+    /// Listen on the Unix socket only: no TCP port (--host and --grpc-port
+    /// are not used). The desktop app runs its daemon this way.
+    #[arg(long, requires = "socket", conflicts_with = "grpc_port")]
+    pub no_tcp: bool,
     /// Also listen on this port of --host's address, for gRPC clients that
     /// want a port of their own (gRPC answers on --host and the socket in
     /// any case; this listener answers REST too).

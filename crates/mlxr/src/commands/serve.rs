@@ -101,8 +101,18 @@ pub fn serve(mut args: ServeArgs) -> Result<()> {
         .with_max_memory(args.max_loaded_memory.map(|b| b.bytes()))
         .with_load_timeout(load_timeout),
     );
+    // The flag's `requires` cannot see a config file's keys.
+    anyhow::ensure!(
+        !args.no_tcp || args.socket.is_some(),
+        "no_tcp needs a socket (--socket PATH): there would be nothing to listen on"
+    );
+    anyhow::ensure!(
+        !args.no_tcp || args.grpc_port.is_none(),
+        "no_tcp and grpc_port exclude each other (the gRPC port is a TCP port)"
+    );
     let config = ServerConfig {
         host: args.host,
+        tcp: !args.no_tcp,
         socket: args.socket,
         socket_group: args.socket_group,
         grpc_port: args.grpc_port,

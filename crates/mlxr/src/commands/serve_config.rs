@@ -17,6 +17,7 @@ pub struct ServeFile {
     host: Option<String>,
     socket: Option<PathBuf>,
     socket_group: Option<String>,
+    no_tcp: Option<bool>,
     grpc_port: Option<u16>,
     home: Option<PathBuf>,
     api_key: Option<String>,
@@ -97,6 +98,7 @@ pub fn apply(args: &mut ServeArgs, file: ServeFile, given: Option<&ArgMatches>) 
     take!(host);
     take!(opt socket);
     take!(opt socket_group);
+    take!(no_tcp);
     take!(opt grpc_port);
     take!(opt home);
     take!(opt api_key);
