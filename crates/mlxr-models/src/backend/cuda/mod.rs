@@ -179,11 +179,14 @@ pub const QUANT_ROWS: usize = 8;
 pub const F16_GEMM_ROWS: usize = 64;
 
 /// Steps of more rows than this multiply a weight's F16 copy (kept from the
-/// load, [`keep_f16_copy`]) through cuBLAS: no dequantization per call, and
-/// a step of 16-64 sequences of an 8B model reads 15 GB of F16 weights once
-/// instead of running candle's q8_1 kernels, which took 11 ms a step of 16
-/// and 24 ms of 64 on an H100 (bench/results/gpu-2026-12-06.md).
-pub const F16_COPY_ROWS: usize = 8;
+/// load, [`keep_f16_copy`]) through cuBLAS instead of candle's q8_1 kernels;
+/// prefill chunks (more than [`F16_GEMM_ROWS`]) use the copy in any case,
+/// with no dequantization per call. On an H100 (8B-shaped Q4_K_M, aggregate
+/// decode of N sequences against the q8_1 route): N = 32 2,183 vs 1,969
+/// tok/s, N = 64 3,182 vs 2,155, prefill of 128-token prompts 1.6-2.4x; at
+/// N = 16 equal on the 8B (1,345 vs 1,358) and slower on the SmolLM2 shape
+/// (1,588 vs 1,979), hence 16 (bench/results/gpu-2026-12-06.md).
+pub const F16_COPY_ROWS: usize = 16;
 
 /// Whether the CUDA backend keeps a GGML-quantized weight `t` dequantized
 /// to F16 beside its blocks (`MLXR_CUDA_F16_WEIGHTS`): `auto` (the default)
