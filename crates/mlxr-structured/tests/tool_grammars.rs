@@ -6,9 +6,38 @@ use std::sync::Arc;
 
 use mlxr_formats::gguf::GgufFile;
 use mlxr_structured::tools::{call_grammar, ToolChoice, ToolFormat, ToolSpec};
-use mlxr_structured::Grammars;
+use mlxr_structured::{Grammars, TokenConstraint};
 use mlxr_tokenizer::Tokenizer;
 use serde_json::json;
+
+/// `get_weather(city: string)`, the one tool the tests offer.
+fn weather_tool() -> ToolSpec {
+    ToolSpec::from_json(&json!({"type": "function", "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}))
+    .unwrap()
+}
+
+/// Feeds `text` to `m` a token at a time (forced tokens first, else the
+/// text's first token); false at the first token the grammar refuses or
+/// where it forces other text than `text`.
+fn feed(tokenizer: &Tokenizer, m: &mut TokenConstraint, text: &str) -> bool {
+    let mut rest = text.to_owned();
+    while !rest.is_empty() {
+        let next = m
+            .forced()
+            .first()
+            .copied()
+            .unwrap_or_else(|| tokenizer.encode(&rest, false, false)[0]);
+        let s = tokenizer.decode(&[next], false);
+        if !m.allows(next) || !rest.starts_with(&s) {
+            return false;
+        }
+        m.commit(next).unwrap();
+        rest.drain(..s.len());
+    }
+    true
+}
 
 #[test]
 fn auto_holds_a_call_to_its_syntax_from_the_call_token_on() {
@@ -18,10 +47,7 @@ fn auto_holds_a_call_to_its_syntax_from_the_call_token_on() {
     let file = GgufFile::open(&path).unwrap();
     let tokenizer = Arc::new(Tokenizer::from_gguf(file.metadata()).unwrap());
     let grammars = Grammars::new(&tokenizer, tokenizer.vocab_size()).unwrap();
-    let tools = [ToolSpec::from_json(&json!({"type": "function", "function": {
-        "name": "get_weather",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}))
-    .unwrap()];
+    let tools = [weather_tool()];
     let grammar = call_grammar(ToolFormat::Hermes, &tools, &ToolChoice::Auto, true).unwrap();
     let mut m = grammars.compile(&grammar).unwrap();
     let ids = |s: &str| tokenizer.encode(s, false, false);
@@ -100,35 +126,15 @@ fn auto_holds_a_bare_json_reply_to_a_call() {
     let file = GgufFile::open(&path).unwrap();
     let tokenizer = Arc::new(Tokenizer::from_gguf(file.metadata()).unwrap());
     let grammars = Grammars::new(&tokenizer, tokenizer.vocab_size()).unwrap();
-    let tools = [ToolSpec::from_json(&json!({"type": "function", "function": {
-        "name": "get_weather",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}))
-    .unwrap()];
+    let tools = [weather_tool()];
     let format = ToolFormat::Json { native: false };
     let grammar = call_grammar(format, &tools, &ToolChoice::Auto, true).unwrap();
-    let ids = |s: &str| tokenizer.encode(s, false, false);
     let eos = tokenizer.eog_ids()[0];
-    // Feeds `text` a byte-exact token at a time (forced tokens first);
-    // false at the first token the grammar refuses.
-    let feed = |m: &mut mlxr_structured::TokenConstraint, text: &str| -> bool {
-        let mut rest = text.to_owned();
-        while !rest.is_empty() {
-            let forced = m.forced();
-            let next = forced.first().copied().unwrap_or_else(|| ids(&rest)[0]);
-            let s = tokenizer.decode(&[next], false);
-            if !m.allows(next) || !rest.starts_with(&s) {
-                // Refused, or the grammar forces other text than `rest`.
-                return false;
-            }
-            m.commit(next).unwrap();
-            rest.drain(..s.len());
-        }
-        true
-    };
 
     let mut m = grammars.compile(&grammar).unwrap();
     assert!(m.allows(eos), "an empty reply is a reply");
     assert!(feed(
+        &tokenizer,
         &mut m,
         "It is sunny in Paris today, {probably} 25 degrees."
     ));
@@ -136,6 +142,7 @@ fn auto_holds_a_bare_json_reply_to_a_call() {
 
     let mut m = grammars.compile(&grammar).unwrap();
     assert!(feed(
+        &tokenizer,
         &mut m,
         "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}"
     ));
@@ -147,10 +154,11 @@ fn auto_holds_a_bare_json_reply_to_a_call() {
         "{\"name\": \"get_weather\", \"arguments\": {\"town\"",
     ] {
         let mut m = grammars.compile(&grammar).unwrap();
-        assert!(!feed(&mut m, wrong), "{wrong} was allowed");
+        assert!(!feed(&tokenizer, &mut m, wrong), "{wrong} was allowed");
     }
     let mut m = grammars.compile(&grammar).unwrap();
     assert!(feed(
+        &tokenizer,
         &mut m,
         "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\""
     ));
@@ -199,38 +207,24 @@ fn call_token_formats_hold_an_array_of_calls() {
     let file = GgufFile::open(&path).unwrap();
     let tokenizer = Arc::new(with_call_tokens(&file));
     let grammars = Grammars::new(&tokenizer, tokenizer.vocab_size()).unwrap();
-    let tools = [ToolSpec::from_json(&json!({"type": "function", "function": {
-        "name": "get_weather",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}))
-    .unwrap()];
+    let tools = [weather_tool()];
     let ids = |s: &str| tokenizer.encode(s, false, false);
     let token = |s: &str| tokenizer.token_id(s).unwrap();
     let eos = tokenizer.eog_ids()[0];
-    // Feeds `text` a token at a time (forced tokens first); false at the
-    // first token the grammar refuses.
-    let feed = |m: &mut mlxr_structured::TokenConstraint, text: &str| -> bool {
-        let mut rest = text.to_owned();
-        while !rest.is_empty() {
-            let next = m.forced().first().copied().unwrap_or_else(|| ids(&rest)[0]);
-            let s = tokenizer.decode(&[next], false);
-            if !m.allows(next) || !rest.starts_with(&s) {
-                return false;
-            }
-            m.commit(next).unwrap();
-            rest.drain(..s.len());
-        }
-        true
-    };
     let two_calls = "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, \
                      {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}]";
 
     // Phi-4-mini, auto: free, then the array, then the closing token, then free.
     let grammar = call_grammar(ToolFormat::Phi4Mini, &tools, &ToolChoice::Auto, true).unwrap();
     let mut m = grammars.compile(&grammar).unwrap();
-    assert!(feed(&mut m, "Let me look that up. [not a call]"));
+    assert!(feed(
+        &tokenizer,
+        &mut m,
+        "Let me look that up. [not a call]"
+    ));
     m.commit(token("<|tool_call|>")).unwrap();
     assert!(!m.allows(ids("Hello")[0]) && !m.allows(eos));
-    assert!(feed(&mut m, two_calls));
+    assert!(feed(&tokenizer, &mut m, two_calls));
     assert!(!m.allows(eos), "the call must be closed");
     let close = token("<|/tool_call|>");
     assert!(m.allows(close));
@@ -240,7 +234,7 @@ fn call_token_formats_hold_an_array_of_calls() {
     let mut m = grammars.compile(&grammar).unwrap();
     m.commit(token("<|tool_call|>")).unwrap();
     assert!(
-        !feed(&mut m, "[{\"name\": \"launch_rockets\""),
+        !feed(&tokenizer, &mut m, "[{\"name\": \"launch_rockets\""),
         "an unknown tool was allowed"
     );
 
@@ -256,12 +250,13 @@ fn call_token_formats_hold_an_array_of_calls() {
     assert_eq!(open, token("<|tool_call|>"));
     m.commit(open).unwrap();
     assert!(
-        !feed(&mut m, two_calls),
+        !feed(&tokenizer, &mut m, two_calls),
         "two calls without parallel_tool_calls"
     );
     let mut m = grammars.compile(&grammar).unwrap();
     m.commit(token("<|tool_call|>")).unwrap();
     assert!(feed(
+        &tokenizer,
         &mut m,
         "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]"
     ));
@@ -271,14 +266,15 @@ fn call_token_formats_hold_an_array_of_calls() {
     // Mistral, auto: free, then `[TOOL_CALLS]` and the array.
     let grammar = call_grammar(ToolFormat::Mistral, &tools, &ToolChoice::Auto, true).unwrap();
     let mut m = grammars.compile(&grammar).unwrap();
-    assert!(feed(&mut m, "I will check. {\"name\": 1}"));
+    assert!(feed(&tokenizer, &mut m, "I will check. {\"name\": 1}"));
     m.commit(token("[TOOL_CALLS]")).unwrap();
     assert!(!m.allows(eos) && !m.allows(ids("Hello")[0]));
-    assert!(feed(&mut m, two_calls));
+    assert!(feed(&tokenizer, &mut m, two_calls));
     assert!(m.allows(eos), "the array ends the call");
     let mut m = grammars.compile(&grammar).unwrap();
     m.commit(token("[TOOL_CALLS]")).unwrap();
     assert!(!feed(
+        &tokenizer,
         &mut m,
         "[{\"name\": \"get_weather\", \"arguments\": {\"town\""
     ));
