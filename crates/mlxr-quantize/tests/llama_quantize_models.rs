@@ -4,6 +4,8 @@
 //! scripts/fixtures/quantize-reference.py --models). Skipped where a model
 //! is not fetched.
 
+mod common;
+
 use std::path::PathBuf;
 
 use mlxr_formats::gguf::GgufFile;
@@ -46,23 +48,11 @@ fn requantized_models_are_bit_identical_to_llama_quantize() {
                     "{model} {ty}: the file differs from llama-quantize's"
                 ));
             }
-            let tensors = expected["tensors"].as_array().unwrap();
-            assert_eq!(file.tensors().len(), tensors.len(), "{model} {ty}");
-            for (t, e) in file.tensors().iter().zip(tensors) {
-                let sha = format!("{:x}", Sha256::digest(file.raw_tensor_data(t).unwrap()));
-                let got = (t.name.as_str(), t.ggml_type.name(), sha.as_str());
-                let want = (
-                    e["name"].as_str().unwrap(),
-                    e["type"].as_str().unwrap(),
-                    e["sha256"].as_str().unwrap(),
-                );
-                if got != want {
-                    failures.push(format!(
-                        "{model} {ty}: got {} {}, want {} {}",
-                        got.0, got.1, want.0, want.1
-                    ));
-                }
-            }
+            failures.extend(common::tensor_mismatches(
+                &file,
+                &expected["tensors"],
+                &format!("{model} {ty}"),
+            ));
             std::fs::remove_file(&out).unwrap();
         }
     }

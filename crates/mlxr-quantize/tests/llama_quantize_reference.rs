@@ -3,6 +3,8 @@
 //! for byte (metadata, tensor order, types, data); where it is not, the
 //! failure names the tensors that differ.
 
+mod common;
+
 use std::path::PathBuf;
 
 use mlxr_formats::gguf::GgufFile;
@@ -67,31 +69,11 @@ fn compare_with(reference: &str) -> Vec<String> {
                 .unwrap(),
             2
         );
-        let tensors = expected["tensors"].as_array().unwrap();
-        assert_eq!(file.tensors().len(), tensors.len(), "{name}");
-        for (t, e) in file.tensors().iter().zip(tensors) {
-            let sha = format!("{:x}", Sha256::digest(file.raw_tensor_data(t).unwrap()));
-            let got = (t.name.as_str(), t.ggml_type.name(), sha.as_str());
-            let want = (
-                e["name"].as_str().unwrap(),
-                e["type"].as_str().unwrap(),
-                e["sha256"].as_str().unwrap(),
-            );
-            if got != want {
-                failures.push(format!(
-                    "{name}: got {} {} want {} {}{}",
-                    got.0,
-                    got.1,
-                    want.0,
-                    want.1,
-                    if got.2 != want.2 {
-                        " (data differs)"
-                    } else {
-                        ""
-                    }
-                ));
-            }
-        }
+        failures.extend(common::tensor_mismatches(
+            &file,
+            &expected["tensors"],
+            &name,
+        ));
     }
     failures
 }
