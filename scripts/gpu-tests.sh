@@ -309,7 +309,7 @@ batched_settings() {
         # shellcheck disable=SC2086 # a setting's assignments, comma-separated
         env ${setting//,/ } timeout 300 "$MLXR" bench --device cuda -m "${MODEL[$1]}" \
             -p 128 -n 128 -r 1 --parallel "${GPU_NPL:=1,8,64,256}" 2>&1 |
-            tee "$OUT/mlxr-batched-$1-$setting.log"
+            tee "$OUT/mlxr-batched-$1-${setting//[=,]/_}.log"
     done
 }
 

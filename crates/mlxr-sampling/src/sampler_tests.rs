@@ -170,6 +170,56 @@ fn greedy_takes_the_argmax_with_lowest_id_on_ties() {
     assert_eq!(s.sample(&[-3.0, -1.0, -2.0], &[]).token, 1);
 }
 
+/// The plain greedy path (no copy) and the prepared one (a logprob asked
+/// for) pick the same token as one scan would, with NaN and infinities
+/// anywhere and lengths around the argmax's eight lanes.
+#[test]
+fn greedy_paths_agree_with_a_scan() {
+    let scan = |l: &[f32]| {
+        let clean = |x: f32| match x {
+            x if x.is_nan() => f32::NEG_INFINITY,
+            f32::INFINITY => f32::MAX,
+            x => x,
+        };
+        let (mut best, mut score) = (0, f32::NEG_INFINITY);
+        for (i, &x) in l.iter().enumerate() {
+            if clean(x) > score {
+                (best, score) = (i as TokenId, clean(x));
+            }
+        }
+        best
+    };
+    let mut plain = Sampler::new(SamplingParams::greedy()).unwrap();
+    let mut prepared = Sampler::new(SamplingParams {
+        logprobs: Some(0),
+        ..SamplingParams::greedy()
+    })
+    .unwrap();
+    let mut state = 7u64;
+    for len in [1, 7, 8, 9, 16, 17, 31, 1000] {
+        for _ in 0..50 {
+            let logits: Vec<f32> = (0..len)
+                .map(|_| {
+                    state = state
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    match state >> 60 {
+                        0 => f32::NAN,
+                        1 => f32::INFINITY,
+                        2 => f32::NEG_INFINITY,
+                        // Few distinct values: ties.
+                        v => (state >> 61) as f32 - v as f32 * 0.5,
+                    }
+                })
+                .collect();
+            let want = scan(&logits);
+            assert_eq!(plain.sample(&logits, &[]).token, want, "{logits:?}");
+            assert_eq!(prepared.sample(&logits, &[]).token, want, "{logits:?}");
+        }
+    }
+    assert_eq!(plain.sample(&[f32::NAN; 9], &[]).token, 0);
+}
+
 #[test]
 fn repeat_penalty_respects_the_window() {
     let logits = [3.0, 2.9];

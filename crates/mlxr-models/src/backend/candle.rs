@@ -126,6 +126,13 @@ pub trait CandleDevice {
     fn glu(&mut self, gate: &Tensor, up: &Tensor, glu: Glu) -> Result<Tensor> {
         candle_glu(gate, up, glu)
     }
+
+    /// `x`'s values on the host, row-major, copied into `host` unless the
+    /// device has a buffer of its own.
+    fn read<'a>(&'a mut self, x: &Tensor, host: &'a mut Vec<f32>) -> Result<&'a [f32]> {
+        *host = x.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+        Ok(host)
+    }
 }
 
 pub(super) fn candle_rms_norm(x: &Tensor, norm: &RmsNorm) -> Result<Tensor> {
@@ -439,11 +446,7 @@ impl<A: CandleDevice> Backend for CandleBackend<A> {
     }
 
     fn read<'a>(&'a mut self, x: &'a Self::Act) -> Result<&'a [f32]> {
-        self.host = get(x)?
-            .to_dtype(DType::F32)?
-            .flatten_all()?
-            .to_vec1::<f32>()?;
-        Ok(&self.host)
+        self.kernels.read(get(x)?, &mut self.host)
     }
 }
 

@@ -19,6 +19,7 @@
 mod graph;
 mod half_matvec;
 mod ops;
+mod pinned;
 mod quant_matmul;
 mod rope;
 
@@ -126,6 +127,7 @@ impl CudaBackend {
             quant_rows: QUANT_ROWS,
             graphs: graph::Graphs::new(device, StepGraphs::default())?,
             moves: 0,
+            logits: pinned::PinnedHost::default(),
         };
         Ok(Self::with_kernels(kernels, device))
     }
@@ -239,6 +241,7 @@ pub struct CudaKernels {
     graphs: graph::Graphs,
     /// The step buffers' moves (the backend's and the attention's).
     moves: u64,
+    logits: pinned::PinnedHost,
 }
 
 /// Whether `x` is f32 `[tokens, k]` of at most `rows` tokens, a step our
@@ -419,6 +422,10 @@ impl CandleDevice for CudaKernels {
         };
         // The biases are added in the same launch.
         quant_matmul::matmuls(&xq, x.dim(0)?, k, &ours, self.mat_vec)
+    }
+
+    fn read<'a>(&'a mut self, x: &Tensor, _host: &'a mut Vec<f32>) -> Result<&'a [f32]> {
+        self.logits.read(x)
     }
 }
 
