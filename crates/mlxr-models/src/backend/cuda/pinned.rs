@@ -33,14 +33,22 @@ impl PinnedHost {
             // Cacheable (no write-combining): the host reads it.
             // SAFETY: only the first `n` values are read, after the copy
             // below has written them.
-            let buf = unsafe { stream.context().alloc_pinned_with_flags::<f32>(n, 0) }.w()?;
+            let buf = unsafe {
+                stream
+                    .context()
+                    .alloc_pinned_with_flags::<f32>(n.next_power_of_two(), 0)
+            }
+            .w()?;
             self.buf = Some(buf);
         }
         let buf = self.buf.as_mut().expect("allocated above");
         let start = layout.start_offset();
         let src = cuda.as_cuda_slice::<f32>()?.slice(start..start + n);
-        stream.memcpy_dtoh(&src, buf).w()?;
-        // Waits for the copy.
-        Ok(&buf.as_slice().w()?[..n])
+        // Exactly `n` values: a copy into the whole buffer would read past
+        // `src` (cudarc copies the destination's length).
+        let dst = &mut buf.as_mut_slice().w()?[..n];
+        stream.memcpy_dtoh(&src, dst).w()?;
+        stream.synchronize().w()?;
+        Ok(dst)
     }
 }
