@@ -41,7 +41,7 @@ pub const MAX_RECORDED: usize = 64;
 /// otherwise. On an H100 (8B-shaped Q4_K_M, forward pass alone, 128-token
 /// contexts) recording steps of 16 sequences took them from 11.7 to 9.0 ms,
 /// of 64 from 16.4 to 15.2 ms; the host took 7.3-7.8 ms to enqueue one
-/// unrecorded (bench/results/gpu-2026-12-07.md).
+/// unrecorded (bench/results/gpu-2026-12-06-s49.md).
 pub const RECORDED: usize = MAX_RECORDED;
 
 /// Whether decode steps are recorded and replayed.
