@@ -75,8 +75,12 @@ export class Client {
     if (apiKey) this.headers.Authorization = `Bearer ${apiKey}`;
   }
 
-  /** Sends a request; a non-2xx answer throws with the daemon's message. */
-  private async send(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<Response> {
+  /**
+   * Any route of the daemon (`/v1/*`, `/api/mlxr/*`, `/metrics`, ...) with
+   * this client's host, key and errors: `body` is sent as JSON; a non-2xx
+   * answer throws a ResponseError with the daemon's message.
+   */
+  async request(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<Response> {
     const headers = { ...this.headers };
     if (body !== undefined) headers["Content-Type"] = "application/json";
     let response: Response;
@@ -90,7 +94,8 @@ export class Client {
     } catch (e) {
       if ((e as { name?: string }).name === "AbortError") throw e;
       const cause = e instanceof Error ? (e.cause instanceof Error ? e.cause.message : e.message) : String(e);
-      throw new Error(`could not connect to mlxr serve at ${this.host} (start it with \`mlxr serve\`): ${cause}`, {
+      const where = this.host || "this page's origin";
+      throw new Error(`could not connect to mlxr serve at ${where} (start it with \`mlxr serve\`): ${cause}`, {
         cause: e,
       });
     }
@@ -109,11 +114,11 @@ export class Client {
   }
 
   private async json<T>(method: string, path: string, body?: unknown): Promise<T> {
-    return (await (await this.send(method, path, body)).json()) as T;
+    return (await (await this.request(method, path, body)).json()) as T;
   }
 
   private async stream<T>(path: string, body: object, signal?: AbortSignal): Promise<Stream<T>> {
-    const response = await this.send("POST", path, body, signal);
+    const response = await this.request("POST", path, body, signal);
     if (!response.body) throw new ResponseError(-1, `${path}: the response has no body`);
     return readNdjson<T>(response.body);
   }
@@ -140,7 +145,7 @@ export class Client {
   async chat(request: ChatRequest): Promise<ChatResponse | Stream<ChatResponse>> {
     const { signal, ...body } = request;
     if (body.stream) return this.stream<ChatResponse>("/api/chat", body, signal);
-    return (await (await this.send("POST", "/api/chat", { ...body, stream: false }, signal)).json()) as ChatResponse;
+    return (await (await this.request("POST", "/api/chat", { ...body, stream: false }, signal)).json()) as ChatResponse;
   }
 
   /** A completion of `prompt` (`POST /api/generate`); see `chat` for streams. */
@@ -150,7 +155,7 @@ export class Client {
   async generate(request: GenerateRequest): Promise<GenerateResponse | Stream<GenerateResponse>> {
     const { signal, ...body } = request;
     if (body.stream) return this.stream<GenerateResponse>("/api/generate", body, signal);
-    return (await (await this.send("POST", "/api/generate", { ...body, stream: false }, signal)).json()) as GenerateResponse;
+    return (await (await this.request("POST", "/api/generate", { ...body, stream: false }, signal)).json()) as GenerateResponse;
   }
 
   /** Embeddings of one text or several (`POST /api/embed`), L2-normalized. */
@@ -192,12 +197,12 @@ export class Client {
 
   /** Copies a registry model under a new name (`POST /api/copy`). */
   async copy(request: CopyRequest): Promise<void> {
-    await this.send("POST", "/api/copy", request);
+    await this.request("POST", "/api/copy", request);
   }
 
   /** Deletes a registry model (`DELETE /api/delete`). */
   async delete(request: { model: string }): Promise<void> {
-    await this.send("DELETE", "/api/delete", request);
+    await this.request("DELETE", "/api/delete", request);
   }
 
   /** The daemon's version (`GET /api/version`). */

@@ -151,6 +151,18 @@ test("errors carry the daemon's message", async () => {
   await assert.rejects(new Client({ host: "127.0.0.1:9" }).version(), /could not connect to mlxr serve/);
 });
 
+test("request reaches routes the client has no method for", async () => {
+  const models = await (await client.request("GET", "/v1/models")).json();
+  assert.ok(models.data.some((m) => m.id.startsWith(MODEL)));
+  const completion = await (
+    await client.request("POST", "/v1/completions", { model: MODEL, prompt: "Hi", max_tokens: 2, temperature: 0 })
+  ).json();
+  assert.equal(completion.usage.completion_tokens, 2);
+  await assert.rejects(client.request("POST", "/v1/completions", { model: "no-such-model", prompt: "Hi" }),
+    (e) => e instanceof ResponseError && e.statusCode === 404 && e.message.includes("no-such-model"));
+  await assert.rejects(new Client({ host: keyed.url }).request("GET", "/v1/models"), { statusCode: 401 });
+});
+
 test("API key", async () => {
   await assert.rejects(new Client({ host: keyed.url }).list(), { statusCode: 401 });
   await assert.rejects(new Client({ host: keyed.url, apiKey: "wrong" }).list(), { statusCode: 401 });

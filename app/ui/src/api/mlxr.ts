@@ -34,6 +34,6 @@ export async function* followLogs(tail: number, signal: AbortSignal): AsyncGener
 
 /** `PATCH /api/mlxr/config`: only `keep_alive` (e.g. "10m", "1h", "0", "-1") may change; answers the new configuration. */
 export async function updateConfig(update: { keep_alive: string }): Promise<ServerConfig> {
-  const response = await apiFetch("/api/mlxr/config", { method: "PATCH", body: JSON.stringify(update) });
+  const response = await apiFetch("/api/mlxr/config", { method: "PATCH", body: update });
   return (await response.json()) as ServerConfig;
 }

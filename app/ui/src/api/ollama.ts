@@ -1,5 +1,5 @@
-import { readNdjson } from "mlxr";
-import { apiFetch, getJson, postJson } from "./client";
+import { readNdjson, type Options, type Tool as ToolDefinition, type ToolCall } from "mlxr";
+import { client } from "./client";
 
 export interface ModelDetails {
   format?: string;
@@ -29,15 +29,10 @@ export interface ShowResponse {
 }
 
 /** A function the model may call (Ollama `tools`). */
-export interface ToolDefinition {
-  type: "function";
-  function: { name: string; description?: string; parameters?: unknown };
-}
+export type { Tool as ToolDefinition } from "mlxr";
 
-export interface ToolCall {
-  id?: string;
-  function: { index?: number; name: string; arguments: Record<string, unknown> | string };
-}
+/** A call the model made; its arguments are an object, as Ollama sends them. */
+export type { ToolCall } from "mlxr";
 
 export interface ChatMessage {
   role: "system" | "user" | "assistant" | "tool";
@@ -49,13 +44,7 @@ export interface ChatMessage {
 }
 
 /** Ollama `options` the chat page sets; absent = the model's default. */
-export interface ChatOptions {
-  temperature?: number;
-  top_p?: number;
-  top_k?: number;
-  num_predict?: number;
-  seed?: number;
-}
+export type ChatOptions = Pick<Options, "temperature" | "top_p" | "top_k" | "num_predict" | "seed">;
 
 export interface ChatChunk {
   message?: { role: string; content: string; tool_calls?: ToolCall[] };
@@ -74,34 +63,30 @@ export interface PullProgress {
 }
 
 export async function listModels(): Promise<ModelSummary[]> {
-  return (await getJson<{ models: ModelSummary[] }>("/api/tags")).models;
+  return (await client().list()).models;
 }
 
 export function showModel(model: string): Promise<ShowResponse> {
-  return postJson<ShowResponse>("/api/show", { model });
+  return client().show({ model });
 }
 
-export async function deleteModel(model: string): Promise<void> {
-  await apiFetch("/api/delete", { method: "DELETE", body: JSON.stringify({ model }) });
+export function deleteModel(model: string): Promise<void> {
+  return client().delete({ model });
 }
 
-export async function copyModel(source: string, destination: string): Promise<void> {
-  await apiFetch("/api/copy", { method: "POST", body: JSON.stringify({ source, destination }) });
+export function copyModel(source: string, destination: string): Promise<void> {
+  return client().copy({ source, destination });
 }
 
-async function streamPost<T>(path: string, body: unknown, signal: AbortSignal): Promise<AsyncGenerator<T>> {
-  const response = await apiFetch(path, { method: "POST", body: JSON.stringify(body), signal });
-  if (!response.body) throw new Error(`${path}: the response has no body`);
-  return readNdjson<T>(response.body);
-}
-
-export function streamChat(
+export async function streamChat(
   request: { model: string; messages: ChatMessage[]; options: ChatOptions; tools?: ToolDefinition[] },
   signal: AbortSignal,
 ): Promise<AsyncGenerator<ChatChunk>> {
-  return streamPost<ChatChunk>("/api/chat", { ...request, stream: true }, signal);
+  return client().chat({ ...request, stream: true, signal });
 }
 
-export function streamPull(model: string, signal: AbortSignal): Promise<AsyncGenerator<PullProgress>> {
-  return streamPost<PullProgress>("/api/pull", { model, stream: true }, signal);
+export async function streamPull(model: string, signal: AbortSignal): Promise<AsyncGenerator<PullProgress>> {
+  const response = await client().request("POST", "/api/pull", { model, stream: true }, signal);
+  if (!response.body) throw new Error("/api/pull: the response has no body");
+  return readNdjson<PullProgress>(response.body);
 }

@@ -28,7 +28,7 @@ export interface CompletionResponse {
 }
 
 export function complete(request: CompletionRequest, signal?: AbortSignal): Promise<CompletionResponse> {
-  return postJson<CompletionResponse>("/v1/completions", { ...request, stream: false }, { signal });
+  return postJson<CompletionResponse>("/v1/completions", { ...request, stream: false }, signal);
 }
 
 export interface EmbeddingsResponse {

@@ -35,7 +35,7 @@ export function pendingToolCalls(messages: ChatMessage[]): ToolCall[] {
 }
 
 /** A call's arguments as indented JSON (a string of JSON, as OpenAI sends, is parsed first). */
-export function formatArguments(args: ToolCall["function"]["arguments"]): string {
+export function formatArguments(args: ToolCall["function"]["arguments"] | string): string {
   if (typeof args !== "string") return JSON.stringify(args ?? {}, null, 2);
   try {
     return JSON.stringify(JSON.parse(args), null, 2);
