@@ -3,7 +3,7 @@
 //! (llama's Q/K row order, Gemma's `1 + w` norms) and their hyperparameter
 //! keys, in the order convert_hf_to_gguf.py writes them.
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use crate::kvs::Kvs;
 use crate::ConvertError;
@@ -16,6 +16,8 @@ pub enum Arch {
     Qwen3,
     Phi3,
     Gemma2,
+    /// `Gemma3ForCausalLM` (text only).
+    Gemma3,
 }
 
 /// The Hugging Face classes accepted, for error messages.
@@ -26,6 +28,7 @@ pub const SUPPORTED_CLASSES: &[&str] = &[
     "Qwen3ForCausalLM",
     "Phi3ForCausalLM",
     "Gemma2ForCausalLM",
+    "Gemma3ForCausalLM",
 ];
 
 impl Arch {
@@ -44,6 +47,7 @@ impl Arch {
             "Qwen3ForCausalLM" => Arch::Qwen3,
             "Phi3ForCausalLM" => Arch::Phi3,
             "Gemma2ForCausalLM" => Arch::Gemma2,
+            "Gemma3ForCausalLM" => Arch::Gemma3,
             other => {
                 return Err(ConvertError::Input(format!(
                     "architecture {other} is not supported; supported: {}",
@@ -61,6 +65,7 @@ impl Arch {
             Arch::Qwen3 => "qwen3",
             Arch::Phi3 => "phi3",
             Arch::Gemma2 => "gemma2",
+            Arch::Gemma3 => "gemma3",
         }
     }
 
@@ -72,6 +77,7 @@ impl Arch {
             Arch::Qwen3,
             Arch::Phi3,
             Arch::Gemma2,
+            Arch::Gemma3,
         ]
         .into_iter()
         .find(|a| a.gguf_name() == name)
@@ -85,7 +91,13 @@ impl Arch {
             Arch::Qwen3 => ("Qwen3ForCausalLM", "qwen3"),
             Arch::Phi3 => ("Phi3ForCausalLM", "phi3"),
             Arch::Gemma2 => ("Gemma2ForCausalLM", "gemma2"),
+            Arch::Gemma3 => ("Gemma3ForCausalLM", "gemma3_text"),
         }
+    }
+
+    /// Gemma's RMSNorm scales by `1 + w`: the converter stores `1 + w`.
+    pub fn shifts_norms(self) -> bool {
+        matches!(self, Arch::Gemma2 | Arch::Gemma3)
     }
 
     /// Tensors the converter leaves out.
@@ -117,13 +129,13 @@ impl Arch {
                 ("mlp.up_proj", "ffn_up"),
             ]);
         }
-        if self == Arch::Qwen3 {
+        if matches!(self, Arch::Qwen3 | Arch::Gemma3) {
             parts.extend([
                 ("self_attn.q_norm", "attn_q_norm"),
                 ("self_attn.k_norm", "attn_k_norm"),
             ]);
         }
-        if self == Arch::Gemma2 {
+        if matches!(self, Arch::Gemma2 | Arch::Gemma3) {
             parts.extend([
                 ("post_attention_layernorm", "post_attention_norm"),
                 ("pre_feedforward_layernorm", "ffn_norm"),
@@ -251,6 +263,16 @@ impl HParams<'_> {
             .cloned()
             .unwrap_or_default();
         if !rope.contains_key("full_attention") && !rope.contains_key("sliding_attention") {
+            let local = [
+                "local_rope_theta",
+                "rope_local_theta",
+                "rope_theta_local",
+                "swa_rope_theta",
+                "rope_local_base_freq",
+            ];
+            if let Some(theta) = self.find(&local).filter(|v| !v.is_null()) {
+                rope.insert("sliding_attention".into(), json!({ "rope_theta": theta }));
+            }
             let mirror = [
                 (
                     "rope_theta",
@@ -502,8 +524,93 @@ pub fn write_hparams(
                 hp.need_u32(&["sliding_window"])?,
             );
         }
+        Arch::Gemma3 => gemma3_params(hp, kvs, file_type)?,
     }
     Ok(())
+}
+
+/// convert_hf_to_gguf.py's `Gemma3Model`: the shared keys, then its own
+/// (with Gemma 3's defaults where config.json is silent), each replacing the
+/// shared one in place.
+fn gemma3_params(hp: &HParams, kvs: &mut Kvs, file_type: u32) -> Result<(), ConvertError> {
+    text_model_params("gemma3", hp, kvs, file_type)?;
+    let key = |k: &str| format!("gemma3.{k}");
+    let or = |keys: &[&str], default: u32| hp.u32(keys).map(|v| v.unwrap_or(default));
+    kvs.set(
+        key("context_length"),
+        or(&["max_position_embeddings"], 131_072)?,
+    );
+    kvs.set(
+        key("attention.head_count"),
+        or(&["num_attention_heads"], 8)?,
+    );
+    kvs.set(
+        key("attention.layer_norm_rms_epsilon"),
+        hp.f32(&["rms_norm_eps"])?.unwrap_or(1e-6),
+    );
+    let head_dim = or(&["head_dim"], 256)?;
+    kvs.set(key("attention.key_length"), head_dim);
+    kvs.set(key("attention.value_length"), head_dim);
+    let rope = hp.rope_parameters();
+    let full = rope
+        .get("full_attention")
+        .and_then(Value::as_object)
+        .unwrap_or(&rope);
+    let theta = match full.get("rope_theta").filter(|v| !v.is_null()) {
+        Some(v) => f32_of(v, "rope_theta")?,
+        None => 1_000_000.0,
+    };
+    kvs.set(key("rope.freq_base"), theta);
+    if hp.get("attn_logit_softcapping").is_some() {
+        return Err(ConvertError::Input(
+            "Gemma 3 with attn_logit_softcapping: the format has no such key".into(),
+        ));
+    }
+    if let Some(cap) = hp.f32(&["final_logit_softcapping"])?.filter(|&c| c != 0.0) {
+        kvs.set(key("final_logit_softcapping"), cap);
+    }
+    // The script asks `sliding_window_pattern` alone.
+    if hp.get("sliding_window_pattern").and_then(Value::as_u64) != Some(1) {
+        kvs.set(
+            key("attention.sliding_window"),
+            hp.need_u32(&["sliding_window"])?,
+        );
+    }
+    kvs.set(
+        key("attention.head_count_kv"),
+        or(&["num_key_value_heads"], 4)?,
+    );
+    // llama.cpp assumes every 6th layer global and the script writes no
+    // pattern; another one is kept under the key our loader reads, or the
+    // model would attend through the wrong windows.
+    if let Some(p) = sliding_window_pattern(hp).filter(|&p| p != 6 && p != 1) {
+        kvs.set(key("attention.sliding_window_pattern"), p);
+    }
+    Ok(())
+}
+
+/// Every how many layers one is global: `sliding_window_pattern` (or
+/// transformers 5's `_sliding_window_pattern`), else the first global layer
+/// of `layer_types` when the list repeats it.
+fn sliding_window_pattern(hp: &HParams) -> Option<u32> {
+    if let Some(p) = hp
+        .find(&["sliding_window_pattern", "_sliding_window_pattern"])
+        .and_then(Value::as_u64)
+    {
+        return u32::try_from(p).ok();
+    }
+    let types: Vec<&str> = hp
+        .get("layer_types")?
+        .as_array()?
+        .iter()
+        .map(Value::as_str)
+        .collect::<Option<_>>()?;
+    let p = types.iter().position(|t| *t == "full_attention")? + 1;
+    let repeats = types
+        .iter()
+        .enumerate()
+        .all(|(i, t)| (*t == "full_attention") == ((i + 1) % p == 0));
+    repeats.then_some(p as u32)
 }
 
 /// Llama 3's RoPE frequency factors (`rope_type: llama3`), one per rotated
@@ -649,6 +756,7 @@ mod tests {
             Arch::Qwen3,
             Arch::Phi3,
             Arch::Gemma2,
+            Arch::Gemma3,
         ] {
             for (hf, _) in arch.layer_parts() {
                 let name = format!("model.layers.7.{hf}.weight");

@@ -219,7 +219,7 @@ pub fn gguf_to_hf(
                     values = arch::unpermute_rows(&values, rows, h).map_err(tensor_err)?;
                 }
             }
-            if arch == Arch::Gemma2 && t.name.ends_with("norm.weight") {
+            if arch.shifts_norms() && t.name.ends_with("norm.weight") {
                 values.iter_mut().for_each(|v| *v -= 1.0);
             }
             Ok(values)
@@ -485,6 +485,11 @@ fn hf_config(
                 "sliding_window".into(),
                 json!(meta.get_u32(&key("attention.sliding_window"))?),
             );
+        }
+        Arch::Gemma3 => {
+            return Err(err(
+                "GGUF architecture gemma3 to a Hugging Face folder is not supported yet".into(),
+            ))
         }
     }
     Ok(c)

@@ -9,7 +9,7 @@
 //!
 //! Covered: `LlamaForCausalLM`, `MistralForCausalLM`, `Qwen2ForCausalLM`,
 //! `Qwen3ForCausalLM`, `Phi3ForCausalLM` (fused `qkv_proj`/`gate_up_proj`)
-//! and `Gemma2ForCausalLM`, with F32/F16/BF16 weights (or FP8, bitsandbytes
+//! `Gemma2ForCausalLM` and `Gemma3ForCausalLM`, with F32/F16/BF16 weights (or FP8, bitsandbytes
 //! 4-bit and MLX affine-quantized ones, decoded by mlxr-models) and a
 //! byte-level BPE `tokenizer.json`; output types F32, F16, BF16, Q8_0 or "auto".
 //!
@@ -194,11 +194,21 @@ pub fn hf_to_gguf(
     };
     let (weight_type, file_type) = out_type.resolved();
 
+    // Gemma 3's embeddings lose the rows past the tokenizer's vocabulary.
+    let vocab_rows = match arch {
+        Arch::Gemma3 => Some(gemma3_vocab_rows(input, &hp)?),
+        _ => None,
+    };
     let mut plan = Vec::with_capacity(kept.len());
     for &i in &kept {
         let t = &folder.tensors[i];
         let name = arch.tensor_name(&t.name)?;
-        let dims: Vec<u64> = t.shape.iter().rev().map(|&d| d as u64).collect();
+        let mut dims: Vec<u64> = t.shape.iter().rev().map(|&d| d as u64).collect();
+        if let (Some(rows), true) = (vocab_rows, name == "token_embd.weight") {
+            if let Some(r) = dims.get_mut(1) {
+                *r = (*r).min(rows);
+            }
+        }
         let mut ty = weight_type;
         if t.shape.len() <= 1 || name.ends_with("_norm.weight") || !name.ends_with(".weight") {
             ty = GgmlType::F32;
@@ -264,10 +274,13 @@ pub fn hf_to_gguf(
     }
     // A SentencePiece tokenizer.model comes first where the script tries it first.
     let sentencepiece = input.join("tokenizer.model").is_file()
-        && matches!(arch, Arch::Llama | Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma2);
+        && matches!(
+            arch,
+            Arch::Llama | Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma2 | Arch::Gemma3
+        );
     if sentencepiece {
         spm::write_spm_vocab(input, hp.u32(&["vocab_size"])?, &mut kvs)?;
-        if arch == Arch::Gemma2 {
+        if arch.shifts_norms() {
             kvs.set("tokenizer.ggml.add_space_prefix", false);
         }
     } else {
@@ -334,7 +347,9 @@ pub fn hf_to_gguf(
                 values = arch::permute_rows(&values, rows, h as usize).map_err(tensor_err)?;
             }
         }
-        if arch == Arch::Gemma2 && source.name.ends_with("norm.weight") {
+        let kept_values = planned.dims.iter().product::<u64>() as usize;
+        values.truncate(kept_values);
+        if arch.shifts_norms() && source.name.ends_with("norm.weight") {
             for v in &mut values {
                 *v += 1.0;
                 if source.dtype == SourceDtype::F16 {
@@ -361,6 +376,26 @@ pub fn hf_to_gguf(
 
 /// The tensors every layer needs are there (a missing shard or a truncated
 /// export is an error, not a file llama.cpp rejects later).
+/// How many embedding rows convert_hf_to_gguf.py keeps for Gemma 3: the
+/// SentencePiece vocabulary (padded to `vocab_size`), else tokenizer.json's
+/// vocabulary and added tokens.
+fn gemma3_vocab_rows(input: &Path, hp: &HParams) -> Result<u64, ConvertError> {
+    if input.join("tokenizer.model").is_file() {
+        return Ok(u64::from(hp.need_u32(&["vocab_size"])?));
+    }
+    let tokenizer = hf_folder::read_json_object(&input.join("tokenizer.json"))?
+        .ok_or_else(|| ConvertError::Input("no tokenizer.model or tokenizer.json".into()))?;
+    let count = |v: Option<&serde_json::Value>| {
+        v.map_or(0, |v| match v {
+            serde_json::Value::Object(m) => m.len(),
+            serde_json::Value::Array(a) => a.len(),
+            _ => 0,
+        }) as u64
+    };
+    Ok(count(tokenizer.get("model").and_then(|m| m.get("vocab")))
+        + count(tokenizer.get("added_tokens")))
+}
+
 fn check_complete(arch: Arch, hp: &HParams, plan: &[PlannedTensor]) -> Result<(), ConvertError> {
     let blocks = hp.block_count()?;
     let has = |n: &str| plan.iter().any(|t| t.name == n);

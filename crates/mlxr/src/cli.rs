@@ -183,7 +183,8 @@ end: Ctrl-C or an error leaves nothing.")]
 IN is a folder with config.json, *.safetensors (one file, or shards with
 model.safetensors.index.json), tokenizer.json and tokenizer_config.json (chat template
 inline, or chat_template.jinja). Architectures: LlamaForCausalLM, MistralForCausalLM,
-Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM; F32, F16 or BF16
+Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM,
+Gemma3ForCausalLM; F32, F16 or BF16
 weights, or FP8, bitsandbytes NF4/FP4 and MLX affine-quantized ones (decoded as mlxr runs
 them, then written as --outtype says); byte-level BPE tokenizer.json or SentencePiece
 tokenizer.model vocabularies. The GGUF holds what convert_hf_to_gguf.py writes
