@@ -19,6 +19,7 @@ pub mod error;
 pub mod extract;
 pub mod generation;
 pub mod grpc;
+pub mod jobs;
 pub mod limits;
 pub mod logs;
 pub mod models;

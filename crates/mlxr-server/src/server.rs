@@ -103,6 +103,7 @@ pub fn router_with(
         models,
         registry,
         server: Arc::new(config.clone()),
+        jobs: Arc::default(),
     };
     let api_key = config.api_key.as_deref().map(Arc::from);
     let routes = Router::new()
@@ -115,6 +116,7 @@ pub fn router_with(
         .merge(openai::routes())
         .merge(ollama::routes())
         .merge(admin::routes())
+        .merge(crate::jobs::routes())
         .merge(grpc::routes(state.clone(), api_key.clone()))
         .merge(extra);
     // The last layer runs first: panics are caught around everything, and
