@@ -7,6 +7,8 @@ export const URL = process.env.MLXR_URL ?? "http://127.0.0.1:11435";
 export const MODEL = process.env.MLXR_E2E_MODEL ?? "smollm2";
 /** A GGUF file to pull from a local path; its stem becomes the model name. */
 export const PULL_SOURCE = process.env.MLXR_E2E_PULL_SOURCE ?? "";
+/** A GGUF of float weights (the quantize test pulls it from its path). */
+export const FLOAT_SOURCE = process.env.MLXR_E2E_FLOAT_SOURCE ?? "";
 /** The embedding model name, when the daemon serves one. */
 export const EMBED_MODEL = process.env.MLXR_E2E_EMBED_MODEL ?? "";
 /** A model that calls tools reliably (Qwen2.5-Coder-0.5B), when the daemon serves one. */

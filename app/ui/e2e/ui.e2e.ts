@@ -6,6 +6,7 @@ import type { Browser, BrowserContext, Locator, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   EMBED_MODEL,
+  FLOAT_SOURCE,
   MODEL,
   post,
   PULL_SOURCE,
@@ -240,6 +241,32 @@ describe("models", () => {
     expect(determinate.length, `the bar showed bytes done (saw ${seen.join(" ")})`).toBeGreaterThan(0);
     await page.getByRole("rowheader", { name: /^e2e-pull/ }).waitFor();
     await shootBothThemes("models");
+  });
+
+  it("quantizes a float model as a job, with progress", async () => {
+    expect(FLOAT_SOURCE, "MLXR_E2E_FLOAT_SOURCE names a float GGUF file").not.toBe("");
+    await post("/api/pull", { model: FLOAT_SOURCE, stream: false });
+    await page.goto("/ui/models");
+    await page.getByRole("button", { name: /^Details of e2e-f16/ }).click();
+    const form = page.getByRole("form", { name: "Quantize" });
+    await form.getByRole("combobox", { name: "Type" }).selectOption("Q4_K_M");
+    await expect.poll(() => form.getByRole("textbox", { name: "New model name" }).inputValue()).toBe("e2e-f16-q4_k_m");
+    await page.evaluate(() => {
+      const seen: string[] = [];
+      (window as unknown as { quantizeSeen: string[] }).quantizeSeen = seen;
+      new MutationObserver(() => {
+        const bar = document.querySelector('progress[aria-label="Quantize progress"]') as HTMLProgressElement | null;
+        if (bar) seen.push(`${bar.value}/${bar.max}`);
+      }).observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true });
+    });
+    await form.getByRole("button", { name: "Quantize" }).click();
+    await form.getByRole("status").filter({ hasText: /^Quantized e2e-f16/ }).waitFor({ timeout: 120_000 });
+    const seen = await page.evaluate(() => (window as unknown as { quantizeSeen: string[] }).quantizeSeen);
+    const partial = [...new Set(seen)].filter((v) => /^\d+\/(\d+)$/.test(v) && Number(v.split("/")[0]) < Number(v.split("/")[1]));
+    expect(partial.length, `the bar showed tensors done (saw ${seen.join(" ")})`).toBeGreaterThan(0);
+    await page.getByRole("rowheader", { name: /^e2e-f16-q4_k_m/ }).waitFor();
+    const shown = (await post("/api/show", { model: "e2e-f16-q4_k_m" })) as { details: { quantization_level: string } };
+    expect(shown.details.quantization_level).toBe("Q4_K_M");
   });
 });
 

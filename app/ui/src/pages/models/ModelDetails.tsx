@@ -2,9 +2,10 @@ import { useEffect, useState } from "react";
 import { describe } from "../../api/client";
 import { showModel, type ShowResponse } from "../../api/ollama";
 import { ErrorMessage } from "../../components/ErrorMessage";
+import { QuantizeForm } from "./QuantizeForm";
 
 /** POST /api/show for one model: details, parameters, template, modelfile. */
-export function ModelDetails({ name, onClose }: { name: string; onClose: () => void }) {
+export function ModelDetails({ name, onClose, onChanged }: { name: string; onClose: () => void; onChanged: () => void }) {
   const [info, setInfo] = useState<ShowResponse | null>(null);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
@@ -45,6 +46,7 @@ export function ModelDetails({ name, onClose }: { name: string; onClose: () => v
           <Block title="System prompt" text={info.system} />
           <Block title="Template" text={info.template} />
           <Block title="Modelfile" text={info.modelfile} />
+          <QuantizeForm key={name} from={name} onQuantized={onChanged} />
         </>
       )}
     </section>

@@ -47,7 +47,7 @@ export function ModelsPage() {
         </div>
         {models === null ? !listError && <p>Loading…</p> : <ModelTable models={models} onDetails={setSelected} onCopy={copy} onDelete={remove} />}
       </section>
-      {selected && <ModelDetails name={selected} onClose={() => setSelected(null)} />}
+      {selected && <ModelDetails name={selected} onClose={() => setSelected(null)} onChanged={() => void reload()} />}
     </div>
   );
 }
