@@ -21,7 +21,9 @@
 mod arch;
 mod gguf_to_hf;
 mod hf_folder;
+mod hf_to_mlx;
 mod kvs;
+mod mlx_affine;
 mod naming;
 mod spm;
 mod tokenizer_json;
@@ -37,6 +39,8 @@ pub use arch::SUPPORTED_CLASSES;
 use arch::{Arch, HParams};
 pub use gguf_to_hf::{dequantize_folder, gguf_to_hf, HfDtype, HfSummary};
 use hf_folder::{HfFolder, SourceDtype};
+pub use hf_to_mlx::{hf_to_mlx, MlxProgress, MlxQuantizeOptions, MlxSummary};
+pub use mlx_affine::{MLX_BITS, MLX_GROUP_SIZES};
 pub use vocab::pre_tokenizer_hash;
 
 #[derive(Debug, thiserror::Error)]
