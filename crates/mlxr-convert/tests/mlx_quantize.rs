@@ -1,6 +1,7 @@
 //! `hf_to_mlx` against `mlx_lm.convert -q`: for three tiny folders (F32
-//! llama and qwen3 with tied embeddings, BF16 mistral) and every bits ×
-//! group size mlx_lm takes, the same tensors (names, dtypes, shapes, SHA-256
+//! llama and qwen3 with tied embeddings, BF16 mistral) at every bits × group
+//! size mlx_lm takes, and phi3, gemma2 and gemma3 at every bits with group
+//! 64, the same tensors (names, dtypes, shapes, SHA-256
 //! of the bytes) and the same config.json. The record is made by
 //! scripts/fixtures/mlx-quantize-reference.py. Then MLXR's own MLX reader
 //! loads what we wrote and gets the weights back within a step of
@@ -51,7 +52,7 @@ fn tensors(path: &Path) -> BTreeMap<String, (String, Vec<usize>, String)> {
 fn every_width_and_group_matches_mlx_lm() {
     let reference = reference();
     let cases = reference["cases"].as_array().unwrap();
-    assert_eq!(cases.len(), 3 * 6 * 3);
+    assert_eq!(cases.len(), 3 * 6 * 3 + 3 * 6);
     let dir = tempfile::tempdir().unwrap();
     let mut failures = Vec::new();
     let mut compared = 0;
