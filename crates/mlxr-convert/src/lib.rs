@@ -13,6 +13,10 @@
 //! 4-bit and MLX affine-quantized ones, decoded by mlxr-models) and a
 //! byte-level BPE `tokenizer.json`; output types F32, F16, BF16, Q8_0 or "auto".
 //!
+//! [`hf_to_mlx`] writes such a folder (F32/F16/BF16) as the MLX
+//! affine-quantized folder `mlx_lm.convert -q` writes, tensor for tensor
+//! (2, 3, 4, 5, 6 or 8 bits; groups of 32, 64 or 128).
+//!
 //! [`gguf_to_hf`] goes the other way: a GGUF of those architectures (any
 //! type candle dequantizes) to a folder with `config.json`, a dequantized
 //! `model.safetensors`, `tokenizer.json`, `tokenizer_config.json`,
