@@ -48,14 +48,14 @@ impl HfDtype {
 
 /// An output folder built under a hidden name beside its final path and
 /// renamed there by [`PartialFolder::finish`]; removed if dropped before.
-struct PartialFolder {
+pub(crate) struct PartialFolder {
     temp: PathBuf,
     output: PathBuf,
     done: bool,
 }
 
 impl PartialFolder {
-    fn create(output: &Path) -> Result<PartialFolder, ConvertError> {
+    pub(crate) fn create(output: &Path) -> Result<PartialFolder, ConvertError> {
         if output.exists() {
             return Err(err(format!("{} already exists", output.display())));
         }
@@ -72,7 +72,7 @@ impl PartialFolder {
         })
     }
 
-    fn file(&self, name: &str) -> PathBuf {
+    pub(crate) fn file(&self, name: &str) -> PathBuf {
         self.temp.join(name)
     }
 
@@ -81,13 +81,13 @@ impl PartialFolder {
         std::fs::write(&path, bytes).map_err(|e| write_err(&path, e))
     }
 
-    fn write_json(&self, name: &str, value: &Value) -> Result<(), ConvertError> {
+    pub(crate) fn write_json(&self, name: &str, value: &Value) -> Result<(), ConvertError> {
         let mut text = serde_json::to_string_pretty(value).expect("JSON values serialise");
         text.push('\n');
         self.write(name, text)
     }
 
-    fn finish(mut self) -> Result<(), ConvertError> {
+    pub(crate) fn finish(mut self) -> Result<(), ConvertError> {
         std::fs::rename(&self.temp, &self.output).map_err(|e| write_err(&self.output, e))?;
         self.done = true;
         Ok(())

@@ -13,6 +13,10 @@
 //! 4-bit and MLX affine-quantized ones, decoded by mlxr-models) and a
 //! byte-level BPE `tokenizer.json`; output types F32, F16, BF16, Q8_0 or "auto".
 //!
+//! [`hf_to_mlx`] writes such a folder (F32/F16/BF16) as the MLX
+//! affine-quantized folder `mlx_lm.convert -q` writes, tensor for tensor
+//! (2, 3, 4, 5, 6 or 8 bits; groups of 32, 64 or 128).
+//!
 //! [`gguf_to_hf`] goes the other way: a GGUF of those architectures (any
 //! type candle dequantizes) to a folder with `config.json`, a dequantized
 //! `model.safetensors`, `tokenizer.json`, `tokenizer_config.json`,
@@ -21,7 +25,9 @@
 mod arch;
 mod gguf_to_hf;
 mod hf_folder;
+mod hf_to_mlx;
 mod kvs;
+mod mlx_affine;
 mod naming;
 mod spm;
 mod tokenizer_json;
@@ -37,6 +43,8 @@ pub use arch::SUPPORTED_CLASSES;
 use arch::{Arch, HParams};
 pub use gguf_to_hf::{dequantize_folder, gguf_to_hf, HfDtype, HfSummary};
 use hf_folder::{HfFolder, SourceDtype};
+pub use hf_to_mlx::{hf_to_mlx, MlxProgress, MlxQuantizeOptions, MlxSummary};
+pub use mlx_affine::{MLX_BITS, MLX_GROUP_SIZES};
 pub use vocab::pre_tokenizer_hash;
 
 #[derive(Debug, thiserror::Error)]

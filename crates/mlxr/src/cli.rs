@@ -150,12 +150,14 @@ A Modelfile:
     #[command(after_help = "Examples:
   mlxr stop smollm2")]
     Stop(StopArgs),
-    /// Quantize a GGUF model to another type, like llama.cpp's llama-quantize.
+    /// Quantize a GGUF model to another type, like llama.cpp's llama-quantize, or a
+    /// Hugging Face folder to an MLX affine-quantized folder, like mlx_lm.convert -q.
     #[command(after_help = "Examples:
   mlxr quantize model-f16.gguf model-Q4_K_M.gguf --type Q4_K_M
   mlxr quantize model-f16.gguf model-Q8_0.gguf --type q8_0 --threads 4
   mlxr quantize SmolLM2-135M-Instruct.Q4_1.gguf smollm2-q4_0.gguf --type Q4_0 --allow-requantize
   mlxr quantize ./Qwen3-0.6B qwen3-0.6b-Q4_K_M.gguf --type Q4_K_M     a Hugging Face folder
+  mlxr quantize ./Qwen3-0.6B ./Qwen3-0.6B-4bit --type q4 --group-size 64   an MLX folder
 
 IN may be a Hugging Face safetensors folder (what `mlxr convert` reads): it is converted
 first (--outtype lossless: to the weights' own F16/BF16 type, else F32) into a hidden file
@@ -168,7 +170,15 @@ Each tensor gets the type llama.cpp's rules give it in the mix (output.weight Q6
 some attn_v/ffn_down layers higher, norms F32, rows that are not whole 256-blocks a
 32-block type); without an importance matrix the output is bit-identical to
 llama-quantize's. The file is written under a hidden name beside OUT and renamed at the
-end: Ctrl-C or an error leaves nothing.")]
+end: Ctrl-C or an error leaves nothing.
+
+MLX output: --type q2, q3, q4, q5, q6 or q8 (bits) with --group-size 32, 64 or 128
+(default 64) writes the folder OUT as `mlx_lm.convert --hf-path IN --mlx-path OUT -q
+--q-bits B --q-group-size G` does, tensor for tensor: every Linear/Embedding weight
+whose width G divides as packed U32 words with scales and biases (in config.json's
+torch_dtype, else the weights' own type), the rest as they are, config.json with
+`quantization` and `quantization_config`, tokenizer and template files copied. IN must
+be an unquantized Hugging Face folder.")]
     Quantize(QuantizeArgs),
     /// Convert a Hugging Face safetensors folder to GGUF (like llama.cpp's convert_hf_to_gguf.py), or a GGUF to a folder.
     #[command(after_help = "Examples:
@@ -230,12 +240,15 @@ pub struct QuantizeArgs {
     /// --allow-requantize), or a Hugging Face safetensors folder.
     #[arg(value_name = "IN")]
     pub input: PathBuf,
-    /// The GGUF file to write.
+    /// The GGUF file to write (the folder, for MLX output).
     #[arg(value_name = "OUT")]
     pub output: PathBuf,
-    /// The quantization type or mix, e.g. Q4_K_M (see below).
+    /// The quantization type or mix, e.g. Q4_K_M, or q2..q8 for MLX output (see below).
     #[arg(long = "type", value_name = "T")]
     pub file_type: String,
+    /// MLX output: values per scale and bias, 32, 64 or 128 (default 64).
+    #[arg(long, value_name = "G")]
+    pub group_size: Option<usize>,
     /// Threads quantizing rows (default: physical cores).
     #[arg(short = 't', long, value_name = "N")]
     pub threads: Option<usize>,

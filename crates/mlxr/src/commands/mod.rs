@@ -10,6 +10,7 @@ mod interrupt;
 mod models;
 mod pull;
 mod quantize;
+mod quantize_mlx;
 mod remote_chat;
 mod run;
 mod serve;

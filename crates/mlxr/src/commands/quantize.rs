@@ -1,6 +1,7 @@
 //! `mlxr quantize IN OUT --type T`: a thin front over mlxr-quantize, with a
 //! progress bar over the input's bytes and Ctrl-C as a clean stop. A Hugging
 //! Face folder IN is converted first (mlxr-convert's quantize_hf_folder).
+//! `--type q2`..`q8` writes an MLX folder instead (quantize_mlx.rs).
 
 use anyhow::{bail, ensure, Context, Result};
 use indicatif::ProgressBar;
@@ -14,6 +15,15 @@ use super::pull::bar_style;
 use crate::cli::QuantizeArgs;
 
 pub fn quantize(args: QuantizeArgs) -> Result<()> {
+    if let Some(bits) = super::quantize_mlx::mlx_bits(&args.file_type) {
+        return super::quantize_mlx::quantize_mlx(&args, bits);
+    }
+    if args.group_size.is_some() {
+        bail!(
+            "--group-size is for MLX output (--type q2, q3, q4, q5, q6 or q8), not --type {}",
+            args.file_type
+        );
+    }
     let file_type: FileType = args.file_type.parse()?;
     if args.output.exists() && !args.force {
         bail!(
