@@ -21,6 +21,11 @@ pub enum Constraint {
         trigger: String,
         then: Box<Constraint>,
     },
+    /// The special token `token` at once, then the Lark grammar `lark`
+    /// (its `start` rule follows the token): a call syntax opened by a
+    /// control token that Lark cannot name (Mistral's `[TOOL_CALLS]`),
+    /// referred to by id once the vocabulary is known.
+    Opened { token: String, lark: String },
 }
 
 /// JSON layout where a schema does not say (its `x-guidance` object):
@@ -37,6 +42,7 @@ impl Constraint {
             Constraint::Regex(_) => "regex",
             Constraint::Lark(_) => "grammar",
             Constraint::Triggered { then, .. } => then.kind(),
+            Constraint::Opened { .. } => "grammar",
         }
     }
 
@@ -48,6 +54,7 @@ impl Constraint {
             Constraint::Regex(r) => format!("r{r}"),
             Constraint::Lark(l) => format!("l{l}"),
             Constraint::Triggered { trigger, then } => format!("t{trigger}\0{}", then.cache_key()),
+            Constraint::Opened { token, lark } => format!("s{token}\0{lark}"),
         }
     }
 
@@ -65,7 +72,21 @@ impl Constraint {
             Constraint::Regex(rx) => TopLevelGrammar::from_regex(rx),
             Constraint::Lark(lark) => TopLevelGrammar::from_lark(lark.clone()),
             Constraint::Triggered { then, .. } => then.grammar()?,
+            Constraint::Opened { token, lark } => {
+                return Err(format!(
+                    "{token} then {lark}: needs the vocabulary ({})",
+                    "Grammars::compile resolves it"
+                ))
+            }
         })
+    }
+
+    /// [`Constraint::Opened`] as Lark, the token referred to by `id`.
+    pub(crate) fn opened_lark(id: u32, lark: &str) -> String {
+        format!(
+            "start: <[{id}]> opened\n{}",
+            lark.replacen("start:", "opened:", 1)
+        )
     }
 }
 

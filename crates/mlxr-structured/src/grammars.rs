@@ -47,6 +47,22 @@ impl Grammars {
             what: constraint.kind(),
             message,
         };
+        let resolved;
+        let constraint = match constraint {
+            Constraint::Opened { token, lark } => {
+                let id = self
+                    .factory
+                    .tok_env()
+                    .tok_trie()
+                    .get_special_token(token)
+                    .ok_or_else(|| {
+                        invalid(format!("the vocabulary has no special token {token}"))
+                    })?;
+                resolved = Constraint::Lark(Constraint::opened_lark(id, lark));
+                &resolved
+            }
+            other => other,
+        };
         let key = constraint.cache_key();
         let cached = self.cache().get(&key).cloned();
         let parser = match cached {

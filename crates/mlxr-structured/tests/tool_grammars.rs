@@ -278,4 +278,38 @@ fn call_token_formats_hold_an_array_of_calls() {
         &mut m,
         "[{\"name\": \"get_weather\", \"arguments\": {\"town\""
     ));
+
+    // Mistral, a named function: `[TOOL_CALLS]` at once (by id), then one call.
+    let named = ToolChoice::Function("get_weather".into());
+    let grammar = call_grammar(ToolFormat::Mistral, &tools, &named, false).unwrap();
+    let mut m = grammars.compile(&grammar).unwrap();
+    assert!(
+        !m.allows(ids("Sure")[0]) && !m.allows(eos),
+        "the call starts at once"
+    );
+    assert!(m.allows(token("[TOOL_CALLS]")));
+    m.commit(token("[TOOL_CALLS]")).unwrap();
+    assert!(
+        !feed(&tokenizer, &mut m, two_calls),
+        "two calls without parallel_tool_calls"
+    );
+    let mut m = grammars.compile(&grammar).unwrap();
+    m.commit(token("[TOOL_CALLS]")).unwrap();
+    assert!(feed(
+        &tokenizer,
+        &mut m,
+        "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]"
+    ));
+    assert!(m.is_finished() || m.allows(eos));
+    // A vocabulary without the token cannot open the call: a clear error.
+    let plain = Arc::new(Tokenizer::from_gguf(file.metadata()).unwrap());
+    let plain = Grammars::new(&plain, plain.vocab_size()).unwrap();
+    let e = plain
+        .compile(&grammar)
+        .err()
+        .expect("compiled without [TOOL_CALLS]");
+    assert!(
+        e.to_string().contains("no special token [TOOL_CALLS]"),
+        "{e}"
+    );
 }

@@ -3,7 +3,7 @@
 //! arguments follow that tool's schema, from the first token (`tool_choice`
 //! required or a named function) or, under `auto`, from the moment the
 //! model opens a call (Hermes' `<tool_call>`, Phi-4-mini's `<|tool_call|>`,
-//! Mistral's `[TOOL_CALLS]` token).
+//! Mistral's `[TOOL_CALLS]` token), or at once.
 
 use serde_json::{json, Value};
 
@@ -86,9 +86,17 @@ pub fn call_grammar(
             "start: call | TEXT\ncall: %json {}\nTEXT: /{BARE_TEXT}/\n",
             with_layout(call)
         )),
-        // Mistral's `[TOOL_CALLS]` is not a token Lark can name (only
-        // `<...>` ones): the bare JSON call, which the parser reads too.
-        ToolFormat::Mistral | ToolFormat::Json { .. } => Constraint::JsonSchema(call),
+        // Required or named: `[TOOL_CALLS]` (by id: Lark names only `<...>`
+        // tokens) and the array at once.
+        ToolFormat::Mistral => Constraint::Opened {
+            token: "[TOOL_CALLS]".into(),
+            lark: format!(
+                "start: \" \"? {}\n{}",
+                call_array(parallel),
+                body_rules(call)
+            ),
+        },
+        ToolFormat::Json { .. } => Constraint::JsonSchema(call),
     })
 }
 
