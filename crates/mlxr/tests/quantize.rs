@@ -172,7 +172,10 @@ fn requantized_smollm2_still_generates() {
     assert!(text.contains("Paris"), "{text}");
 }
 
-/// Ctrl-C mid-run stops at the next tensor and leaves no file behind.
+/// Ctrl-C mid-run stops at the next tensor and leaves no file behind. The
+/// same run without Ctrl-C writes OUT, so the empty folder afterwards is the
+/// cleanup's doing; an attempt the Ctrl-C could not catch mid-run is retried,
+/// and never catching one fails the test.
 #[cfg(unix)]
 #[test]
 fn ctrl_c_leaves_nothing() {
@@ -180,30 +183,102 @@ fn ctrl_c_leaves_nothing() {
     let Some(model) = mlxr_testkit::model_path(mlxr_testkit::SMOLLM2) else {
         return;
     };
+    let args = ["--type", "Q6_K", "--allow-requantize", "--threads", "1"];
+
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("smollm2-q6_k.gguf");
-    let child = mlxr()
+    let output = quantize(&model, &out, &args);
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(out.exists());
+    assert_eq!(entries(dir.path()), 1, "only OUT is left by a full run");
+
+    for _ in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("smollm2-q6_k.gguf");
+        let Some(output) = quantize_interrupted(&model, &out, &args) else {
+            continue;
+        };
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        // An exit code (not death by SIGINT) means the handler caught it.
+        assert_eq!(output.status.code(), Some(1), "stderr: {stderr}");
+        assert!(
+            stderr.contains("quantize cancelled; nothing written"),
+            "stderr: {stderr}"
+        );
+        assert!(!out.exists(), "stderr: {stderr}");
+        assert_eq!(entries(dir.path()), 0, "stderr: {stderr}");
+        return;
+    }
+    panic!("quantize finished before Ctrl-C could land in 5 attempts");
+}
+
+/// Runs the quantize, freezes it (SIGSTOP) while its temporary file exists
+/// and OUT does not, queues a SIGINT and lets it go on. None when the run
+/// completed before it could be frozen mid-run or before it saw the SIGINT.
+#[cfg(unix)]
+fn quantize_interrupted(model: &Path, out: &Path, args: &[&str]) -> Option<Output> {
+    use std::time::{Duration, Instant};
+
+    let mut child = mlxr()
         .arg("quantize")
-        .arg(&model)
-        .arg(&out)
-        .args(["--type", "Q6_K", "--allow-requantize", "--threads", "1"])
+        .arg(model)
+        .arg(out)
+        .args(args)
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until the temporary file exists, i.e. the run is under way.
-    let started = std::time::Instant::now();
-    while entries(dir.path()) == 0 && started.elapsed().as_secs() < 60 {
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    let pid = child.id() as libc::pid_t;
+    let name = out.file_name().unwrap().to_str().unwrap();
+    let temp = out.with_file_name(format!(".{name}.partial-{pid}"));
+    let started = Instant::now();
+    while !temp.exists() {
+        if child.try_wait().unwrap().is_some() {
+            let output = child.wait_with_output().unwrap();
+            assert!(
+                output.status.success(),
+                "stderr: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            return None;
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            child.kill().unwrap();
+            panic!("no temporary file {} after 120 s", temp.display());
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
-    // SAFETY: signalling our own child process.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    // SAFETY: signalling and waiting on our own child process; WNOWAIT
+    // leaves an exit to `child` to reap.
+    let stopped = unsafe {
+        libc::kill(pid, libc::SIGSTOP);
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let flags = libc::WSTOPPED | libc::WEXITED | libc::WNOWAIT;
+        assert_eq!(
+            libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags),
+            0
+        );
+        info.si_code == libc::CLD_STOPPED
+    };
+    let in_progress = stopped && temp.exists() && !out.exists();
+    // SAFETY: as above.
+    unsafe {
+        if in_progress {
+            libc::kill(pid, libc::SIGINT);
+        }
+        libc::kill(pid, libc::SIGCONT);
+    }
     let output = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
     if output.status.success() {
-        // The run finished before the signal arrived: nothing to check.
-        mlxr_testkit::skip_note("quantize finished before Ctrl-C");
-        return;
+        return None;
     }
-    assert!(stderr.contains("cancelled"), "stderr: {stderr}");
-    assert_eq!(entries(dir.path()), 0, "stderr: {stderr}");
+    assert!(
+        in_progress,
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(output)
 }

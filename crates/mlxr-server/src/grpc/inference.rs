@@ -18,7 +18,7 @@ use crate::generation::{pieces, submit};
 use crate::models::KeepAlive;
 use crate::ollama::info::show_model;
 use crate::ollama::manage::{delete_model, registry_error, start_pull};
-use crate::ollama::Prepared;
+use crate::ollama::{Prepared, ReplyBody};
 use crate::state::AppState;
 
 pub struct Inference {
@@ -42,19 +42,28 @@ fn keep_alive(text: Option<&str>) -> Result<Option<KeepAlive>, Status> {
         .map_err(Status::invalid_argument)
 }
 
-/// Runs a prepared request, streaming its pieces until the reply ends or
-/// the client goes away; the model is released either way.
-async fn stream_reply(
-    state: AppState,
-    prepared: Prepared,
+/// Checks and prepares a Generate or Chat request, then streams its pieces
+/// until the reply ends or the client goes away; the model is released
+/// either way.
+async fn reply<B: ReplyBody>(
+    state: &AppState,
+    body: B,
     started: Instant,
 ) -> Result<Response<ReplyStream>, Status> {
+    let keep_alive = body.check().map_err(status)?;
+    if body.is_load_only() {
+        return Err(Status::invalid_argument(format!(
+            "{} (LoadModel loads a model)",
+            B::EMPTY
+        )));
+    }
     let Prepared {
         acquired,
         request,
         reader,
         keep_alive,
-    } = prepared;
+    } = body.prepare(state, keep_alive).await.map_err(status)?;
+    let state = state.clone();
     let model = acquired.spec.name.clone();
     let load_ms = acquired.load_duration.as_secs_f64() * 1e3;
     let stream = match submit(&acquired.engine, request).await {
@@ -102,17 +111,7 @@ impl pb::inference_server::Inference for Inference {
     ) -> Result<Response<ReplyStream>, Status> {
         let started = Instant::now();
         let body = convert::generate_body(request.into_inner())?;
-        let keep_alive = body.check().map_err(status)?;
-        if body.is_load_only() {
-            return Err(Status::invalid_argument(
-                "prompt is empty (LoadModel loads a model)",
-            ));
-        }
-        let prepared = body
-            .prepare(&self.state, keep_alive)
-            .await
-            .map_err(status)?;
-        stream_reply(self.state.clone(), prepared, started).await
+        reply(&self.state, body, started).await
     }
 
     async fn chat(
@@ -121,17 +120,7 @@ impl pb::inference_server::Inference for Inference {
     ) -> Result<Response<ReplyStream>, Status> {
         let started = Instant::now();
         let body = convert::chat_body(request.into_inner())?;
-        let keep_alive = body.check().map_err(status)?;
-        if body.is_load_only() {
-            return Err(Status::invalid_argument(
-                "messages are empty (LoadModel loads a model)",
-            ));
-        }
-        let prepared = body
-            .prepare(&self.state, keep_alive)
-            .await
-            .map_err(status)?;
-        stream_reply(self.state.clone(), prepared, started).await
+        reply(&self.state, body, started).await
     }
 
     async fn embed(

@@ -1,5 +1,6 @@
 //! `POST /api/generate` and `POST /api/chat`: NDJSON streams by default.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -142,30 +143,6 @@ impl Common {
 }
 
 impl GenerateBody {
-    /// Everything checked before a model is loaded; the request's keep-alive.
-    pub fn check(&self) -> Result<Option<KeepAlive>, ApiError> {
-        self.common.check_unsupported()?;
-        if self.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
-            return Err(ApiError::bad_request(
-                "suffix (fill-in-the-middle) is not supported yet",
-            ));
-        }
-        let template = self.template.as_deref().filter(|t| !t.is_empty());
-        if self.raw && (self.system.is_some() || self.context.is_some() || template.is_some()) {
-            return Err(ApiError::bad_request(
-                "raw mode cannot be combined with system, template or context",
-            ));
-        }
-        if let Some(context) = &self.context {
-            at_most(
-                "context (number of token ids)",
-                context.len(),
-                limits::MAX_PROMPT_TOKEN_IDS,
-            )?;
-        }
-        self.common.keep_alive()
-    }
-
     /// The engine settings for a model with `model_params`.
     pub fn settings(&self, model_params: &Map<String, Value>) -> Result<Settings, ApiError> {
         self.common.settings(model_params)
@@ -173,27 +150,6 @@ impl GenerateBody {
 }
 
 impl ChatBody {
-    /// Everything checked before a model is loaded; the request's keep-alive.
-    pub fn check(&self) -> Result<Option<KeepAlive>, ApiError> {
-        self.common.check_unsupported()?;
-        self.tools()?;
-        if self
-            .messages
-            .iter()
-            .any(|m| m.images.as_ref().is_some_and(|i| !i.is_empty()))
-        {
-            return Err(ApiError::bad_request(
-                "images are not supported: no vision models yet",
-            ));
-        }
-        at_most(
-            "messages (number of messages)",
-            self.messages.len(),
-            limits::MAX_MESSAGES,
-        )?;
-        self.common.keep_alive()
-    }
-
     /// The engine settings for a model with `model_params`.
     pub fn settings(&self, model_params: &Map<String, Value>) -> Result<Settings, ApiError> {
         self.common.settings(model_params)
@@ -258,14 +214,58 @@ pub struct Prepared {
     pub keep_alive: Option<KeepAlive>,
 }
 
-impl GenerateBody {
+/// What `/api/generate` and `/api/chat` (and gRPC's Generate and Chat) do
+/// with a request's body.
+pub trait ReplyBody {
+    /// What is empty in a request that only loads or unloads the model.
+    const EMPTY: &'static str;
+
+    /// Everything checked before a model is loaded; the request's keep-alive.
+    fn check(&self) -> Result<Option<KeepAlive>, ApiError>;
+
+    fn is_load_only(&self) -> bool;
+
+    /// The engine request: the model acquired, the prompt templated.
+    fn prepare(
+        &self,
+        state: &AppState,
+        keep_alive: Option<KeepAlive>,
+    ) -> impl Future<Output = Result<Prepared, ApiError>> + Send;
+}
+
+impl ReplyBody for GenerateBody {
+    const EMPTY: &'static str = "prompt is empty";
+
+    fn check(&self) -> Result<Option<KeepAlive>, ApiError> {
+        self.common.check_unsupported()?;
+        if self.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
+            return Err(ApiError::bad_request(
+                "suffix (fill-in-the-middle) is not supported yet",
+            ));
+        }
+        let template = self.template.as_deref().filter(|t| !t.is_empty());
+        if self.raw && (self.system.is_some() || self.context.is_some() || template.is_some()) {
+            return Err(ApiError::bad_request(
+                "raw mode cannot be combined with system, template or context",
+            ));
+        }
+        if let Some(context) = &self.context {
+            at_most(
+                "context (number of token ids)",
+                context.len(),
+                limits::MAX_PROMPT_TOKEN_IDS,
+            )?;
+        }
+        self.common.keep_alive()
+    }
+
     /// An empty prompt without `context` only loads or unloads the model.
-    pub fn is_load_only(&self) -> bool {
+    fn is_load_only(&self) -> bool {
         self.prompt.as_deref().unwrap_or_default().is_empty() && self.context.is_none()
     }
 
     /// The engine request: the model acquired, the prompt templated.
-    pub async fn prepare(
+    async fn prepare(
         &self,
         state: &AppState,
         keep_alive: Option<KeepAlive>,
@@ -302,15 +302,37 @@ impl GenerateBody {
     }
 }
 
-impl ChatBody {
+impl ReplyBody for ChatBody {
+    const EMPTY: &'static str = "messages are empty";
+
+    fn check(&self) -> Result<Option<KeepAlive>, ApiError> {
+        self.common.check_unsupported()?;
+        self.tools()?;
+        if self
+            .messages
+            .iter()
+            .any(|m| m.images.as_ref().is_some_and(|i| !i.is_empty()))
+        {
+            return Err(ApiError::bad_request(
+                "images are not supported: no vision models yet",
+            ));
+        }
+        at_most(
+            "messages (number of messages)",
+            self.messages.len(),
+            limits::MAX_MESSAGES,
+        )?;
+        self.common.keep_alive()
+    }
+
     /// No messages: the request only loads or unloads the model.
-    pub fn is_load_only(&self) -> bool {
+    fn is_load_only(&self) -> bool {
         self.messages.is_empty()
     }
 
     /// The engine request: the model acquired, the conversation templated,
     /// the tools applied.
-    pub async fn prepare(
+    async fn prepare(
         &self,
         state: &AppState,
         keep_alive: Option<KeepAlive>,

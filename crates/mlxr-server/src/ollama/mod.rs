@@ -18,7 +18,7 @@ use crate::error::ApiError;
 use crate::models::KeepAlive;
 use crate::state::AppState;
 
-pub use generate::{ChatBody, GenerateBody, Prepared};
+pub use generate::{ChatBody, GenerateBody, Prepared, ReplyBody};
 
 /// Ollama accepts a model's name as `model` or, in older clients, `name`.
 fn requested_model(model: Option<String>, name: Option<String>) -> Result<String, ApiError> {
