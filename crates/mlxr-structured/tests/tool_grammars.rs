@@ -304,10 +304,9 @@ fn call_token_formats_hold_an_array_of_calls() {
     // A vocabulary without the token cannot open the call: a clear error.
     let plain = Arc::new(Tokenizer::from_gguf(file.metadata()).unwrap());
     let plain = Grammars::new(&plain, plain.vocab_size()).unwrap();
-    let e = plain
-        .compile(&grammar)
-        .err()
-        .expect("compiled without [TOOL_CALLS]");
+    let Err(e) = plain.compile(&grammar) else {
+        panic!("compiled without [TOOL_CALLS]");
+    };
     assert!(
         e.to_string().contains("no special token [TOOL_CALLS]"),
         "{e}"
