@@ -4,6 +4,7 @@ MLXR_BIN (default target/release/mlxr) and MLXR_MODELS_DIR (default
 ~/.cache/mlxr/models) say where the binary and the model are.
 """
 
+import hashlib
 import os
 import socket
 import subprocess
@@ -35,6 +36,25 @@ def free_port() -> int:
 
 def mlxr_bin() -> str:
     return os.environ.get("MLXR_BIN", str(ROOT / "target/release/mlxr"))
+
+
+def upload(server, path: Path) -> str:
+    """`path`'s bytes as a blob of `server`: its digest."""
+    data = path.read_bytes()
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    r = requests.post(f"{server.url}/api/blobs/{digest}", data=data, timeout=600)
+    assert r.status_code in (200, 201), r.text
+    return digest
+
+
+def names(server) -> list:
+    return [m["name"] for m in requests.get(server.url + "/api/tags", timeout=10).json()["models"]]
+
+
+def leftovers(server) -> list:
+    """What a quantize run left in the registry's scratch folder."""
+    tmp = server.home / "tmp"
+    return list(tmp.iterdir()) if tmp.exists() else []
 
 
 class Daemon:

@@ -10,26 +10,9 @@ import time
 
 import requests
 
-from conftest import MODEL_FILE, ROOT, mlxr_bin, models_dir
+from conftest import MODEL_FILE, ROOT, leftovers, mlxr_bin, models_dir, names, upload
 
 TINY = ROOT / "tests/fixtures/tiny-models/gguf/llama.f32.gguf"
-
-
-def upload(server, path):
-    data = path.read_bytes()
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
-    r = requests.post(f"{server.url}/api/blobs/{digest}", data=data, timeout=600)
-    assert r.status_code in (200, 201), r.text
-    return digest
-
-
-def names(server):
-    return [m["name"] for m in requests.get(server.url + "/api/tags", timeout=10).json()["models"]]
-
-
-def leftovers(server):
-    tmp = server.home / "tmp"
-    return list(tmp.iterdir()) if tmp.exists() else []
 
 
 def test_quantize_on_create_equals_mlxr_quantize(server, tmp_path):

@@ -55,6 +55,25 @@ pub(crate) struct PartialFolder {
 }
 
 impl PartialFolder {
+    /// Every file of `input` but the weights and config.json (tokenizer,
+    /// chat template, generation config), copied as they are.
+    pub(crate) fn copy_side_files(&self, input: &Path) -> Result<(), ConvertError> {
+        let entries = std::fs::read_dir(input)
+            .map_err(|e| err(format!("reading {}: {e}", input.display())))?;
+        for entry in entries.flatten() {
+            let file_name = entry.file_name().to_string_lossy().into_owned();
+            let skip = file_name == "config.json"
+                || file_name.ends_with(".safetensors")
+                || file_name == "model.safetensors.index.json"
+                || !entry.path().is_file();
+            if !skip {
+                let to = self.file(&file_name);
+                std::fs::copy(entry.path(), &to).map_err(|e| write_err(&to, e))?;
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn create(output: &Path) -> Result<PartialFolder, ConvertError> {
         if output.exists() {
             return Err(err(format!("{} already exists", output.display())));
@@ -325,19 +344,7 @@ pub fn dequantize_folder(
         }
     }
     out.write_json("config.json", &Value::Object(config))?;
-    let entries =
-        std::fs::read_dir(input).map_err(|e| err(format!("reading {}: {e}", input.display())))?;
-    for entry in entries.flatten() {
-        let file_name = entry.file_name().to_string_lossy().into_owned();
-        let skip = file_name == "config.json"
-            || file_name.ends_with(".safetensors")
-            || file_name == "model.safetensors.index.json"
-            || !entry.path().is_file();
-        if !skip {
-            let to = out.file(&file_name);
-            std::fs::copy(entry.path(), &to).map_err(|e| write_err(&to, e))?;
-        }
-    }
+    out.copy_side_files(input)?;
     let bytes = write_safetensors(
         &out.file("model.safetensors"),
         &plan,

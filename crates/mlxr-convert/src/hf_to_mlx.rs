@@ -226,7 +226,7 @@ pub fn hf_to_mlx(
 
     let out = PartialFolder::create(output)?;
     write_config(&out, input, &folder.config, options)?;
-    copy_side_files(input, &out)?;
+    out.copy_side_files(input)?;
     // safetensors (as mlx writes it) holds tensors in name order.
     let mut order: Vec<usize> = (0..planned.len()).collect();
     order.sort_by(|&a, &b| planned[a].name.cmp(&planned[b].name));
@@ -346,24 +346,4 @@ fn write_config(
     config.insert("quantization".into(), quantization.clone());
     config.insert("quantization_config".into(), quantization);
     out.write_json("config.json", &Value::Object(config))
-}
-
-/// Every file but the weights and config.json: tokenizer, chat template,
-/// generation config.
-fn copy_side_files(input: &Path, out: &PartialFolder) -> Result<(), ConvertError> {
-    let entries =
-        std::fs::read_dir(input).map_err(|e| err(format!("reading {}: {e}", input.display())))?;
-    for entry in entries.flatten() {
-        let file_name = entry.file_name().to_string_lossy().into_owned();
-        let skip = file_name == "config.json"
-            || file_name.ends_with(".safetensors")
-            || file_name == "model.safetensors.index.json"
-            || !entry.path().is_file();
-        if !skip {
-            let to = out.file(&file_name);
-            std::fs::copy(entry.path(), &to)
-                .map_err(|e| err(format!("writing {}: {e}", to.display())))?;
-        }
-    }
-    Ok(())
 }
