@@ -54,14 +54,7 @@ pub fn convert(args: ConvertArgs) -> Result<()> {
             );
         }
         if !to_gguf {
-            // Only a model folder is removed, never an arbitrary one.
-            if !args.output.join("config.json").is_file() {
-                bail!(
-                    "{} exists and is not a model folder; not overwriting it",
-                    args.output.display()
-                );
-            }
-            std::fs::remove_dir_all(&args.output)?;
+            remove_model_folder(&args.output)?;
         }
     }
     interrupt::install()?;
@@ -160,5 +153,18 @@ fn gguf_to_folder(args: &ConvertArgs) -> Result<()> {
         summary.tensors,
         summary.bytes as f64 / (1024.0 * 1024.0)
     );
+    Ok(())
+}
+
+/// Removes `folder` for `--force`: only a model folder (one with a
+/// config.json), never an arbitrary one.
+pub(super) fn remove_model_folder(folder: &std::path::Path) -> Result<()> {
+    if !folder.join("config.json").is_file() {
+        bail!(
+            "{} exists and is not a model folder; not overwriting it",
+            folder.display()
+        );
+    }
+    std::fs::remove_dir_all(folder)?;
     Ok(())
 }

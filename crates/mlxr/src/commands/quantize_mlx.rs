@@ -41,14 +41,7 @@ pub fn quantize_mlx(args: &QuantizeArgs, bits: u32) -> Result<()> {
                 args.output.display()
             );
         }
-        // Only a model folder is removed, never an arbitrary one.
-        if !args.output.join("config.json").is_file() {
-            bail!(
-                "{} exists and is not a model folder; not overwriting it",
-                args.output.display()
-            );
-        }
-        std::fs::remove_dir_all(&args.output)?;
+        super::convert::remove_model_folder(&args.output)?;
     }
     interrupt::install()?;
     interrupt::reset();
