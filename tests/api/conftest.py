@@ -155,3 +155,17 @@ def slow_gguf():
     srv = SlowGguf()
     yield srv
     srv.close()
+
+
+@pytest.fixture(scope="session")
+def smollm2_f16(server, tmp_path_factory):
+    """SmolLM2 dequantized to F16 (float, and big enough for a quantize to
+    take a while) as the test daemon's model `smol-f16`, made once."""
+    f16 = tmp_path_factory.mktemp("f16") / "smollm2-f16.gguf"
+    done = subprocess.run([mlxr_bin(), "quantize", str(models_dir() / MODEL_FILE), str(f16),
+                           "--type", "F16", "--allow-requantize"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    digest = upload(server, f16)
+    r = requests.post(server.url + "/api/create", json={"model": "smol-f16", "files": {"smollm2-f16.gguf": digest}})
+    assert r.ok, r.text
+    return "smol-f16"

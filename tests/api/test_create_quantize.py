@@ -69,18 +69,10 @@ def test_bad_quantize_requests_are_400s_and_create_nothing(server):
     assert names(server) == before
 
 
-def test_a_client_that_goes_away_cancels_and_leaves_nothing(server, tmp_path):
-    # A float model big enough to take a while: SmolLM2 dequantized to F16.
-    f16 = tmp_path / "smollm2-f16.gguf"
-    done = subprocess.run([mlxr_bin(), "quantize", str(models_dir() / MODEL_FILE), str(f16),
-                           "--type", "F16", "--allow-requantize"], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    digest = upload(server, f16)
-    r = requests.post(server.url + "/api/create", json={"model": "smol-f16", "files": {"smollm2-f16.gguf": digest}})
-    assert r.ok, r.text
+def test_a_client_that_goes_away_cancels_and_leaves_nothing(server, smollm2_f16):
     blobs_before = sorted(p.name for p in (server.home / "blobs").iterdir())
     r = requests.post(server.url + "/api/create",
-                      json={"model": "smol-q4", "from": "smol-f16", "quantize": "q4_k_m"}, stream=True)
+                      json={"model": "smol-q4", "from": smollm2_f16, "quantize": "q4_k_m"}, stream=True)
     assert r.ok, r.text
     first = json.loads(next(r.iter_lines()))
     assert first["status"] == "quantizing F16 model to Q4_K_M" and first["completed"] < first["total"], first

@@ -10,7 +10,7 @@ import time
 
 import requests
 
-from conftest import MODEL_FILE, ROOT, leftovers, mlxr_bin, models_dir, names, upload
+from conftest import ROOT, leftovers, mlxr_bin, names, upload
 
 TINY = ROOT / "tests/fixtures/tiny-models/gguf/llama.f32.gguf"
 
@@ -85,18 +85,10 @@ def test_bad_job_requests_start_nothing(server):
     assert requests.get(server.url + "/api/mlxr/jobs", timeout=10).json()["jobs"] == before
 
 
-def test_a_cancelled_job_registers_nothing(server, tmp_path):
-    # A float model big enough to take a while: SmolLM2 dequantized to F16.
-    f16 = tmp_path / "smollm2-f16.gguf"
-    ran = subprocess.run([mlxr_bin(), "quantize", str(models_dir() / MODEL_FILE), str(f16),
-                          "--type", "F16", "--allow-requantize"], capture_output=True, text=True, timeout=600)
-    assert ran.returncode == 0, ran.stderr
-    digest = upload(server, f16)
-    r = requests.post(server.url + "/api/create", json={"model": "job-f16", "files": {"smollm2-f16.gguf": digest}})
-    assert r.ok, r.text
+def test_a_cancelled_job_registers_nothing(server, smollm2_f16):
     blobs_before = sorted(p.name for p in (server.home / "blobs").iterdir())
     r = requests.post(server.url + "/api/mlxr/jobs",
-                      json={"model": "job-q4", "from": "job-f16", "quantize": "q4_k_m"}, timeout=60)
+                      json={"model": "job-q4", "from": smollm2_f16, "quantize": "q4_k_m"}, timeout=60)
     assert r.status_code == 202, r.text
     job_id = r.json()["id"]
     # Under way: a progress line with tensors left to do.

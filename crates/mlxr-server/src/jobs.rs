@@ -50,6 +50,10 @@ enum Status {
 }
 
 impl Status {
+    fn is_final(self) -> bool {
+        !matches!(self, Status::Running | Status::Registering)
+    }
+
     fn name(self) -> &'static str {
         match self {
             Status::Running => "running",
@@ -106,7 +110,7 @@ impl Jobs {
         let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
         jobs.push_front(job);
         while jobs.len() > KEPT {
-            match jobs.iter().rposition(|j| j.task.is_none()) {
+            match jobs.iter().rposition(|j| j.status.is_final()) {
                 Some(i) => drop(jobs.remove(i)),
                 None => break,
             }
@@ -138,7 +142,7 @@ impl Jobs {
     fn finish(&self, id: u64) {
         self.with(id, |job| {
             job.task = None;
-            if matches!(job.status, Status::Running | Status::Registering) {
+            if !job.status.is_final() {
                 job.status = Status::Error;
                 job.error = Some("the run stopped without a result".into());
             }

@@ -72,11 +72,8 @@ impl Constraint {
             Constraint::Regex(rx) => TopLevelGrammar::from_regex(rx),
             Constraint::Lark(lark) => TopLevelGrammar::from_lark(lark.clone()),
             Constraint::Triggered { then, .. } => then.grammar()?,
-            Constraint::Opened { token, lark } => {
-                return Err(format!(
-                    "{token} then {lark}: needs the vocabulary ({})",
-                    "Grammars::compile resolves it"
-                ))
+            Constraint::Opened { token, .. } => {
+                return Err(format!("{token} is resolved against the vocabulary first"))
             }
         })
     }
