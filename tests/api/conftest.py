@@ -47,6 +47,20 @@ def upload(server, path: Path) -> str:
     return digest
 
 
+def create_folder(server, name: str, folder: Path, replace=None) -> None:
+    """The files of `folder` uploaded as blobs and registered as the folder
+    model `name`; `replace` maps file names to other bytes to upload."""
+    files = {}
+    for path in sorted(p for p in folder.iterdir() if p.is_file()):
+        data = (replace or {}).get(path.name, path.read_bytes())
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        r = requests.post(f"{server.url}/api/blobs/{digest}", data=data, timeout=600)
+        assert r.status_code in (200, 201), r.text
+        files[path.name] = digest
+    r = requests.post(server.url + "/api/create", json={"model": name, "files": files}, timeout=60)
+    assert r.ok, r.text
+
+
 def names(server) -> list:
     return [m["name"] for m in requests.get(server.url + "/api/tags", timeout=10).json()["models"]]
 
@@ -169,3 +183,16 @@ def smollm2_f16(server, tmp_path_factory):
     r = requests.post(server.url + "/api/create", json={"model": "smol-f16", "files": {"smollm2-f16.gguf": digest}})
     assert r.ok, r.text
     return "smol-f16"
+
+
+@pytest.fixture(scope="session")
+def smollm2_folder(server, tmp_path_factory):
+    """SmolLM2 as a Hugging Face folder of F16 weights (`mlxr convert` of the
+    GGUF; big enough for a convert to take a while) as the test daemon's
+    folder model `smol-hf`, made once."""
+    folder = tmp_path_factory.mktemp("hf") / "smollm2-hf"
+    done = subprocess.run([mlxr_bin(), "convert", str(models_dir() / MODEL_FILE), str(folder),
+                           "--outtype", "f16"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    create_folder(server, "smol-hf", folder)
+    return "smol-hf"

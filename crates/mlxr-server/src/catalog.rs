@@ -123,6 +123,13 @@ fn disk_size(path: &Path) -> u64 {
 
 fn model_folder(registry: &Registry, r: &ModelRecord) -> Result<PathBuf, String> {
     let dir = registry.home().join("models").join(r.digest.hex());
+    link_model_files(registry, r, &dir)?;
+    Ok(dir)
+}
+
+/// Fills `dir` with links to a multi-file model's blobs under their file
+/// names (`model.safetensors` for the weights), so it reads as the folder.
+pub fn link_model_files(registry: &Registry, r: &ModelRecord, dir: &Path) -> Result<(), String> {
     let link = |target: &Path, rel: &str| -> Result<(), String> {
         let at = dir.join(rel);
         if at.exists() {
@@ -146,7 +153,7 @@ fn model_folder(registry: &Registry, r: &ModelRecord) -> Result<PathBuf, String>
         }
         link(&registry.blob_path(&f.digest), &f.path)?;
     }
-    Ok(dir)
+    Ok(())
 }
 
 #[cfg(unix)]

@@ -1,17 +1,22 @@
-//! Quantize jobs that outlive the request that starts them (the web UI's
-//! models page), behind the API key like the rest:
+//! Quantize and convert jobs that outlive the request that starts them (the
+//! web UI's models page), behind the API key like the rest:
 //!
-//! - `POST /api/mlxr/jobs` with `/api/create`'s body (`model`, `from` or
-//!   `files`, `quantize`, ...; `quantize` required): 202 with the job. The
-//!   run is `/api/create`'s own (same checks, same progress lines, the model
-//!   registered only at its end); an error before it starts is the answer.
+//! - `POST /api/mlxr/jobs` with `kind: "quantize"` (the default) and
+//!   `/api/create`'s body (`model`, `from` or `files`, `quantize`, ...;
+//!   `quantize` required), or `kind: "convert"` with `model`, `from` (a
+//!   folder model) and `outtype` (as `mlxr convert`'s; `auto` by default):
+//!   202 with the job. The run is `/api/create`'s own (same checks, same
+//!   progress lines, the model registered only at its end; a convert runs
+//!   the same way, [`crate::ollama::convert`]); an error before it starts
+//!   is the answer.
 //! - `GET /api/mlxr/jobs`: every job of this daemon's life, newest first
 //!   (the last [`KEPT`]); `GET /api/mlxr/jobs/{id}`: one.
 //! - `DELETE /api/mlxr/jobs/{id}`: cancels a running job (nothing is
 //!   registered); 409 once it has finished or is registering its model.
 //!
-//! A job: `{id, model, quantize, status: running|registering|success|error|cancelled,
-//! progress: the last progress line (status, completed, total), error?, started_at}`.
+//! A job: `{id, kind, model, quantize (or outtype), status:
+//! running|registering|success|error|cancelled, progress: the last progress
+//! line (status, completed, total), error?, started_at}`.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,7 +32,7 @@ use tokio::task::AbortHandle;
 
 use crate::error::{ApiError, OllamaError};
 use crate::extract::JsonBody;
-use crate::ollama::manage;
+use crate::ollama::{convert, manage};
 use crate::state::AppState;
 
 /// Finished jobs beyond this many are forgotten, oldest first.
@@ -65,10 +70,50 @@ impl Status {
     }
 }
 
+/// What a job makes, and the type it makes it in.
+#[derive(Clone, Debug)]
+enum Kind {
+    /// A GGUF model quantized to this type (`quantize`).
+    Quantize(String),
+    /// A folder model converted to GGUF of this out type (`outtype`).
+    Convert(String),
+}
+
+impl Kind {
+    /// The request's `kind` (`quantize` when absent) and its type field.
+    fn of(body: &Value) -> Result<Kind, ApiError> {
+        let field = |name: &str| body.get(name).and_then(Value::as_str).map(str::to_string);
+        match body.get("kind").filter(|k| !k.is_null()).map(Value::as_str) {
+            None | Some(Some("quantize")) => {
+                field("quantize").map(Kind::Quantize).ok_or_else(|| {
+                    ApiError::bad_request(
+                        "a job needs 'quantize' (e.g. \"q4_K_M\"), or 'kind': \"convert\"",
+                    )
+                })
+            }
+            Some(Some("convert")) => Ok(Kind::Convert(
+                field("outtype").unwrap_or_else(|| "auto".into()),
+            )),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "unknown job kind {}; valid: quantize, convert",
+                other.map_or_else(|| body["kind"].to_string(), |k| format!("'{k}'"))
+            ))),
+        }
+    }
+
+    /// `kind`, and the field naming the type made with its value.
+    fn fields(&self) -> (&'static str, &'static str, &str) {
+        match self {
+            Kind::Quantize(t) => ("quantize", "quantize", t),
+            Kind::Convert(t) => ("convert", "outtype", t),
+        }
+    }
+}
+
 struct Job {
     id: u64,
     model: String,
-    quantize: String,
+    kind: Kind,
     status: Status,
     progress: Value,
     error: Option<String>,
@@ -78,14 +123,16 @@ struct Job {
 
 impl Job {
     fn json(&self) -> Value {
+        let (kind, type_field, made_type) = self.kind.fields();
         let mut j = json!({
             "id": self.id.to_string(),
+            "kind": kind,
             "model": self.model,
-            "quantize": self.quantize,
             "status": self.status.name(),
             "progress": self.progress,
             "started_at": self.started_at,
         });
+        j[type_field] = json!(made_type);
         if let Some(e) = &self.error {
             j["error"] = json!(e);
         }
@@ -163,11 +210,7 @@ async fn start(
     State(state): State<AppState>,
     JsonBody(mut body): JsonBody<Value>,
 ) -> Result<(StatusCode, Json<Value>), OllamaError> {
-    let quantize = body
-        .get("quantize")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ApiError::bad_request("a job needs 'quantize' (e.g. \"q4_K_M\")"))?
-        .to_string();
+    let kind = Kind::of(&body)?;
     let model = body
         .get("model")
         .or_else(|| body.get("name"))
@@ -175,14 +218,22 @@ async fn start(
         .unwrap_or_default()
         .to_string();
     body["stream"] = json!(true);
-    let request = serde_json::from_value(body)
-        .map_err(|e| ApiError::bad_request(format!("invalid request: {e}")))?;
-    let response = manage::create(State(state.clone()), JsonBody(request)).await?;
+    let invalid = |e: serde_json::Error| ApiError::bad_request(format!("invalid request: {e}"));
+    let response = match kind {
+        Kind::Quantize(_) => {
+            let request = serde_json::from_value(body).map_err(invalid)?;
+            manage::create(State(state.clone()), JsonBody(request)).await?
+        }
+        Kind::Convert(_) => {
+            let request = serde_json::from_value(body).map_err(invalid)?;
+            convert::create(state.clone(), request).await?
+        }
+    };
     let id = state.jobs.next.fetch_add(1, Ordering::Relaxed) + 1;
     state.jobs.insert(Job {
         id,
         model,
-        quantize,
+        kind,
         status: Status::Running,
         progress: json!({"status": "starting"}),
         error: None,
@@ -250,8 +301,8 @@ async fn cancel(
                     format!("job {id} is {}: nothing to cancel", job.status.name()),
                 ));
             }
-            // Dropping the run's stream stops the quantizer; its output is
-            // never registered.
+            // Dropping the run's stream stops the quantizer or converter;
+            // its output is never registered.
             if let Some(task) = job.task.take() {
                 task.abort();
             }

@@ -13,6 +13,6 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     /// How the server was started (`/api/mlxr/config`, the log buffer).
     pub server: Arc<ServerConfig>,
-    /// Quantize jobs (`/api/mlxr/jobs`).
+    /// Quantize and convert jobs (`/api/mlxr/jobs`).
     pub jobs: Arc<crate::jobs::Jobs>,
 }

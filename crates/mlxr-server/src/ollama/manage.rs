@@ -37,7 +37,7 @@ pub fn registry_error(e: RegistryError) -> ApiError {
     }
 }
 
-fn model_name(s: &str) -> Result<ModelName, ApiError> {
+pub(super) fn model_name(s: &str) -> Result<ModelName, ApiError> {
     ModelName::parse(s).map_err(registry_error)
 }
 
@@ -111,7 +111,7 @@ pub fn start_pull(state: &AppState, spec: &str) -> Result<Pull, ApiError> {
     Ok((rx, task))
 }
 
-fn ndjson_response(body: Body) -> Response {
+pub(super) fn ndjson_response(body: Body) -> Response {
     ([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response()
 }
 
@@ -258,7 +258,8 @@ pub async fn create(
             .map_err(|e| ApiError::bad_request(format!("template: {e}")))?;
     }
     if let Some(file_type) = quantize {
-        return Ok(create_quantized(state, name, new, companions, file_type, body.stream).await?);
+        let run = super::quantize::start(registry, new.model_blob.clone(), file_type);
+        return Ok(super::blob_run::create(state, name, new, companions, run, body.stream).await?);
     }
     register(&state, &name, new, companions).await?;
     status.extend(["writing manifest".to_string(), "success".to_string()]);
@@ -275,7 +276,7 @@ pub async fn create(
 }
 
 /// Stores `new` under `name` and unloads an older model of that name.
-async fn register(
+pub(super) async fn register(
     state: &AppState,
     name: &ModelName,
     new: NewModel,
@@ -289,74 +290,6 @@ async fn register(
         .map_err(registry_error)?;
     state.models.unload(&name.to_string()).await;
     Ok(())
-}
-
-/// `/api/create` with `quantize`: the model's blob quantized first
-/// ([`super::quantize`]), then the model created on the new blob. Progress
-/// streams (or is awaited with `stream: false`); an error before the first
-/// tensor (not a GGUF of float tensors, say) is the answer's status. A
-/// client that goes away cancels the run and nothing is registered.
-async fn create_quantized(
-    state: AppState,
-    name: ModelName,
-    mut new: NewModel,
-    companions: Vec<(String, Digest)>,
-    file_type: mlxr_quantize::FileType,
-    stream: Option<bool>,
-) -> Result<Response, ApiError> {
-    use super::quantize::Quantized;
-    let mut rx = super::quantize::start(state.registry.clone(), new.model_blob.clone(), file_type);
-    let first = rx
-        .recv()
-        .await
-        .ok_or_else(|| ApiError::internal("the quantizer stopped without a result"))??;
-    if stream == Some(false) {
-        let mut event = first;
-        let digest = loop {
-            match event {
-                Quantized::Done(digest) => break digest,
-                Quantized::Progress(_) => {}
-            }
-            event = rx
-                .recv()
-                .await
-                .ok_or_else(|| ApiError::internal("the quantizer stopped without a result"))??;
-        };
-        new.model_blob = digest;
-        register(&state, &name, new, companions).await?;
-        return Ok(Json(json!({"status": "success"})).into_response());
-    }
-    let lines = async_stream::stream! {
-        let mut event: Option<Result<Quantized, ApiError>> = Some(Ok(first));
-        let digest = loop {
-            match event {
-                Some(Ok(Quantized::Progress(line))) => yield line,
-                Some(Ok(Quantized::Done(digest))) => break digest,
-                Some(Err(e)) => {
-                    yield json!({"error": e.message});
-                    return;
-                }
-                None => {
-                    yield json!({"error": "the quantizer stopped without a result"});
-                    return;
-                }
-            }
-            event = rx.recv().await;
-        };
-        yield json!({"status": format!("creating new layer {digest}")});
-        new.model_blob = digest;
-        if let Err(e) = register(&state, &name, new, companions).await {
-            yield json!({"error": e.message});
-            return;
-        }
-        yield json!({"status": "writing manifest"});
-        yield json!({"status": "success"});
-    };
-    Ok(ndjson_response(Body::from_stream(
-        futures_util::StreamExt::map(lines, |line| {
-            Ok::<_, std::convert::Infallible>(ndjson(&line))
-        }),
-    )))
 }
 
 /// A draft model named in the parameters must exist now (it may still go

@@ -1,6 +1,8 @@
 //! Ollama-compatible routes under `/api`.
 
+mod blob_run;
 pub mod blobs;
+pub mod convert;
 mod embed;
 mod generate;
 pub mod info;

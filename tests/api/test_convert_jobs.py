@@ -1,0 +1,108 @@
+"""`/api/mlxr/jobs` with `kind: "convert"`: a folder model converted to
+GGUF as `mlxr convert` does, as a job (the quantize job's progress, cancel
+and registration); the new model runs; a cancelled one registers nothing
+and leaves no files; bad requests are errors before any job starts; a
+foreign web page cannot start one."""
+
+import hashlib
+import json
+import shutil
+import subprocess
+import time
+
+import requests
+
+from conftest import ROOT, create_folder, leftovers, mlxr_bin, names, upload
+from test_jobs import job, wait
+
+TINY_FOLDER = ROOT / "tests/fixtures/tiny-models/llama"
+TINY_GGUF = ROOT / "tests/fixtures/tiny-models/gguf/llama.f32.gguf"
+
+
+def jobs(server):
+    return requests.get(server.url + "/api/mlxr/jobs", timeout=10).json()["jobs"]
+
+
+def test_a_convert_job_writes_what_mlxr_convert_writes(server, tmp_path):
+    create_folder(server, "tiny-llama", TINY_FOLDER)
+    r = requests.post(server.url + "/api/mlxr/jobs",
+                      json={"kind": "convert", "model": "tiny-llama-gguf", "from": "tiny-llama", "outtype": "f32",
+                            "tokenizer_pre": "qwen2"},
+                      timeout=60)
+    assert r.status_code == 202, r.text
+    started = r.json()
+    assert (started["kind"], started["model"], started["outtype"]) == ("convert", "tiny-llama-gguf", "f32"), started
+    assert "quantize" not in started, started
+    done = wait(server, started["id"], lambda j: j["status"] not in ("running", "registering"))
+    assert done["status"] == "success" and done["progress"] == {"status": "success"}, done
+    assert "tiny-llama-gguf:latest" in names(server)
+
+    # `mlxr convert` of the same folder (named as the source model: the
+    # GGUF's general.name comes from it) writes the same bytes.
+    folder = tmp_path / "tiny-llama"
+    shutil.copytree(TINY_FOLDER, folder)
+    out = tmp_path / "tiny-llama.gguf"
+    ran = subprocess.run([mlxr_bin(), "convert", str(folder), str(out), "--outtype", "f32", "--tokenizer-pre", "qwen2"],
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    want = "sha256:" + hashlib.sha256(out.read_bytes()).hexdigest()
+    blob = server.home / "blobs" / want.replace(":", "-")
+    assert blob.is_file() and blob.read_bytes() == out.read_bytes()
+
+    shown = requests.post(server.url + "/api/show", json={"model": "tiny-llama-gguf"}, timeout=10).json()
+    assert shown["details"]["format"] == "gguf", shown["details"]
+    r = requests.post(server.url + "/api/generate", timeout=120, json={
+        "model": "tiny-llama-gguf", "prompt": "hi", "stream": False, "options": {"num_predict": 3, "temperature": 0}})
+    assert r.ok and r.json()["eval_count"] > 0, r.text
+    requests.post(server.url + "/api/generate", json={"model": "tiny-llama-gguf", "keep_alive": 0}, timeout=30)
+    assert jobs(server)[0]["id"] == started["id"]
+    assert not leftovers(server)
+
+
+def test_bad_convert_requests_start_nothing(server):
+    upload_gguf = upload(server, TINY_GGUF)
+    r = requests.post(server.url + "/api/create", json={"model": "convert-gguf", "files": {"m.gguf": upload_gguf}})
+    assert r.ok, r.text
+    config = json.loads((TINY_FOLDER / "config.json").read_text())
+    config["architectures"] = ["FalconForCausalLM"]
+    create_folder(server, "convert-falcon", TINY_FOLDER, replace={"config.json": json.dumps(config).encode()})
+    before = jobs(server)
+    cases = [
+        ({"kind": "convert", "model": "x", "from": "no-such-model"}, 404, "not found"),
+        ({"kind": "convert", "model": "x", "from": "convert-gguf"}, 400, "is a GGUF model"),
+        ({"kind": "convert", "model": "x", "from": "convert-falcon"}, 400, "FalconForCausalLM"),
+        ({"kind": "convert", "model": "x", "from": "convert-falcon", "outtype": "q4_0"}, 400, "unknown outtype 'q4_0'"),
+        ({"kind": "convert", "model": "x"}, 400, "'from'"),
+        ({"kind": "convert", "model": "x", "from": "convert-falcon", "outtype": 16}, 400, "invalid request"),
+        ({"kind": "frobnicate", "model": "x", "from": "convert-falcon"}, 400, "unknown job kind 'frobnicate'"),
+    ]
+    for body, status, message in cases:
+        r = requests.post(server.url + "/api/mlxr/jobs", json=body, timeout=30)
+        assert r.status_code == status and message in r.json()["error"], (body, r.status_code, r.text)
+    r = requests.post(server.url + "/api/mlxr/jobs", json={"kind": "convert", "model": "y", "from": "convert-falcon"},
+                      headers={"Origin": "https://evil.example"}, timeout=10)
+    assert r.status_code == 403, r.text
+    assert jobs(server) == before
+    assert "x:latest" not in names(server) and not leftovers(server)
+
+
+def test_a_cancelled_convert_job_registers_nothing(server, smollm2_folder):
+    blobs_before = sorted(p.name for p in (server.home / "blobs").iterdir())
+    r = requests.post(server.url + "/api/mlxr/jobs",
+                      json={"kind": "convert", "model": "job-gguf", "from": smollm2_folder, "outtype": "q8_0"},
+                      timeout=60)
+    assert r.status_code == 202, r.text
+    job_id = r.json()["id"]
+    under_way = wait(server, job_id, lambda j: "total" in j["progress"] or j["status"] != "running", timeout=60)
+    assert under_way["status"] == "running", under_way
+    assert under_way["progress"]["status"] == "converting smol-hf:latest to GGUF (q8_0)", under_way
+    assert under_way["progress"]["completed"] < under_way["progress"]["total"], under_way
+    r = requests.delete(f"{server.url}/api/mlxr/jobs/{job_id}", timeout=10)
+    assert r.ok and r.json()["status"] == "cancelled", r.text
+    deadline = time.time() + 60
+    while leftovers(server) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not leftovers(server), "the cancelled job's files were left behind"
+    assert job(server, job_id)["status"] == "cancelled"
+    assert "job-gguf:latest" not in names(server)
+    assert sorted(p.name for p in (server.home / "blobs").iterdir()) == blobs_before
