@@ -1,6 +1,8 @@
 import { ResponseError } from "./errors.js";
 import { errorText, readNdjson } from "./ndjson.js";
+import { sendWithProgress, type Sent } from "./upload.js";
 import type {
+  BlobUploadOptions,
   ChatRequest,
   ChatResponse,
   CopyRequest,
@@ -9,6 +11,8 @@ import type {
   EmbedResponse,
   GenerateRequest,
   GenerateResponse,
+  Job,
+  JobRequest,
   ListResponse,
   ProcessResponse,
   ProgressResponse,
@@ -92,25 +96,20 @@ export class Client {
         signal,
       });
     } catch (e) {
-      if ((e as { name?: string }).name === "AbortError") throw e;
-      const cause = e instanceof Error ? (e.cause instanceof Error ? e.cause.message : e.message) : String(e);
-      const where = this.host || "this page's origin";
-      throw new Error(`could not connect to mlxr serve at ${where} (start it with \`mlxr serve\`): ${cause}`, {
-        cause: e,
-      });
+      throw this.unreachable(e);
     }
-    if (!response.ok) {
-      const text = await response.text().catch(() => "");
-      let message = text.trim() || `HTTP ${response.status}`;
-      try {
-        const parsed = JSON.parse(text) as { error?: unknown };
-        if (parsed.error !== undefined) message = errorText(parsed.error);
-      } catch {
-        // not JSON: the text itself
-      }
-      throw new ResponseError(response.status, message);
-    }
+    if (!response.ok) throw refusal(response.status, await response.text().catch(() => ""));
     return response;
+  }
+
+  /** A failed connection as the user reads it (an abort as it is). */
+  private unreachable(e: unknown): unknown {
+    if ((e as { name?: string }).name === "AbortError") return e;
+    const cause = e instanceof Error ? (e.cause instanceof Error ? e.cause.message : e.message) : String(e);
+    const where = this.host || "this page's origin";
+    return new Error(`could not connect to mlxr serve at ${where} (start it with \`mlxr serve\`): ${cause}`, {
+      cause: e,
+    });
   }
 
   private async json<T>(method: string, path: string, body?: unknown): Promise<T> {
@@ -205,8 +204,72 @@ export class Client {
     await this.request("DELETE", "/api/delete", request);
   }
 
+  /** Whether the daemon holds the blob `digest` (`sha256:…`; `HEAD /api/blobs/DIGEST`). */
+  async hasBlob(digest: string): Promise<boolean> {
+    try {
+      await this.request("HEAD", `/api/blobs/${encodeURIComponent(digest)}`);
+      return true;
+    } catch (e) {
+      if (e instanceof ResponseError && e.statusCode === 404) return false;
+      throw e;
+    }
+  }
+
+  /**
+   * Uploads `data` as the blob `digest` (`POST /api/blobs/DIGEST`; the daemon
+   * checks the bytes against it), for `create`'s `files`. `onProgress` gets
+   * the bytes sent as they go in a browser, once at the end elsewhere.
+   */
+  async pushBlob(digest: string, data: Blob, options: BlobUploadOptions = {}): Promise<void> {
+    const url = `${this.host}/api/blobs/${encodeURIComponent(digest)}`;
+    const headers = { ...this.headers, "Content-Type": "application/octet-stream" };
+    let sent: Sent;
+    try {
+      sent = await sendWithProgress(url, headers, data, options.onProgress ?? (() => undefined), options.signal, this.fetch);
+    } catch (e) {
+      throw this.unreachable(e);
+    }
+    if (sent.status < 200 || sent.status >= 300) throw refusal(sent.status, sent.text);
+  }
+
+  /**
+   * Starts a job of the daemon (`POST /api/mlxr/jobs`): a quantize
+   * (`/api/create`'s body with `quantize`) or a convert of a folder model to
+   * GGUF (`kind: "convert"`, `outtype`). Bad requests reject before a job starts.
+   */
+  startJob(request: JobRequest): Promise<Job> {
+    return this.json("POST", "/api/mlxr/jobs", request);
+  }
+
+  /** One job, with its last progress line (`GET /api/mlxr/jobs/ID`). */
+  getJob(id: string): Promise<Job> {
+    return this.json("GET", `/api/mlxr/jobs/${encodeURIComponent(id)}`);
+  }
+
+  /** This daemon's jobs, newest first (`GET /api/mlxr/jobs`). */
+  async listJobs(): Promise<Job[]> {
+    return (await this.json<{ jobs: Job[] }>("GET", "/api/mlxr/jobs")).jobs;
+  }
+
+  /** Cancels a running job: nothing is registered (`DELETE /api/mlxr/jobs/ID`; 409 once it has finished). */
+  cancelJob(id: string): Promise<Job> {
+    return this.json("DELETE", `/api/mlxr/jobs/${encodeURIComponent(id)}`);
+  }
+
   /** The daemon's version (`GET /api/version`). */
   async version(): Promise<string> {
     return (await this.json<{ version: string }>("GET", "/api/version")).version;
   }
+}
+
+/** A refusal of the daemon: its `{"error": …}` message, else the text. */
+function refusal(status: number, text: string): ResponseError {
+  let message = text.trim() || `HTTP ${status}`;
+  try {
+    const parsed = JSON.parse(text) as { error?: unknown };
+    if (parsed.error !== undefined) message = errorText(parsed.error);
+  } catch {
+    // not JSON: the text itself
+  }
+  return new ResponseError(status, message);
 }

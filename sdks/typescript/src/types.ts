@@ -189,3 +189,34 @@ export interface CopyRequest {
   source: string;
   destination: string;
 }
+
+export interface BlobUploadOptions {
+  /** Bytes sent of all, as the upload goes (in a browser). */
+  onProgress?: (sent: number, total: number) => void;
+  signal?: AbortSignal;
+}
+
+/** A job's state: `registering` is too late to cancel. */
+export type JobStatus = "running" | "registering" | "success" | "error" | "cancelled";
+
+/** A job of the daemon (`/api/mlxr/jobs`): a quantize or a convert into a new model. */
+export interface Job {
+  id: string;
+  kind: "quantize" | "convert";
+  /** The new model. */
+  model: string;
+  /** The type quantized to (quantize jobs). */
+  quantize?: string;
+  /** The GGUF out type (convert jobs: f32, f16, bf16, q8_0, auto). */
+  outtype?: string;
+  status: JobStatus;
+  /** The run's last progress line: `completed` of `total` tensors while it runs. */
+  progress: { status?: string; completed?: number; total?: number };
+  error?: string;
+  started_at: string;
+}
+
+/** What a job makes: a quantized model (`/api/create`'s body), or a folder model converted to GGUF. */
+export type JobRequest =
+  | (Omit<CreateRequest, "onProgress" | "signal"> & { kind?: "quantize"; quantize: string })
+  | { kind: "convert"; model: string; from: string; outtype?: string; tokenizer_pre?: string };

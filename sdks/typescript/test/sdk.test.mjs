@@ -1,12 +1,15 @@
 // The TypeScript SDK (dist/, built by tsc) against a real `mlxr serve`.
 import assert from "node:assert/strict";
-import { statSync } from "node:fs";
-import { join } from "node:path";
+import { createHash } from "node:crypto";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 
 import { Client, ResponseError } from "../dist/index.js";
 import { EMBED_MODEL, MODEL, MODEL_FILE, modelsDir, serveModelFiles, startDaemon } from "./daemon.mjs";
 
+const TINY_FOLDER = resolve(fileURLToPath(import.meta.url), "../../../../tests/fixtures/tiny-models/llama");
 const HI = [{ role: "user", content: "Name three colours." }];
 const GREEDY = { temperature: 0, seed: 7, num_predict: 24 };
 
@@ -149,6 +152,40 @@ test("errors carry the daemon's message", async () => {
     (e) => e instanceof ResponseError && e.statusCode === -1 && e.message.includes("404"));
   assert.ok(seen.length > 0);
   await assert.rejects(new Client({ host: "127.0.0.1:9" }).version(), /could not connect to mlxr serve/);
+});
+
+test("blobs, a folder model from them, and a convert job of it", async () => {
+  const files = {};
+  for (const name of readdirSync(TINY_FOLDER).sort()) {
+    const bytes = readFileSync(join(TINY_FOLDER, name));
+    const digest = `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
+    assert.equal(await client.hasBlob(digest), false);
+    const seen = [];
+    await client.pushBlob(digest, new Blob([bytes]), { onProgress: (sent, total) => seen.push([sent, total]) });
+    assert.deepEqual(seen.at(-1), [bytes.length, bytes.length]);
+    assert.equal(await client.hasBlob(digest), true);
+    files[name] = digest;
+  }
+  // Bytes that are not the digest's: the daemon's refusal.
+  const wrong = `sha256:${"0".repeat(64)}`;
+  await assert.rejects(client.pushBlob(wrong, new Blob(["not those bytes"])), (e) => e instanceof ResponseError && e.statusCode === 400);
+  assert.equal(await client.hasBlob(wrong), false);
+  assert.equal((await client.create({ model: "sdk-tiny", files })).status, "success");
+
+  let job = await client.startJob({ kind: "convert", model: "sdk-tiny-gguf", from: "sdk-tiny", outtype: "f16", tokenizer_pre: "qwen2" });
+  assert.equal(job.kind, "convert");
+  assert.equal(job.outtype, "f16");
+  while (job.status === "running" || job.status === "registering") {
+    await new Promise((r) => setTimeout(r, 50));
+    job = await client.getJob(job.id);
+  }
+  assert.equal(job.status, "success", JSON.stringify(job));
+  assert.equal((await client.listJobs())[0].id, job.id);
+  assert.ok((await client.list()).models.some((m) => m.name === "sdk-tiny-gguf:latest"));
+  assert.equal((await client.show({ model: "sdk-tiny-gguf" })).details.format, "gguf");
+  await assert.rejects(client.cancelJob(job.id), (e) => e instanceof ResponseError && e.statusCode === 409);
+  await assert.rejects(client.startJob({ kind: "convert", model: "x", from: "no-such-model" }), (e) => e instanceof ResponseError && e.statusCode === 404);
+  await assert.rejects(client.getJob("12345"), (e) => e instanceof ResponseError && e.statusCode === 404);
 });
 
 test("request reaches routes the client has no method for", async () => {
