@@ -81,6 +81,10 @@ cp "$MODEL_FILE" "$TMP/e2e-pull.gguf"
 # The quantize test starts from SmolLM2's weights as F16 (float, and big
 # enough for its progress to show).
 "$BIN" quantize "$MODEL_FILE" "$TMP/e2e-f16.gguf" --type F16 --allow-requantize >/dev/null
+# The import test uploads a GGUF the daemon has no blob of from the browser;
+# the convert test starts from SmolLM2 as a Hugging Face folder.
+"$BIN" quantize "$MODEL_FILE" "$TMP/e2e-import.gguf" --type Q8_0 --allow-requantize >/dev/null
+"$BIN" convert "$MODEL_FILE" "$TMP/e2e-hf" --outtype f16 >/dev/null 2>&1
 
 echo "== mlxr serve on $URL"
 "$BIN" "${ARGS[@]}" >"$TMP/server.log" 2>&1 &
@@ -99,7 +103,8 @@ echo "== Playwright (playwright-core + $CHROMIUM)"
 status=0
 (cd app/ui && MLXR_URL="$URL" MLXR_E2E_MODEL=smollm2 MLXR_E2E_EMBED_MODEL="$EMBED_MODEL" \
     MLXR_E2E_TOOL_MODEL="$TOOL_MODEL" \
-    MLXR_E2E_PULL_SOURCE="$TMP/e2e-pull.gguf" MLXR_E2E_FLOAT_SOURCE="$TMP/e2e-f16.gguf" MLXR_SCREENSHOTS="$SHOTS" CHROMIUM="$CHROMIUM" \
+    MLXR_E2E_PULL_SOURCE="$TMP/e2e-pull.gguf" MLXR_E2E_FLOAT_SOURCE="$TMP/e2e-f16.gguf" \
+    MLXR_E2E_IMPORT_SOURCE="$TMP/e2e-import.gguf" MLXR_E2E_FOLDER_SOURCE="$TMP/e2e-hf" MLXR_SCREENSHOTS="$SHOTS" CHROMIUM="$CHROMIUM" \
     npx vitest run --config e2e/vitest.config.ts) || status=$?
 if [ "$status" -ne 0 ]; then
     echo "ui-e2e: failed; the server log:" >&2

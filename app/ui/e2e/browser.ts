@@ -9,6 +9,10 @@ export const MODEL = process.env.MLXR_E2E_MODEL ?? "smollm2";
 export const PULL_SOURCE = process.env.MLXR_E2E_PULL_SOURCE ?? "";
 /** A GGUF of float weights (the quantize test pulls it from its path). */
 export const FLOAT_SOURCE = process.env.MLXR_E2E_FLOAT_SOURCE ?? "";
+/** A GGUF file the daemon does not have yet (the import test uploads it from the browser). */
+export const IMPORT_SOURCE = process.env.MLXR_E2E_IMPORT_SOURCE ?? "";
+/** A Hugging Face folder (the convert test pulls it from its path). */
+export const FOLDER_SOURCE = process.env.MLXR_E2E_FOLDER_SOURCE ?? "";
 /** The embedding model name, when the daemon serves one. */
 export const EMBED_MODEL = process.env.MLXR_E2E_EMBED_MODEL ?? "";
 /** A model that calls tools reliably (Qwen2.5-Coder-0.5B), when the daemon serves one. */

@@ -2,11 +2,15 @@
 // (scripts/ui-e2e.sh). Tests run in order and share one page, so the
 // screenshots show the state earlier tests left (a chat, a pulled model,
 // metrics after traffic).
+import { createHash } from "node:crypto";
+import { readFileSync, statSync } from "node:fs";
 import type { Browser, BrowserContext, Locator, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   EMBED_MODEL,
   FLOAT_SOURCE,
+  FOLDER_SOURCE,
+  IMPORT_SOURCE,
   MODEL,
   post,
   PULL_SOURCE,
@@ -18,6 +22,9 @@ import {
   newContext,
   watchErrors,
 } from "./browser";
+
+/** A tiny GGUF (1.5 MB) to drop on the models page. */
+const TINY_GGUF = new globalThis.URL("../../../tests/fixtures/tiny-models/gguf/llama.f32.gguf", import.meta.url);
 
 let browser: Browser;
 let context: BrowserContext;
@@ -217,6 +224,28 @@ describe("tool calling", () => {
   }, 300_000);
 });
 
+/** Starts recording, in the page, every `value/max` the progress bar labelled `label` shows. */
+async function recordBar(label: string) {
+  await page.evaluate((label) => {
+    const seen: string[] = [];
+    (window as unknown as { barSeen: string[] }).barSeen = seen;
+    new MutationObserver(() => {
+      const bar = document.querySelector(`progress[aria-label="${label}"]`) as HTMLProgressElement | null;
+      if (bar) seen.push(`${bar.value}/${bar.max}`);
+    }).observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true });
+  }, label);
+}
+
+/** The distinct values the recorded bar showed part way (done below its maximum). */
+async function partialBarValues(): Promise<{ partial: string[]; seen: string[] }> {
+  const seen = await page.evaluate(() => (window as unknown as { barSeen: string[] }).barSeen);
+  const partial = [...new Set(seen)].filter((v) => {
+    const [done = 0, max = 0] = v.split("/").map(Number);
+    return done > 0 && done < max;
+  });
+  return { partial, seen };
+}
+
 describe("models", () => {
   it("pulls a local file with progress", async () => {
     expect(PULL_SOURCE, "MLXR_E2E_PULL_SOURCE names a GGUF file").not.toBe("");
@@ -251,22 +280,74 @@ describe("models", () => {
     const form = page.getByRole("form", { name: "Quantize" });
     await form.getByRole("combobox", { name: "Type" }).selectOption("Q4_K_M");
     await expect.poll(() => form.getByRole("textbox", { name: "New model name" }).inputValue()).toBe("e2e-f16-q4_k_m");
-    await page.evaluate(() => {
-      const seen: string[] = [];
-      (window as unknown as { quantizeSeen: string[] }).quantizeSeen = seen;
-      new MutationObserver(() => {
-        const bar = document.querySelector('progress[aria-label="Quantize progress"]') as HTMLProgressElement | null;
-        if (bar) seen.push(`${bar.value}/${bar.max}`);
-      }).observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true });
-    });
+    await recordBar("Quantize progress");
     await form.getByRole("button", { name: "Quantize" }).click();
     await form.getByRole("status").filter({ hasText: /^Quantized e2e-f16/ }).waitFor({ timeout: 120_000 });
-    const seen = await page.evaluate(() => (window as unknown as { quantizeSeen: string[] }).quantizeSeen);
-    const partial = [...new Set(seen)].filter((v) => /^\d+\/(\d+)$/.test(v) && Number(v.split("/")[0]) < Number(v.split("/")[1]));
+    const { partial, seen } = await partialBarValues();
     expect(partial.length, `the bar showed tensors done (saw ${seen.join(" ")})`).toBeGreaterThan(0);
     await page.getByRole("rowheader", { name: /^e2e-f16-q4_k_m/ }).waitFor();
     const shown = (await post("/api/show", { model: "e2e-f16-q4_k_m" })) as { details: { quantization_level: string } };
     expect(shown.details.quantization_level).toBe("Q4_K_M");
+  });
+
+  it("imports a GGUF file from the file picker: hashed, uploaded with progress, registered", async () => {
+    expect(IMPORT_SOURCE, "MLXR_E2E_IMPORT_SOURCE names a GGUF file the daemon does not have").not.toBe("");
+    await page.goto("/ui/models");
+    const form = page.getByRole("form", { name: "Import" });
+    await form.getByLabel("GGUF file").setInputFiles(IMPORT_SOURCE);
+    await form.getByRole("textbox", { name: "Import as" }).fill("e2e-imported");
+    await recordBar("Upload progress");
+    const started = Date.now();
+    await form.getByRole("button", { name: "Import" }).click();
+    await page.getByRole("status").filter({ hasText: /^Imported e2e-imported/ }).waitFor({ timeout: 120_000 });
+    const { partial, seen } = await partialBarValues();
+    console.log(`import of ${statSync(IMPORT_SOURCE).size} bytes took ${Date.now() - started} ms; the upload bar showed ${partial.length} partial values`);
+    expect(partial.length, `the upload bar showed bytes sent (saw ${seen.join(" ")})`).toBeGreaterThan(0);
+    await page.getByRole("rowheader", { name: /^e2e-imported/ }).waitFor();
+    // The blob is the file's bytes: its SHA-256 as computed here.
+    const shown = (await post("/api/show", { model: "e2e-imported" })) as { details: { format: string } };
+    expect(shown.details.format).toBe("gguf");
+    const digest = `sha256:${createHash("sha256").update(readFileSync(IMPORT_SOURCE)).digest("hex")}`;
+    const head = await fetch(`${URL}/api/blobs/${digest}`, { method: "HEAD" });
+    expect(head.status).toBe(200);
+  });
+
+  it("imports a GGUF file dropped on the page", async () => {
+    await page.goto("/ui/models");
+    const bytes = readFileSync(TINY_GGUF).toString("base64");
+    const transfer = await page.evaluateHandle((b64) => {
+      const data = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+      const dt = new DataTransfer();
+      dt.items.add(new File([data], "Tiny Llama.F32.gguf"));
+      return dt;
+    }, bytes);
+    const panel = page.getByRole("region", { name: "Import a GGUF file" });
+    await panel.dispatchEvent("dragover", { dataTransfer: transfer });
+    await panel.dispatchEvent("drop", { dataTransfer: transfer });
+    const name = page.getByRole("textbox", { name: "Import as" });
+    await expect.poll(() => name.inputValue()).toBe("tiny-llama.f32");
+    await page.getByRole("form", { name: "Import" }).getByRole("button", { name: "Import" }).click();
+    await page.getByRole("status").filter({ hasText: /^Imported tiny-llama.f32/ }).waitFor({ timeout: 60_000 });
+    await page.getByRole("rowheader", { name: /^tiny-llama.f32/ }).waitFor();
+  });
+
+  it("converts a folder model to GGUF as a job, with progress", async () => {
+    expect(FOLDER_SOURCE, "MLXR_E2E_FOLDER_SOURCE names a Hugging Face folder").not.toBe("");
+    await post("/api/pull", { model: FOLDER_SOURCE, stream: false });
+    await page.goto("/ui/models");
+    await page.getByRole("button", { name: /^Details of e2e-hf/ }).click();
+    const form = page.getByRole("form", { name: "Convert to GGUF" });
+    await form.getByRole("combobox", { name: "Out type" }).selectOption("q8_0");
+    await expect.poll(() => form.getByRole("textbox", { name: "New model name" }).inputValue()).toBe("e2e-hf-q8_0");
+    await recordBar("Convert progress");
+    await form.getByRole("button", { name: "Convert" }).click();
+    await form.getByRole("status").filter({ hasText: /^Converted e2e-hf/ }).waitFor({ timeout: 120_000 });
+    const { partial, seen } = await partialBarValues();
+    expect(partial.length, `the bar showed tensors done (saw ${seen.join(" ")})`).toBeGreaterThan(0);
+    await page.getByRole("rowheader", { name: /^e2e-hf-q8_0/ }).waitFor();
+    const shown = (await post("/api/show", { model: "e2e-hf-q8_0" })) as { details: { format: string; quantization_level: string } };
+    expect([shown.details.format, shown.details.quantization_level]).toEqual(["gguf", "Q8_0"]);
+    await shootBothThemes("models-convert");
   });
 });
 

@@ -37,29 +37,3 @@ export async function updateConfig(update: { keep_alive: string }): Promise<Serv
   const response = await apiFetch("/api/mlxr/config", { method: "PATCH", body: update });
   return (await response.json()) as ServerConfig;
 }
-
-/** A quantize job (`/api/mlxr/jobs`, see crates/mlxr-server/src/jobs.rs). */
-export interface Job {
-  id: string;
-  model: string;
-  quantize: string;
-  status: "running" | "registering" | "success" | "error" | "cancelled";
-  /** The run's last progress line: `quantizing F16 model to Q4_K_M`, `completed` of `total` tensors. */
-  progress: { status?: string; completed?: number; total?: number };
-  error?: string;
-  started_at: string;
-}
-
-/** Starts quantizing `from` to `quantize` as the new model `model`. */
-export async function startQuantizeJob(request: { model: string; from: string; quantize: string }): Promise<Job> {
-  return (await (await apiFetch("/api/mlxr/jobs", { method: "POST", body: request })).json()) as Job;
-}
-
-export function getJob(id: string): Promise<Job> {
-  return getJson<Job>(`/api/mlxr/jobs/${encodeURIComponent(id)}`);
-}
-
-/** Cancels a running job: nothing is registered. */
-export async function cancelJob(id: string): Promise<Job> {
-  return (await (await apiFetch(`/api/mlxr/jobs/${encodeURIComponent(id)}`, { method: "DELETE" })).json()) as Job;
-}

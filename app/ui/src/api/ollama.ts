@@ -26,6 +26,8 @@ export interface ShowResponse {
   system?: string;
   license?: string;
   model_info?: Record<string, unknown>;
+  /** `completion`, `embedding`, `tools`, ... */
+  capabilities?: string[];
 }
 
 /** A function the model may call (Ollama `tools`). */

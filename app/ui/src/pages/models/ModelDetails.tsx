@@ -2,6 +2,7 @@ import { useEffect, useState } from "react";
 import { describe } from "../../api/client";
 import { showModel, type ShowResponse } from "../../api/ollama";
 import { ErrorMessage } from "../../components/ErrorMessage";
+import { ConvertForm } from "./ConvertForm";
 import { QuantizeForm } from "./QuantizeForm";
 
 /** POST /api/show for one model: details, parameters, template, modelfile. */
@@ -46,7 +47,10 @@ export function ModelDetails({ name, onClose, onChanged }: { name: string; onClo
           <Block title="System prompt" text={info.system} />
           <Block title="Template" text={info.template} />
           <Block title="Modelfile" text={info.modelfile} />
-          <QuantizeForm key={name} from={name} onQuantized={onChanged} />
+          {info.details?.format === "gguf" && <QuantizeForm key={name} from={name} onQuantized={onChanged} />}
+          {info.details?.format === "safetensors" && !info.capabilities?.includes("embedding") && (
+            <ConvertForm key={name} from={name} onConverted={onChanged} />
+          )}
         </>
       )}
     </section>

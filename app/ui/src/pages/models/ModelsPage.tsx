@@ -5,6 +5,7 @@ import { useModels } from "../../api/useModels";
 import { ErrorMessage } from "../../components/ErrorMessage";
 import { ModelDetails } from "./ModelDetails";
 import { ModelTable } from "./ModelTable";
+import { ImportForm } from "./ImportForm";
 import { PullForm } from "./PullForm";
 
 export function ModelsPage() {
@@ -35,6 +36,7 @@ export function ModelsPage() {
     <div className="page">
       <h1>Models</h1>
       <PullForm onPulled={() => void reload()} />
+      <ImportForm onImported={() => void reload()} />
       <ErrorMessage message={error ?? listError} onDismiss={error ? () => setError(null) : undefined} />
       <section className="panel" aria-labelledby="installed-heading">
         <div className="row">
