@@ -1,6 +1,6 @@
 """`/api/mlxr/jobs` with `kind: "convert"`: a folder model converted to
-GGUF as `mlxr convert` does, as a job (the quantize job's progress, cancel
-and registration); the new model runs; a cancelled one registers nothing
+GGUF, or a GGUF model to a folder, as `mlxr convert` does, as a job (the
+quantize job's progress, cancel and registration); the new model runs; a cancelled one registers nothing
 and leaves no files; bad requests are errors before any job starts; a
 foreign web page cannot start one."""
 
@@ -59,6 +59,35 @@ def test_a_convert_job_writes_what_mlxr_convert_writes(server, tmp_path):
     assert not leftovers(server)
 
 
+def test_a_convert_job_turns_a_gguf_model_into_a_folder_model(server, tmp_path):
+    digest = upload(server, TINY_GGUF)
+    r = requests.post(server.url + "/api/create", json={"model": "tiny-gguf", "files": {"llama.f32.gguf": digest}})
+    assert r.ok, r.text
+    r = requests.post(server.url + "/api/mlxr/jobs",
+                      json={"kind": "convert", "model": "tiny-back-hf", "from": "tiny-gguf", "outtype": "f16"}, timeout=60)
+    assert r.status_code == 202, r.text
+    done = wait(server, r.json()["id"], lambda j: j["status"] not in ("running", "registering"))
+    assert done["status"] == "success", done
+
+    # Every file `mlxr convert` writes for the GGUF is a blob of the new model.
+    out = tmp_path / "hf"
+    ran = subprocess.run([mlxr_bin(), "convert", str(TINY_GGUF), str(out), "--outtype", "f16"],
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    written = sorted(p.name for p in out.iterdir())
+    assert "model.safetensors" in written and "config.json" in written, written
+    for name in written:
+        blob = server.home / "blobs" / ("sha256-" + hashlib.sha256((out / name).read_bytes()).hexdigest())
+        assert blob.is_file(), f"{name} of `mlxr convert` is no blob of the new model"
+    shown = requests.post(server.url + "/api/show", json={"model": "tiny-back-hf"}, timeout=10).json()
+    assert (shown["details"]["format"], shown["details"]["quantization_level"]) == ("safetensors", "F16"), shown["details"]
+    r = requests.post(server.url + "/api/generate", timeout=120, json={
+        "model": "tiny-back-hf", "prompt": "hi", "stream": False, "options": {"num_predict": 3, "temperature": 0}})
+    assert r.ok and r.json()["eval_count"] > 0, r.text
+    requests.post(server.url + "/api/generate", json={"model": "tiny-back-hf", "keep_alive": 0}, timeout=30)
+    assert not leftovers(server)
+
+
 def test_bad_convert_requests_start_nothing(server):
     upload_gguf = upload(server, TINY_GGUF)
     r = requests.post(server.url + "/api/create", json={"model": "convert-gguf", "files": {"m.gguf": upload_gguf}})
@@ -69,7 +98,8 @@ def test_bad_convert_requests_start_nothing(server):
     before = jobs(server)
     cases = [
         ({"kind": "convert", "model": "x", "from": "no-such-model"}, 404, "not found"),
-        ({"kind": "convert", "model": "x", "from": "convert-gguf"}, 400, "is a GGUF model"),
+        ({"kind": "convert", "model": "x", "from": "convert-gguf", "outtype": "q8_0"}, 400,
+         "outtype 'q8_0' cannot be written to a Hugging Face folder"),
         ({"kind": "convert", "model": "x", "from": "convert-falcon"}, 400, "FalconForCausalLM"),
         ({"kind": "convert", "model": "x", "from": "convert-falcon", "outtype": "q4_0"}, 400, "unknown outtype 'q4_0'"),
         ({"kind": "convert", "model": "x"}, 400, "'from'"),

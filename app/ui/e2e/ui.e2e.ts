@@ -338,16 +338,29 @@ describe("models", () => {
     await page.getByRole("button", { name: /^Details of e2e-hf/ }).click();
     const form = page.getByRole("form", { name: "Convert to GGUF" });
     await form.getByRole("combobox", { name: "Out type" }).selectOption("q8_0");
-    await expect.poll(() => form.getByRole("textbox", { name: "New model name" }).inputValue()).toBe("e2e-hf-q8_0");
+    await expect.poll(() => form.getByRole("textbox", { name: "New model name" }).inputValue()).toBe("e2e-hf-gguf-q8_0");
     await recordBar("Convert progress");
     await form.getByRole("button", { name: "Convert" }).click();
     await form.getByRole("status").filter({ hasText: /^Converted e2e-hf/ }).waitFor({ timeout: 120_000 });
     const { partial, seen } = await partialBarValues();
     expect(partial.length, `the bar showed tensors done (saw ${seen.join(" ")})`).toBeGreaterThan(0);
-    await page.getByRole("rowheader", { name: /^e2e-hf-q8_0/ }).waitFor();
-    const shown = (await post("/api/show", { model: "e2e-hf-q8_0" })) as { details: { format: string; quantization_level: string } };
+    await page.getByRole("rowheader", { name: /^e2e-hf-gguf-q8_0/ }).waitFor();
+    const shown = (await post("/api/show", { model: "e2e-hf-gguf-q8_0" })) as { details: { format: string; quantization_level: string } };
     expect([shown.details.format, shown.details.quantization_level]).toEqual(["gguf", "Q8_0"]);
     await shootBothThemes("models-convert");
+  });
+
+  it("converts a GGUF model to a Hugging Face folder as a job", async () => {
+    await page.goto("/ui/models");
+    await page.getByRole("button", { name: "Details of tiny-llama.f32:latest" }).click();
+    const form = page.getByRole("form", { name: "Convert to a Hugging Face folder" });
+    await form.getByRole("combobox", { name: "Out type" }).selectOption("f16");
+    await expect.poll(() => form.getByRole("textbox", { name: "New model name" }).inputValue()).toBe("tiny-llama.f32-hf-f16");
+    await form.getByRole("button", { name: "Convert" }).click();
+    await form.getByRole("status").filter({ hasText: /^Converted tiny-llama.f32/ }).waitFor({ timeout: 60_000 });
+    await page.getByRole("rowheader", { name: /^tiny-llama.f32-hf-f16/ }).waitFor();
+    const shown = (await post("/api/show", { model: "tiny-llama.f32-hf-f16" })) as { details: { format: string; quantization_level: string } };
+    expect([shown.details.format, shown.details.quantization_level]).toEqual(["safetensors", "F16"]);
   });
 });
 

@@ -28,6 +28,18 @@ pub enum HfDtype {
 }
 
 impl HfDtype {
+    /// The `--outtype`s a folder can be written in.
+    pub const OUTTYPES: &'static str = "f32, f16, bf16, auto (f32)";
+
+    /// An `--outtype` for a folder: `auto` is F32 (no rounding of the
+    /// dequantized weights); a GGUF-only type is `None`.
+    pub fn from_outtype(name: &str) -> Option<HfDtype> {
+        if name.eq_ignore_ascii_case("auto") {
+            return Some(HfDtype::F32);
+        }
+        HfDtype::parse(name)
+    }
+
     pub fn parse(name: &str) -> Option<HfDtype> {
         Some(match name.to_ascii_lowercase().as_str() {
             "f32" => HfDtype::F32,

@@ -234,8 +234,9 @@ export class Client {
 
   /**
    * Starts a job of the daemon (`POST /api/mlxr/jobs`): a quantize
-   * (`/api/create`'s body with `quantize`) or a convert of a folder model to
-   * GGUF (`kind: "convert"`, `outtype`). Bad requests reject before a job starts.
+   * (`/api/create`'s body with `quantize`) or a convert (`kind: "convert"`,
+   * `outtype`: a folder model to GGUF, a GGUF model to a folder). Bad
+   * requests reject before a job starts.
    */
   startJob(request: JobRequest): Promise<Job> {
     return this.json("POST", "/api/mlxr/jobs", request);

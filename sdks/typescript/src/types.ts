@@ -207,7 +207,7 @@ export interface Job {
   model: string;
   /** The type quantized to (quantize jobs). */
   quantize?: string;
-  /** The GGUF out type (convert jobs: f32, f16, bf16, q8_0, auto). */
+  /** The out type (convert jobs: f32, f16, bf16, q8_0 or auto to GGUF; f32, f16 or bf16 to a folder). */
   outtype?: string;
   status: JobStatus;
   /** The run's last progress line: `completed` of `total` tensors while it runs. */
@@ -216,7 +216,7 @@ export interface Job {
   started_at: string;
 }
 
-/** What a job makes: a quantized model (`/api/create`'s body), or a folder model converted to GGUF. */
+/** What a job makes: a quantized model (`/api/create`'s body), or a converted one (a folder model to GGUF, a GGUF model to a folder). */
 export type JobRequest =
   | (Omit<CreateRequest, "onProgress" | "signal"> & { kind?: "quantize"; quantize: string })
   | { kind: "convert"; model: string; from: string; outtype?: string; tokenizer_pre?: string };

@@ -1,7 +1,7 @@
-//! A model made by a run that writes one new blob (a quantize or a convert):
-//! the run works on a blocking thread in the registry's scratch folder,
-//! sends progress lines and then the blob's digest; [`create`] streams them
-//! and registers the model only at the end. Dropping the receiver (a client
+//! A model made by a run that writes new blobs (a quantize or a convert: a
+//! GGUF file, or a folder's files): the run works on a blocking thread in
+//! the registry's scratch folder, sends progress lines and then what it
+//! stored; [`create`] streams them and registers the model only at the end. Dropping the receiver (a client
 //! that goes away, a cancelled job) stops the run and nothing is stored.
 
 use std::path::Path;
@@ -18,18 +18,24 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use crate::wire::ndjson;
 
-/// What a run reports: progress lines, then the new blob.
+/// What a run reports: progress lines, then the model's new blobs.
 pub enum Made {
     Progress(Value),
-    Done(Digest),
+    Done(Stored),
+}
+
+/// A new model's blobs: its weights, and a folder's other files by name.
+pub struct Stored {
+    pub model_blob: Digest,
+    pub files: Vec<(String, Digest)>,
 }
 
 pub type Run = mpsc::Receiver<Result<Made, ApiError>>;
 
 /// Starts `work` on a blocking thread: it gets a progress callback (false
-/// once nobody listens: stop) and returns the new blob.
+/// once nobody listens: stop) and returns the new blobs.
 pub fn start(
-    work: impl FnOnce(&mut dyn FnMut(Value) -> bool) -> Result<Digest, ApiError> + Send + 'static,
+    work: impl FnOnce(&mut dyn FnMut(Value) -> bool) -> Result<Stored, ApiError> + Send + 'static,
 ) -> Run {
     let (tx, rx) = mpsc::channel(16);
     tokio::task::spawn_blocking(move || {
@@ -49,23 +55,56 @@ pub fn scratch(registry: &Registry, prefix: &str) -> Result<tempfile::TempDir, A
         .map_err(|e| ApiError::internal(format!("{}: {e}", dir.display())))
 }
 
-/// The file a run wrote, stored as a blob.
-pub fn store(registry: &Registry, path: &Path) -> Result<Digest, ApiError> {
+/// The GGUF file a run wrote, stored as the model's blob.
+pub fn store_file(registry: &Registry, path: &Path) -> Result<Stored, ApiError> {
+    Ok(Stored {
+        model_blob: put(registry, path)?,
+        files: Vec::new(),
+    })
+}
+
+/// The folder a run wrote, stored as blobs: `model.safetensors` the
+/// weights, the other files (config, tokenizer, template) beside them.
+pub fn store_folder(registry: &Registry, dir: &Path) -> Result<Stored, ApiError> {
+    let unreadable = |e: std::io::Error| ApiError::internal(format!("{}: {e}", dir.display()));
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(unreadable)? {
+        let entry = entry.map_err(unreadable)?;
+        if entry.file_type().map_err(unreadable)?.is_file() {
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    names.sort();
+    let mut model_blob = None;
+    let mut files = Vec::new();
+    for name in names {
+        let digest = put(registry, &dir.join(&name))?;
+        if name == "model.safetensors" {
+            model_blob = Some(digest);
+        } else {
+            files.push((name, digest));
+        }
+    }
+    let model_blob = model_blob
+        .ok_or_else(|| ApiError::internal(format!("{} has no model.safetensors", dir.display())))?;
+    Ok(Stored { model_blob, files })
+}
+
+fn put(registry: &Registry, path: &Path) -> Result<Digest, ApiError> {
     let mut file = std::fs::File::open(path)
         .map_err(|e| ApiError::internal(format!("reading the new model: {e}")))?;
     registry.put_blob(&mut file, None).map_err(registry_error)
 }
 
-/// `/api/create`'s answer for a model whose blob `run` makes: its progress
+/// `/api/create`'s answer for a model whose blobs `run` makes: its progress
 /// streamed (or awaited with `stream: false`), then `creating new layer`,
-/// the model registered as `new` on the blob, `success`. An error before
+/// the model registered as `new` on the blobs, `success`. An error before
 /// the first progress line (a source the run cannot read) is the answer's
 /// status.
 pub async fn create(
     state: AppState,
     name: ModelName,
     mut new: NewModel,
-    companions: Vec<(String, Digest)>,
     mut run: Run,
     stream: Option<bool>,
 ) -> Result<Response, ApiError> {
@@ -76,25 +115,25 @@ pub async fn create(
         .ok_or_else(|| ApiError::internal(STOPPED))??;
     if stream == Some(false) {
         let mut event = first;
-        let digest = loop {
-            if let Made::Done(digest) = event {
-                break digest;
+        let stored = loop {
+            if let Made::Done(stored) = event {
+                break stored;
             }
             event = run
                 .recv()
                 .await
                 .ok_or_else(|| ApiError::internal(STOPPED))??;
         };
-        new.model_blob = digest;
-        register(&state, &name, new, companions).await?;
+        new.model_blob = stored.model_blob;
+        register(&state, &name, new, stored.files).await?;
         return Ok(Json(json!({"status": "success"})).into_response());
     }
     let lines = async_stream::stream! {
         let mut event: Option<Result<Made, ApiError>> = Some(Ok(first));
-        let digest = loop {
+        let stored = loop {
             match event {
                 Some(Ok(Made::Progress(line))) => yield line,
-                Some(Ok(Made::Done(digest))) => break digest,
+                Some(Ok(Made::Done(stored))) => break stored,
                 Some(Err(e)) => {
                     yield json!({"error": e.message});
                     return;
@@ -106,9 +145,9 @@ pub async fn create(
             }
             event = run.recv().await;
         };
-        yield json!({"status": format!("creating new layer {digest}")});
-        new.model_blob = digest;
-        if let Err(e) = register(&state, &name, new, companions).await {
+        yield json!({"status": format!("creating new layer {}", stored.model_blob)});
+        new.model_blob = stored.model_blob;
+        if let Err(e) = register(&state, &name, new, stored.files).await {
             yield json!({"error": e.message});
             return;
         }

@@ -259,7 +259,8 @@ pub async fn create(
     }
     if let Some(file_type) = quantize {
         let run = super::quantize::start(registry, new.model_blob.clone(), file_type);
-        return Ok(super::blob_run::create(state, name, new, companions, run, body.stream).await?);
+        // A GGUF model (the only kind that quantizes) has no companion files.
+        return Ok(super::blob_run::create(state, name, new, run, body.stream).await?);
     }
     register(&state, &name, new, companions).await?;
     status.extend(["writing manifest".to_string(), "success".to_string()]);

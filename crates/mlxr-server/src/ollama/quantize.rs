@@ -10,7 +10,7 @@ use mlxr_quantize::{quantize_model, FileType, QuantizeError, QuantizeOptions};
 use mlxr_registry::{Digest, Registry};
 use serde_json::{json, Value};
 
-use super::blob_run::{self, Run};
+use super::blob_run::{self, Run, Stored};
 use crate::error::ApiError;
 
 /// Quantizes the GGUF blob `source` to `file_type` ([`blob_run::start`]),
@@ -25,7 +25,7 @@ fn quantize_blob(
     source: &Digest,
     file_type: FileType,
     progress: &mut dyn FnMut(Value) -> bool,
-) -> Result<Digest, ApiError> {
+) -> Result<Stored, ApiError> {
     let path = registry.blob_path(source);
     let input = GgufFile::open(&path).map_err(|e| {
         ApiError::bad_request(format!(
@@ -56,7 +56,7 @@ fn quantize_blob(
         QuantizeError::Gguf(e) => ApiError::internal(format!("quantizing: {e}")),
         e => ApiError::bad_request(format!("quantize: {e}")),
     })?;
-    blob_run::store(registry, &output)
+    blob_run::store_file(registry, &output)
 }
 
 /// llama.cpp's `general.file_type` numbers of the source types Ollama names.

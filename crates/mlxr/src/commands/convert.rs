@@ -71,14 +71,13 @@ pub fn convert(args: ConvertArgs) -> Result<()> {
 }
 
 fn folder_dtype(outtype: &str) -> Result<HfDtype> {
-    match outtype.to_ascii_lowercase().as_str() {
-        "auto" => Ok(HfDtype::F32),
-        other => match HfDtype::parse(other) {
-            Some(d) => Ok(d),
-            None => bail!(
-                "--outtype {other:?} cannot be written to a Hugging Face folder; valid: f32, f16, bf16, auto (f32)"
-            ),
-        },
+    match HfDtype::from_outtype(outtype) {
+        Some(d) => Ok(d),
+        None => bail!(
+            "--outtype {:?} cannot be written to a Hugging Face folder; valid: {}",
+            outtype.to_ascii_lowercase(),
+            HfDtype::OUTTYPES
+        ),
     }
 }
 

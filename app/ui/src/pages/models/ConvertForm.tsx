@@ -1,18 +1,29 @@
 import { JobForm } from "./JobForm";
 
-/** `mlxr convert --outtype`s: auto keeps F16 or BF16 weights' type; 1-D tensors and norms stay F32. */
-const OUT_TYPES = ["auto", "f16", "bf16", "f32", "q8_0"];
+/** What a model converts to: a folder model to GGUF, a GGUF model to a Hugging Face folder. */
+export type ConvertTarget = "gguf" | "folder";
 
-/** Converts a Hugging Face or MLX folder model to a GGUF model, as a job of the daemon with progress. */
-export function ConvertForm({ from, onConverted }: { from: string; onConverted: () => void }) {
+/**
+ * `mlxr convert --outtype`s of each target: for GGUF, auto keeps F16 or
+ * BF16 weights' type (1-D tensors and norms stay F32); a folder holds
+ * dequantized floats (auto is F32).
+ */
+const OUT_TYPES: Record<ConvertTarget, string[]> = {
+  gguf: ["auto", "f16", "bf16", "f32", "q8_0"],
+  folder: ["f32", "f16", "bf16"],
+};
+
+/** Converts a model to GGUF or to a folder, as a job of the daemon with progress. */
+export function ConvertForm({ from, to, onConverted }: { from: string; to: ConvertTarget; onConverted: () => void }) {
   const base = from.replace(/:latest$/, "");
+  const suffix = to === "gguf" ? "gguf" : "hf";
   return (
     <JobForm
       what="Convert"
-      heading="Convert to GGUF"
+      heading={to === "gguf" ? "Convert to GGUF" : "Convert to a Hugging Face folder"}
       typeLabel="Out type"
-      types={OUT_TYPES}
-      nameFor={(t) => (t === "auto" ? `${base}-gguf` : `${base}-${t}`)}
+      types={OUT_TYPES[to]}
+      nameFor={(t) => (t === "auto" ? `${base}-${suffix}` : `${base}-${suffix}-${t}`)}
       request={(model, outtype) => ({ kind: "convert", model, from, outtype })}
       done={(j) => `Converted ${from} to ${j.model} (${j.outtype}).`}
       onDone={onConverted}

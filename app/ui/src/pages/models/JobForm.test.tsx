@@ -6,7 +6,7 @@ import { ModelDetails } from "./ModelDetails";
 const job = (status: string, progress: object, extra: object = {}) => ({
   id: "7",
   kind: "convert",
-  model: "tiny-hf-f16",
+  model: "tiny-hf-gguf-f16",
   outtype: "f16",
   status,
   progress,
@@ -35,10 +35,11 @@ const FOLDER = { details: { format: "safetensors", family: "llama" }, capabiliti
 describe("model details' jobs", () => {
   afterEach(() => vi.unstubAllGlobals());
 
-  it("a GGUF model offers Quantize, a folder model Convert to GGUF, an embedding folder neither", async () => {
+  it("a GGUF model offers Quantize and Convert to a folder, a folder model Convert to GGUF, an embedding folder none", async () => {
     mockDaemon({ details: { format: "gguf" }, capabilities: ["completion"] });
     const { unmount } = render(<ModelDetails name="smollm2:latest" onClose={() => {}} onChanged={() => {}} />);
     expect(await screen.findByRole("form", { name: "Quantize" })).toBeTruthy();
+    expect(screen.getByRole("form", { name: "Convert to a Hugging Face folder" })).toBeTruthy();
     expect(screen.queryByRole("form", { name: "Convert to GGUF" })).toBeNull();
     unmount();
 
@@ -52,6 +53,7 @@ describe("model details' jobs", () => {
     render(<ModelDetails name="all-minilm:latest" onClose={() => {}} onChanged={() => {}} />);
     await screen.findByText("bert");
     expect(screen.queryByRole("form", { name: "Convert to GGUF" })).toBeNull();
+    expect(screen.queryByRole("form", { name: "Convert to a Hugging Face folder" })).toBeNull();
     expect(screen.queryByRole("form", { name: "Quantize" })).toBeNull();
   });
 
@@ -65,13 +67,13 @@ describe("model details' jobs", () => {
     const form = await screen.findByRole("form", { name: "Convert to GGUF" });
     expect((screen.getByRole("textbox", { name: "New model name" }) as HTMLInputElement).value).toBe("tiny-hf-gguf");
     fireEvent.change(screen.getByRole("combobox", { name: "Out type" }), { target: { value: "f16" } });
-    expect((screen.getByRole("textbox", { name: "New model name" }) as HTMLInputElement).value).toBe("tiny-hf-f16");
+    expect((screen.getByRole("textbox", { name: "New model name" }) as HTMLInputElement).value).toBe("tiny-hf-gguf-f16");
     fireEvent.submit(form);
     const bar = await screen.findByRole("progressbar", { name: "Convert progress" });
     expect([bar.getAttribute("value"), bar.getAttribute("max")]).toEqual(["3", "10"]);
     expect(screen.getByText("converting tiny-hf:latest to GGUF (f16) — 3 of 10 tensors")).toBeTruthy();
-    expect(calls.find((c) => c.method === "POST" && c.url === "/api/mlxr/jobs")?.body).toEqual({ kind: "convert", model: "tiny-hf-f16", from: "tiny-hf:latest", outtype: "f16" });
-    expect(await screen.findByText("Converted tiny-hf:latest to tiny-hf-f16 (f16).")).toBeTruthy();
+    expect(calls.find((c) => c.method === "POST" && c.url === "/api/mlxr/jobs")?.body).toEqual({ kind: "convert", model: "tiny-hf-gguf-f16", from: "tiny-hf:latest", outtype: "f16" });
+    expect(await screen.findByText("Converted tiny-hf:latest to tiny-hf-gguf-f16 (f16).")).toBeTruthy();
     expect(changed).toHaveBeenCalledTimes(1);
   });
 
@@ -81,7 +83,7 @@ describe("model details' jobs", () => {
     render(<ModelDetails name="tiny-hf:latest" onClose={() => {}} onChanged={() => {}} />);
     fireEvent.submit(await screen.findByRole("form", { name: "Convert to GGUF" }));
     fireEvent.click(await screen.findByRole("button", { name: "Cancel convert" }));
-    expect(await screen.findByText("Convert to tiny-hf-f16 cancelled.")).toBeTruthy();
+    expect(await screen.findByText("Convert to tiny-hf-gguf-f16 cancelled.")).toBeTruthy();
     await waitFor(() => expect(calls.some((c) => c.method === "DELETE" && c.url === "/api/mlxr/jobs/7")).toBe(true));
   });
 
@@ -95,7 +97,7 @@ describe("model details' jobs", () => {
     mockDaemon(FOLDER, { start: job("error", { error: "disk full" }, { error: "converting: disk full" }) });
     render(<ModelDetails name="tiny-hf:latest" onClose={() => {}} onChanged={() => {}} />);
     fireEvent.submit(await screen.findByRole("form", { name: "Convert to GGUF" }));
-    expect(await screen.findByText("Convert to tiny-hf-f16 failed: converting: disk full")).toBeTruthy();
+    expect(await screen.findByText("Convert to tiny-hf-gguf-f16 failed: converting: disk full")).toBeTruthy();
   });
 
   it("quantizes as before", async () => {

@@ -47,9 +47,14 @@ export function ModelDetails({ name, onClose, onChanged }: { name: string; onClo
           <Block title="System prompt" text={info.system} />
           <Block title="Template" text={info.template} />
           <Block title="Modelfile" text={info.modelfile} />
-          {info.details?.format === "gguf" && <QuantizeForm key={name} from={name} onQuantized={onChanged} />}
+          {info.details?.format === "gguf" && (
+            <>
+              <QuantizeForm key={`q-${name}`} from={name} onQuantized={onChanged} />
+              <ConvertForm key={`c-${name}`} from={name} to="folder" onConverted={onChanged} />
+            </>
+          )}
           {info.details?.format === "safetensors" && !info.capabilities?.includes("embedding") && (
-            <ConvertForm key={name} from={name} onConverted={onChanged} />
+            <ConvertForm key={`c-${name}`} from={name} to="gguf" onConverted={onChanged} />
           )}
         </>
       )}
