@@ -186,13 +186,19 @@ def smollm2_f16(server, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def smollm2_folder(server, tmp_path_factory):
+def smollm2_folder_path(tmp_path_factory) -> Path:
     """SmolLM2 as a Hugging Face folder of F16 weights (`mlxr convert` of the
-    GGUF; big enough for a convert to take a while) as the test daemon's
-    folder model `smol-hf`, made once."""
-    folder = tmp_path_factory.mktemp("hf") / "smollm2-hf"
+    GGUF; big enough for a convert to take a while), named as the model
+    `smollm2_folder` registers (a GGUF's general.name comes from it)."""
+    folder = tmp_path_factory.mktemp("hf") / "smol-hf"
     done = subprocess.run([mlxr_bin(), "convert", str(models_dir() / MODEL_FILE), str(folder),
                            "--outtype", "f16"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    create_folder(server, "smol-hf", folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def smollm2_folder(server, smollm2_folder_path):
+    """`smollm2_folder_path` as the test daemon's folder model `smol-hf`, made once."""
+    create_folder(server, "smol-hf", smollm2_folder_path)
     return "smol-hf"

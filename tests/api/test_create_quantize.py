@@ -51,6 +51,28 @@ def test_quantize_on_create_equals_mlxr_quantize(server, tmp_path):
     assert not leftovers(server), "the quantizer's files were left behind"
 
 
+def test_quantize_of_a_folder_model_equals_mlxr_quantize_of_the_folder(server, smollm2_folder, smollm2_folder_path,
+                                                                      tmp_path):
+    r = requests.post(server.url + "/api/create",
+                      json={"model": "smol-hf-q8", "from": smollm2_folder, "quantize": "q8_0"}, stream=True)
+    assert r.ok, r.text
+    lines = [json.loads(line) for line in r.iter_lines() if line]
+    assert lines[-1] == {"status": "success"}, lines[-3:]
+    steps = [l["status"] for l in lines if "total" in l]
+    assert steps[0] == "converting smol-hf to GGUF" and steps[-1] == "quantizing smol-hf to Q8_0", sorted(set(steps))
+    new_layer = next(l["status"] for l in lines if l["status"].startswith("creating new layer"))
+
+    out = tmp_path / "smol-hf-q8.gguf"
+    done = subprocess.run([mlxr_bin(), "quantize", str(smollm2_folder_path), str(out), "--type", "Q8_0"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    want = "sha256:" + hashlib.sha256(out.read_bytes()).hexdigest()
+    assert new_layer == f"creating new layer {want}", (new_layer, want)
+    shown = requests.post(server.url + "/api/show", json={"model": "smol-hf-q8"}, timeout=10).json()
+    assert (shown["details"]["format"], shown["details"]["quantization_level"]) == ("gguf", "Q8_0"), shown["details"]
+    assert not leftovers(server), "the converter's or quantizer's files were left behind"
+
+
 def test_bad_quantize_requests_are_400s_and_create_nothing(server):
     digest = upload(server, models_dir() / MODEL_FILE)
     r = requests.post(server.url + "/api/create", json={"model": "smol-q41", "files": {MODEL_FILE: digest}})

@@ -105,3 +105,24 @@ def test_a_cancelled_job_registers_nothing(server, smollm2_f16):
     assert job(server, job_id)["status"] == "cancelled"
     assert "job-q4:latest" not in names(server)
     assert sorted(p.name for p in (server.home / "blobs").iterdir()) == blobs_before
+
+
+def test_a_cancelled_quantize_of_a_folder_model_leaves_nothing(server, smollm2_folder):
+    """A folder is converted into a scratch GGUF before it is quantized: a
+    cancel in either step leaves neither file."""
+    blobs_before = sorted(p.name for p in (server.home / "blobs").iterdir())
+    r = requests.post(server.url + "/api/mlxr/jobs",
+                      json={"model": "job-hf-q4", "from": smollm2_folder, "quantize": "q4_k_m"}, timeout=60)
+    assert r.status_code == 202, r.text
+    job_id = r.json()["id"]
+    under_way = wait(server, job_id, lambda j: "total" in j["progress"] or j["status"] != "running", timeout=60)
+    assert under_way["status"] == "running", under_way
+    assert under_way["progress"]["status"] in ("converting smol-hf to GGUF", "quantizing smol-hf to Q4_K_M"), under_way
+    r = requests.delete(f"{server.url}/api/mlxr/jobs/{job_id}", timeout=10)
+    assert r.ok and r.json()["status"] == "cancelled", r.text
+    deadline = time.time() + 60
+    while leftovers(server) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not leftovers(server), "the cancelled job's files were left behind"
+    assert "job-hf-q4:latest" not in names(server)
+    assert sorted(p.name for p in (server.home / "blobs").iterdir()) == blobs_before

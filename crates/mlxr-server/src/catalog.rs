@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mlxr_registry::{
-    folder_weights, gguf_details, safetensors_details, ModelDetails, ModelName, ModelRecord,
-    Registry,
+    folder_weights, gguf_details, safetensors_details, Digest, ModelDetails, ModelName,
+    ModelRecord, Registry,
 };
 use serde_json::{Map, Value};
 
@@ -123,13 +123,23 @@ fn disk_size(path: &Path) -> u64 {
 
 fn model_folder(registry: &Registry, r: &ModelRecord) -> Result<PathBuf, String> {
     let dir = registry.home().join("models").join(r.digest.hex());
-    link_model_files(registry, r, &dir)?;
+    let files: Vec<(String, Digest)> = r
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), f.digest.clone()))
+        .collect();
+    link_model_files(registry, &r.model_blob, &files, &dir)?;
     Ok(dir)
 }
 
 /// Fills `dir` with links to a multi-file model's blobs under their file
 /// names (`model.safetensors` for the weights), so it reads as the folder.
-pub fn link_model_files(registry: &Registry, r: &ModelRecord, dir: &Path) -> Result<(), String> {
+pub fn link_model_files(
+    registry: &Registry,
+    model_blob: &Digest,
+    files: &[(String, Digest)],
+    dir: &Path,
+) -> Result<(), String> {
     let link = |target: &Path, rel: &str| -> Result<(), String> {
         let at = dir.join(rel);
         if at.exists() {
@@ -140,18 +150,14 @@ pub fn link_model_files(registry: &Registry, r: &ModelRecord, dir: &Path) -> Res
         }
         link_or_copy(target, &at).map_err(|e| format!("{}: {e}", at.display()))
     };
-    link(&r.model_path, "model.safetensors")?;
-    for f in &r.files {
-        if f.path
-            .split('/')
-            .any(|part| part == ".." || part.is_empty())
-        {
+    link(&registry.blob_path(model_blob), "model.safetensors")?;
+    for (path, digest) in files {
+        if path.split('/').any(|part| part == ".." || part.is_empty()) {
             return Err(format!(
-                "model file path '{}' is not a plain relative path",
-                f.path
+                "model file path '{path}' is not a plain relative path"
             ));
         }
-        link(&registry.blob_path(&f.digest), &f.path)?;
+        link(&registry.blob_path(digest), path)?;
     }
     Ok(())
 }

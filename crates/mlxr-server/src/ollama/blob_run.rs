@@ -4,16 +4,17 @@
 //! stored; [`create`] streams them and registers the model only at the end. Dropping the receiver (a client
 //! that goes away, a cancelled job) stops the run and nothing is stored.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use mlxr_registry::{Digest, ModelName, NewModel, Registry};
+use mlxr_registry::{Digest, ModelName, ModelRecord, NewModel, Registry};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use super::manage::{ndjson_response, register, registry_error};
+use crate::catalog::link_model_files;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::wire::ndjson;
@@ -44,6 +45,42 @@ pub fn start(
         let _ = tx.blocking_send(result.map(Made::Done));
     });
     rx
+}
+
+/// The model a run reads: its weights blob, a folder's other files by name,
+/// and the name a folder of them gets (the GGUF's `general.name` comes from
+/// it when config.json names no Hub id, as for `mlxr convert NAME/ OUT.gguf`).
+pub struct Source {
+    pub name: String,
+    pub model_blob: Digest,
+    pub files: Vec<(String, Digest)>,
+}
+
+impl Source {
+    pub fn of(record: &ModelRecord) -> Source {
+        Source {
+            name: record.name.model().to_string(),
+            model_blob: record.model_blob.clone(),
+            files: record
+                .files
+                .iter()
+                .map(|f| (f.path.clone(), f.digest.clone()))
+                .collect(),
+        }
+    }
+
+    /// A GGUF file is one blob; a folder has its other files beside it.
+    pub fn is_folder(&self) -> bool {
+        !self.files.is_empty()
+    }
+
+    /// The source as a folder of links to its blobs in `scratch`.
+    pub fn folder_in(&self, registry: &Registry, scratch: &Path) -> Result<PathBuf, ApiError> {
+        let folder = scratch.join(&self.name);
+        link_model_files(registry, &self.model_blob, &self.files, &folder)
+            .map_err(ApiError::internal)?;
+        Ok(folder)
+    }
 }
 
 /// A scratch folder under the registry's `tmp/`, removed when dropped (its

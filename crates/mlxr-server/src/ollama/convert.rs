@@ -10,13 +10,13 @@ use std::sync::Arc;
 
 use axum::response::Response;
 use mlxr_convert::{gguf_to_hf, hf_to_gguf, ConvertError, HfDtype, HfToGgufOptions, OutType};
+use mlxr_quantize::QuantizeError;
 use mlxr_registry::{ModelRecord, NewModel, Registry};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::blob_run::{self, Run};
+use super::blob_run::{self, Run, Source};
 use super::manage::{model_name, registry_error};
-use crate::catalog::link_model_files;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -117,11 +117,11 @@ pub async fn create(state: AppState, body: ConvertBody) -> Result<Response, ApiE
         license: record.license.clone(),
     };
     let status = format!("converting {from} to {} ({outtype})", target.name());
-    let run = start(state.registry.clone(), record, target, status);
+    let run = start(state.registry.clone(), Source::of(&record), target, status);
     blob_run::create(state, name, new, run, body.stream).await
 }
 
-fn start(registry: Arc<Registry>, source: ModelRecord, target: Target, status: String) -> Run {
+fn start(registry: Arc<Registry>, source: Source, target: Target, status: String) -> Run {
     blob_run::start(move |progress| {
         let scratch = blob_run::scratch(&registry, "convert-")?;
         let mut step = |index: usize, total: usize| {
@@ -129,11 +129,7 @@ fn start(registry: Arc<Registry>, source: ModelRecord, target: Target, status: S
         };
         match target {
             Target::Gguf(options) => {
-                // The folder is named as the source model: the GGUF's
-                // `general.name` comes from it when config.json names no Hub
-                // id, as for `mlxr convert NAME/ OUT.gguf`.
-                let folder = scratch.path().join(source.name.model());
-                link_model_files(&registry, &source, &folder).map_err(ApiError::internal)?;
+                let folder = source.folder_in(&registry, scratch.path())?;
                 let output = scratch.path().join("model.gguf");
                 hf_to_gguf(&folder, &output, &options, |p| step(p.index, p.total))
                     .map_err(convert_error)?;
@@ -141,19 +137,22 @@ fn start(registry: Arc<Registry>, source: ModelRecord, target: Target, status: S
             }
             Target::Folder(dtype) => {
                 let output = scratch.path().join("folder");
-                gguf_to_hf(&source.model_path, &output, dtype, |p| {
-                    step(p.index, p.total)
-                })
-                .map_err(convert_error)?;
+                let gguf = registry.blob_path(&source.model_blob);
+                gguf_to_hf(&gguf, &output, dtype, |p| step(p.index, p.total))
+                    .map_err(convert_error)?;
                 blob_run::store_folder(&registry, &output)
             }
         }
     })
 }
 
-fn convert_error(e: ConvertError) -> ApiError {
+/// A converter's error as the API's: the input's fault a 400.
+pub(super) fn convert_error(e: ConvertError) -> ApiError {
     match e {
-        ConvertError::Cancelled => ApiError::bad_request("cancelled"),
+        ConvertError::Cancelled | ConvertError::Quantize(QuantizeError::Cancelled) => {
+            ApiError::bad_request("cancelled")
+        }
+        ConvertError::Quantize(e) => ApiError::bad_request(format!("quantize: {e}")),
         ConvertError::Input(m) => ApiError::bad_request(format!("convert: {m}")),
         e => ApiError::internal(format!("converting: {e}")),
     }

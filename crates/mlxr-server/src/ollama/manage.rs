@@ -258,8 +258,12 @@ pub async fn create(
             .map_err(|e| ApiError::bad_request(format!("template: {e}")))?;
     }
     if let Some(file_type) = quantize {
-        let run = super::quantize::start(registry, new.model_blob.clone(), file_type);
-        // A GGUF model (the only kind that quantizes) has no companion files.
+        let source = super::blob_run::Source {
+            name: base.as_ref().map_or(&name, |b| &b.name).model().to_string(),
+            model_blob: new.model_blob.clone(),
+            files: companions,
+        };
+        let run = super::quantize::start(registry, source, file_type);
         return Ok(super::blob_run::create(state, name, new, run, body.stream).await?);
     }
     register(&state, &name, new, companions).await?;

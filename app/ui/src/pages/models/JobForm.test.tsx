@@ -1,4 +1,4 @@
-import { fireEvent, render, screen, waitFor } from "@testing-library/react";
+import { fireEvent, render, screen, waitFor, within } from "@testing-library/react";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { jsonResponse } from "../../test/fakeStream";
 import { ModelDetails } from "./ModelDetails";
@@ -35,7 +35,7 @@ const FOLDER = { details: { format: "safetensors", family: "llama" }, capabiliti
 describe("model details' jobs", () => {
   afterEach(() => vi.unstubAllGlobals());
 
-  it("a GGUF model offers Quantize and Convert to a folder, a folder model Convert to GGUF, an embedding folder none", async () => {
+  it("a GGUF model offers Quantize and Convert to a folder, a folder model Quantize and Convert to GGUF, an embedding folder none", async () => {
     mockDaemon({ details: { format: "gguf" }, capabilities: ["completion"] });
     const { unmount } = render(<ModelDetails name="smollm2:latest" onClose={() => {}} onChanged={() => {}} />);
     expect(await screen.findByRole("form", { name: "Quantize" })).toBeTruthy();
@@ -46,7 +46,8 @@ describe("model details' jobs", () => {
     mockDaemon(FOLDER);
     const folder = render(<ModelDetails name="tiny-hf:latest" onClose={() => {}} onChanged={() => {}} />);
     expect(await screen.findByRole("form", { name: "Convert to GGUF" })).toBeTruthy();
-    expect(screen.queryByRole("form", { name: "Quantize" })).toBeNull();
+    expect(screen.getByRole("form", { name: "Quantize" })).toBeTruthy();
+    expect(screen.queryByRole("form", { name: "Convert to a Hugging Face folder" })).toBeNull();
     folder.unmount();
 
     mockDaemon({ details: { format: "safetensors", family: "bert" }, capabilities: ["embedding"] });
@@ -65,9 +66,10 @@ describe("model details' jobs", () => {
     const changed = vi.fn();
     render(<ModelDetails name="tiny-hf:latest" onClose={() => {}} onChanged={changed} />);
     const form = await screen.findByRole("form", { name: "Convert to GGUF" });
-    expect((screen.getByRole("textbox", { name: "New model name" }) as HTMLInputElement).value).toBe("tiny-hf-gguf");
-    fireEvent.change(screen.getByRole("combobox", { name: "Out type" }), { target: { value: "f16" } });
-    expect((screen.getByRole("textbox", { name: "New model name" }) as HTMLInputElement).value).toBe("tiny-hf-gguf-f16");
+    const newName = within(form).getByRole("textbox", { name: "New model name" }) as HTMLInputElement;
+    expect(newName.value).toBe("tiny-hf-gguf");
+    fireEvent.change(within(form).getByRole("combobox", { name: "Out type" }), { target: { value: "f16" } });
+    expect(newName.value).toBe("tiny-hf-gguf-f16");
     fireEvent.submit(form);
     const bar = await screen.findByRole("progressbar", { name: "Convert progress" });
     expect([bar.getAttribute("value"), bar.getAttribute("max")]).toEqual(["3", "10"]);

@@ -2,7 +2,7 @@ import { useEffect, useState } from "react";
 import { describe } from "../../api/client";
 import { showModel, type ShowResponse } from "../../api/ollama";
 import { ErrorMessage } from "../../components/ErrorMessage";
-import { ConvertForm } from "./ConvertForm";
+import { ConvertForm, type ConvertTarget } from "./ConvertForm";
 import { QuantizeForm } from "./QuantizeForm";
 
 /** POST /api/show for one model: details, parameters, template, modelfile. */
@@ -21,6 +21,7 @@ export function ModelDetails({ name, onClose, onChanged }: { name: string; onClo
       live = false;
     };
   }, [name]);
+  const target = info && convertsTo(info);
   return (
     <section className="panel" aria-labelledby="details-heading">
       <div className="row">
@@ -47,19 +48,23 @@ export function ModelDetails({ name, onClose, onChanged }: { name: string; onClo
           <Block title="System prompt" text={info.system} />
           <Block title="Template" text={info.template} />
           <Block title="Modelfile" text={info.modelfile} />
-          {info.details?.format === "gguf" && (
+          {target && (
             <>
               <QuantizeForm key={`q-${name}`} from={name} onQuantized={onChanged} />
-              <ConvertForm key={`c-${name}`} from={name} to="folder" onConverted={onChanged} />
+              <ConvertForm key={`c-${name}`} from={name} to={target} onConverted={onChanged} />
             </>
-          )}
-          {info.details?.format === "safetensors" && !info.capabilities?.includes("embedding") && (
-            <ConvertForm key={`c-${name}`} from={name} to="gguf" onConverted={onChanged} />
           )}
         </>
       )}
     </section>
   );
+}
+
+/** What a model's weights convert to: a GGUF to a folder, a decoder folder to GGUF; an embedding model to nothing. */
+function convertsTo(info: ShowResponse): ConvertTarget | null {
+  if (info.capabilities?.includes("embedding")) return null;
+  if (info.details?.format === "gguf") return "folder";
+  return info.details?.format === "safetensors" ? "gguf" : null;
 }
 
 function Block({ title, text }: { title: string; text?: string }) {
