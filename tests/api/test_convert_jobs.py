@@ -59,6 +59,18 @@ def test_a_convert_job_writes_what_mlxr_convert_writes(server, tmp_path):
     assert not leftovers(server)
 
 
+def test_a_source_named_as_the_output_file_converts(server):
+    """The run links the source folder under its name in a scratch folder
+    where it also writes model.gguf: the two never meet."""
+    create_folder(server, "model.gguf", TINY_FOLDER)
+    r = requests.post(server.url + "/api/mlxr/jobs", timeout=60, json={
+        "kind": "convert", "model": "named-gguf", "from": "model.gguf", "outtype": "q8_0", "tokenizer_pre": "qwen2"})
+    assert r.status_code == 202, r.text
+    done = wait(server, r.json()["id"], lambda j: j["status"] not in ("running", "registering"))
+    assert done["status"] == "success", done
+    assert not leftovers(server)
+
+
 def test_a_convert_job_turns_a_gguf_model_into_a_folder_model(server, tmp_path):
     digest = upload(server, TINY_GGUF)
     r = requests.post(server.url + "/api/create", json={"model": "tiny-gguf", "files": {"llama.f32.gguf": digest}})

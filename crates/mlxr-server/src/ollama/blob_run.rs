@@ -74,9 +74,10 @@ impl Source {
         !self.files.is_empty()
     }
 
-    /// The source as a folder of links to its blobs in `scratch`.
+    /// The source as a folder of links to its blobs in `scratch` (under
+    /// `source/`: its name never meets the run's output files).
     pub fn folder_in(&self, registry: &Registry, scratch: &Path) -> Result<PathBuf, ApiError> {
-        let folder = scratch.join(&self.name);
+        let folder = scratch.join("source").join(&self.name);
         link_model_files(registry, &self.model_blob, &self.files, &folder)
             .map_err(ApiError::internal)?;
         Ok(folder)
