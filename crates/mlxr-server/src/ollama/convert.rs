@@ -11,7 +11,7 @@ use std::sync::Arc;
 use axum::response::Response;
 use mlxr_convert::{gguf_to_hf, hf_to_gguf, ConvertError, HfDtype, HfToGgufOptions, OutType};
 use mlxr_quantize::QuantizeError;
-use mlxr_registry::{ModelRecord, NewModel, Registry};
+use mlxr_registry::{ModelName, NewModel, Registry};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -47,21 +47,21 @@ enum Target {
 }
 
 impl Target {
-    /// The target for `source` and the request's out type (400 naming the
-    /// valid ones).
+    /// The target for `source` (the model `from`) and the request's out
+    /// type (400 naming the valid ones).
     fn of(
-        source: &ModelRecord,
+        source: &Source,
+        from: &ModelName,
         outtype: &str,
         tokenizer_pre: Option<String>,
     ) -> Result<Target, ApiError> {
-        if source.files.is_empty() {
+        if !source.is_folder() {
             return HfDtype::from_outtype(outtype)
                 .map(Target::Folder)
                 .ok_or_else(|| {
                     ApiError::bad_request(format!(
                         "outtype '{outtype}' cannot be written to a Hugging Face folder \
-                     ('{}' is a GGUF model); valid: {}",
-                        source.name,
+                         ('{from}' is a GGUF model); valid: {}",
                         HfDtype::OUTTYPES
                     ))
                 });
@@ -107,7 +107,8 @@ pub async fn create(state: AppState, body: ConvertBody) -> Result<Response, ApiE
         .as_deref()
         .unwrap_or("auto")
         .to_ascii_lowercase();
-    let target = Target::of(&record, &outtype, body.tokenizer_pre)?;
+    let source = Source::of(&record);
+    let target = Target::of(&source, &from, &outtype, body.tokenizer_pre)?;
     let new = NewModel {
         model_blob: record.model_blob.clone(),
         template: record.template.clone(),
@@ -117,7 +118,7 @@ pub async fn create(state: AppState, body: ConvertBody) -> Result<Response, ApiE
         license: record.license.clone(),
     };
     let status = format!("converting {from} to {} ({outtype})", target.name());
-    let run = start(state.registry.clone(), Source::of(&record), target, status);
+    let run = start(state.registry.clone(), source, target, status);
     blob_run::create(state, name, new, run, body.stream).await
 }
 

@@ -1,3 +1,4 @@
+import { useState } from "react";
 import { JobForm } from "./JobForm";
 
 /** What a model converts to: a folder model to GGUF, a GGUF model to a Hugging Face folder. */
@@ -17,6 +18,9 @@ const OUT_TYPES: Record<ConvertTarget, string[]> = {
 export function ConvertForm({ from, to, onConverted }: { from: string; to: ConvertTarget; onConverted: () => void }) {
   const base = from.replace(/:latest$/, "");
   const suffix = to === "gguf" ? "gguf" : "hf";
+  // llama.cpp's name for a tokenizer the converter does not recognise (`mlxr convert --tokenizer-pre`).
+  const [tokenizerPre, setTokenizerPre] = useState("");
+  const pre = tokenizerPre.trim();
   return (
     <JobForm
       what="Convert"
@@ -24,9 +28,17 @@ export function ConvertForm({ from, to, onConverted }: { from: string; to: Conve
       typeLabel="Out type"
       types={OUT_TYPES[to]}
       nameFor={(t) => (t === "auto" ? `${base}-${suffix}` : `${base}-${suffix}-${t}`)}
-      request={(model, outtype) => ({ kind: "convert", model, from, outtype })}
+      request={(model, outtype) => ({ kind: "convert", model, from, outtype, ...(pre ? { tokenizer_pre: pre } : {}) })}
       done={(j) => `Converted ${from} to ${j.model} (${j.outtype}).`}
       onDone={onConverted}
+      extra={(running) =>
+        to === "gguf" && (
+          <label>
+            Pre-tokenizer
+            <input value={tokenizerPre} onChange={(e) => setTokenizerPre(e.target.value)} disabled={running} placeholder="optional: llama-bpe, qwen2…" />
+          </label>
+        )
+      }
     />
   );
 }

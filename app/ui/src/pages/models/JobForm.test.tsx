@@ -39,7 +39,8 @@ describe("model details' jobs", () => {
     mockDaemon({ details: { format: "gguf" }, capabilities: ["completion"] });
     const { unmount } = render(<ModelDetails name="smollm2:latest" onClose={() => {}} onChanged={() => {}} />);
     expect(await screen.findByRole("form", { name: "Quantize" })).toBeTruthy();
-    expect(screen.getByRole("form", { name: "Convert to a Hugging Face folder" })).toBeTruthy();
+    const toFolder = screen.getByRole("form", { name: "Convert to a Hugging Face folder" });
+    expect(within(toFolder).queryByRole("textbox", { name: "Pre-tokenizer" })).toBeNull();
     expect(screen.queryByRole("form", { name: "Convert to GGUF" })).toBeNull();
     unmount();
 
@@ -77,6 +78,22 @@ describe("model details' jobs", () => {
     expect(calls.find((c) => c.method === "POST" && c.url === "/api/mlxr/jobs")?.body).toEqual({ kind: "convert", model: "tiny-hf-gguf-f16", from: "tiny-hf:latest", outtype: "f16" });
     expect(await screen.findByText("Converted tiny-hf:latest to tiny-hf-gguf-f16 (f16).")).toBeTruthy();
     expect(changed).toHaveBeenCalledTimes(1);
+  });
+
+  it("sends the pre-tokenizer given for a tokenizer the converter does not recognise", async () => {
+    const calls = mockDaemon(FOLDER, { start: job("success", { status: "success" }) });
+    render(<ModelDetails name="tiny-hf:latest" onClose={() => {}} onChanged={() => {}} />);
+    const form = await screen.findByRole("form", { name: "Convert to GGUF" });
+    fireEvent.change(within(form).getByRole("textbox", { name: "Pre-tokenizer" }), { target: { value: " qwen2 " } });
+    fireEvent.submit(form);
+    await screen.findByText(/^Converted tiny-hf:latest/);
+    expect(calls.find((c) => c.method === "POST" && c.url === "/api/mlxr/jobs")?.body).toEqual({
+      kind: "convert",
+      model: "tiny-hf-gguf",
+      from: "tiny-hf:latest",
+      outtype: "auto",
+      tokenizer_pre: "qwen2",
+    });
   });
 
   it("Cancel convert cancels the job", async () => {

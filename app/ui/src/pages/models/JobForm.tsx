@@ -1,4 +1,4 @@
-import { useState, type FormEvent } from "react";
+import { useState, type FormEvent, type ReactNode } from "react";
 import type { Job, JobRequest } from "mlxr";
 import { ErrorMessage } from "../../components/ErrorMessage";
 import { useJob, type JobState } from "./useJob";
@@ -15,10 +15,12 @@ export interface JobFormProps {
   /** The message once the new model is registered. */
   done: (job: Job) => string;
   onDone: () => void;
+  /** More fields of the request, disabled while the job runs. */
+  extra?: (running: boolean) => ReactNode;
 }
 
 /** A job of the daemon making a new model from one (a quantize, a convert): type, new name, progress, cancel. */
-export function JobForm({ what, heading, typeLabel, types, nameFor, request, done, onDone }: JobFormProps) {
+export function JobForm({ what, heading, typeLabel, types, nameFor, request, done, onDone, extra }: JobFormProps) {
   const [type, setType] = useState(types[0] ?? "");
   const [name, setName] = useState(() => nameFor(types[0] ?? ""));
   const { state, job, running, start, cancel } = useJob(onDone);
@@ -46,6 +48,7 @@ export function JobForm({ what, heading, typeLabel, types, nameFor, request, don
           New model name
           <input value={name} onChange={(e) => setName(e.target.value)} disabled={running} />
         </label>
+        {extra?.(running)}
         {running && job ? (
           <button type="button" className="danger" onClick={() => void cancel(job.id)}>
             Cancel {what.toLowerCase()}
