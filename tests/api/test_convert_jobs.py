@@ -107,12 +107,14 @@ def test_bad_convert_requests_start_nothing(server):
     config = json.loads((TINY_FOLDER / "config.json").read_text())
     config["architectures"] = ["FalconForCausalLM"]
     create_folder(server, "convert-falcon", TINY_FOLDER, replace={"config.json": json.dumps(config).encode()})
+    create_folder(server, "convert-tiny", TINY_FOLDER)
     before = jobs(server)
     cases = [
         ({"kind": "convert", "model": "x", "from": "no-such-model"}, 404, "not found"),
         ({"kind": "convert", "model": "x", "from": "convert-gguf", "outtype": "q8_0"}, 400,
          "outtype 'q8_0' cannot be written to a Hugging Face folder"),
         ({"kind": "convert", "model": "x", "from": "convert-falcon"}, 400, "FalconForCausalLM"),
+        ({"kind": "convert", "model": "x", "from": "convert-tiny"}, 400, "a convert job's tokenizer_pre"),
         ({"kind": "convert", "model": "x", "from": "convert-falcon", "outtype": "q4_0"}, 400, "unknown outtype 'q4_0'"),
         ({"kind": "convert", "model": "x"}, 400, "'from'"),
         ({"kind": "convert", "model": "x", "from": "convert-falcon", "outtype": 16}, 400, "invalid request"),

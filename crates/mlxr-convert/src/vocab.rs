@@ -239,7 +239,7 @@ pub fn write_vocab(
                 .map(|(_, name)| name.to_string())
                 .ok_or_else(|| {
                     err(format!(
-                        "the tokenizer's pre-tokenizer is not one llama.cpp's converter knows (hash {hash}); name llama.cpp's pre-tokenizer with --tokenizer-pre (e.g. llama-bpe, qwen2, gpt-2, smollm)"
+                        "the tokenizer's pre-tokenizer is not one llama.cpp's converter knows (hash {hash}); name llama.cpp's pre-tokenizer with --tokenizer-pre (a convert job's tokenizer_pre), e.g. llama-bpe, qwen2, gpt-2, smollm"
                     ))
                 })?
         }
