@@ -1,8 +1,9 @@
 //! A model made by a run that writes new blobs (a quantize or a convert: a
 //! GGUF file, or a folder's files): the run works on a blocking thread in
 //! the registry's scratch folder, sends progress lines and then what it
-//! stored; [`create`] streams them and registers the model only at the end. Dropping the receiver (a client
-//! that goes away, a cancelled job) stops the run and nothing is stored.
+//! stored; [`create`] streams them and registers the model only at the
+//! end. Dropping the receiver (a client that goes away, a cancelled job)
+//! stops the run and nothing is stored.
 
 use std::path::{Path, PathBuf};
 
