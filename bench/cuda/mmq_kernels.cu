@@ -144,19 +144,20 @@ static void run_mmq(const Act &a, int k, int tokens, std::vector<Weight> &ws, in
     int rows = 0;
     for (auto &w : ws) rows += w.n;
     int w4 = rows <= 2048 ? 4 : 1;
-    int blocks = 0;
+    int blocks = 0, warps = 0;
     const uint8_t *wp[3] = {0, 0, 0};
     int n[3] = {0, 0, 0}, t[3] = {0, 0, 0};
     float *yp[3] = {0, 0, 0};
+    for (auto &w : ws) warps = std::max(warps, (w.type == 0 ? 4 : 2) * w4);
     for (size_t j = 0; j < ws.size(); ++j) {
-        int per = 16 / ((ws[j].type == 0 ? 4 : 2) * w4);
+        int per = warps / ((ws[j].type == 0 ? 4 : 2) * w4);
         blocks += ((ws[j].n + 15) / 16 + per - 1) / per;
         wp[j] = ws[j].copies[copy % ws[j].copies.size()];
         n[j] = ws[j].n; t[j] = ws[j].type; yp[j] = ys[j];
     }
     const int nt = mmq_nt(tokens);
     blocks *= (tokens + 8 * nt - 1) / (8 * nt);
-    mmq_kernel(nt)<<<blocks, 512>>>(a.qs, a.d, a.sums, k, tokens, w4, wp[0], yp[0],
+    mmq_kernel(nt)<<<blocks, 32 * warps>>>(a.qs, a.d, a.sums, k, tokens, w4, wp[0], yp[0],
                                                   0, n[0], t[0], wp[1], yp[1], 0, n[1], t[1],
                                                   wp[2], yp[2], 0, n[2], t[2]);
 }

@@ -21,7 +21,8 @@ const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/quant_matmul.ptx"));
 const MODULE: &str = "mlxr_quant_matmul";
 const MMQ_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/mmq.ptx"));
 const MMQ_MODULE: &str = "mlxr_mmq";
-/// Warps per block of the tensor-core kernels (`MMQ_WARPS` there).
+/// The most classes of a row (Q4_K's 4 lane groups times 4 warps), the most
+/// warps per block of the tensor-core kernels (`MMQ_WARPS` there).
 const MMQ_WARPS: usize = 16;
 /// Weight rows per warp of the tensor-core kernels (`TILE` there).
 const MMQ_TILE: usize = 16;
@@ -247,7 +248,10 @@ fn launch(
     // tensor-core kernels follow.
     let w4: i32 = if suffix.is_empty() { 4 } else { 1 };
     let mut groups = 0;
-    let mut mmq_blocks = 0;
+    // (rows, classes) of each weight: a tensor-core block holds whole
+    // classes (Q4_K: 4 per decode warp, Q6_K: 2) of warps / classes row
+    // tiles, warps the launch's most classes.
+    let mut mmq_rows = Vec::with_capacity(3);
     let bias_storage: Vec<_> = ws
         .iter()
         .map(|(_, b)| b.map(|b| b.storage_and_layout().0))
@@ -281,10 +285,7 @@ fn launch(
         // SAFETY: the kernel writes every output.
         ys.push(unsafe { dev.alloc::<f32>(tokens * n) }?);
         groups += n.div_ceil(rows_per_group);
-        // A block holds the whole classes (Q4_K: 4 per decode warp, Q6_K: 2)
-        // of 16 / classes row tiles.
-        let classes = if kind == 0 { 4 } else { 2 } * w4 as usize;
-        mmq_blocks += n.div_ceil(MMQ_TILE).div_ceil(MMQ_WARPS / classes);
+        mmq_rows.push((n, if kind == 0 { 4 } else { 2 } * w4 as usize));
     }
     if groups == 0 {
         return Ok(Vec::new());
@@ -297,7 +298,13 @@ fn launch(
             _ => 4,
         };
         let func = dev.get_or_load_custom_func(&format!("mmq{nt}"), MMQ_MODULE, MMQ_PTX)?;
-        (func, mmq_blocks * tokens.div_ceil(8 * nt), 32 * MMQ_WARPS)
+        let warps = mmq_rows.iter().map(|&(_, c)| c).max().unwrap_or(1);
+        debug_assert!(warps <= MMQ_WARPS);
+        let blocks: usize = mmq_rows
+            .iter()
+            .map(|&(n, classes)| n.div_ceil(MMQ_TILE).div_ceil(warps / classes))
+            .sum();
+        (func, blocks * tokens.div_ceil(8 * nt), 32 * warps)
     } else {
         let per = match tokens {
             1 => 1,

@@ -16,8 +16,9 @@
 // 2,048 rows, else 1), add each class's steps in order, then the classes of
 // a warp as its butterfly sum does ((P0 + P2) + (P1 + P3), or P0 + P1) and
 // the warps in order. Here a warp runs one class of one tile, and a block
-// of 16 warps holds whole tiles (16 / C of them) and adds their classes in
-// that order through shared memory. A token's result depends on nothing
+// of as many warps as the launch's largest C (at most 16) holds whole tiles
+// (warps / C of them) and adds their classes in that order through shared
+// memory. A token's result depends on nothing
 // but its own activations, so it is the same alone, batched, or in the
 // decode kernels.
 //
@@ -34,7 +35,7 @@
 
 #include "k_quants.cuh"
 
-#define MMQ_WARPS 16
+#define MMQ_WARPS 16  // the most warps a block has
 #define TILE 16
 #define TYPE_Q4_K 0
 #define TYPE_Q6_K 1
@@ -62,10 +63,7 @@ struct Rows {
     const uint8_t *a, *b;
 };
 
-// Byte i of the packed words p[0..] (unsigned, or sign-extended).
-__device__ __forceinline__ int ubyte(const uint32_t *p, int i) {
-    return (p[i / 4] >> (8 * (i % 4))) & 0xFF;
-}
+// Byte i of the packed words p[0..], sign-extended.
 __device__ __forceinline__ int sbyte(const uint32_t *p, int i) {
     return (int)(p[i / 4] << (24 - 8 * (i % 4))) >> 24;
 }
@@ -120,20 +118,34 @@ __device__ __forceinline__ void q4_K_class(Rows rows, const int8_t *__restrict__
         }
         const float2 dma = __half22float2(*(const half2 *)&ha.x);
         const float2 dmb = __half22float2(*(const half2 *)&hb.x);
+        // The mins' sums, Σ_s min_s · bsum_s, on the tensor cores too: A =
+        // the rows' 8 mins (k 0..7; k 8..15 zero), B = each sub-block's
+        // activation sum split exactly into bytes, bsum = 128 hi + lo (lo in
+        // -64..63, hi in -32..32), one product for each part.
+        const int ma = c < 2 ? (int)mna[c] : 0, mb = c < 2 ? (int)mnb[c] : 0;
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
+            int lo = 0, hi = 0;
+            if (c < 2) {
+                const int t = min(8 * j + g, tokens - 1);
+                const int4 *bs = (const int4 *)(xs + (long)t * (k / 16) + sb * 16 + 8 * c);
+                const int4 u = bs[0], v = bs[1];
+                const int sums[4] = {u.x + u.y, u.z + u.w, v.x + v.y, v.z + v.w};
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int h = (sums[i] + 64) >> 7;
+                    lo |= ((sums[i] - (h << 7)) & 0xFF) << (8 * i);
+                    hi |= (h & 0xFF) << (8 * i);
+                }
+            }
+            int m_lo[4], m_hi[4];
+            mma_k16(m_lo, ma, mb, lo);
+            mma_k16(m_hi, ma, mb, hi);
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int t = min(8 * j + 2 * c + e, tokens - 1);
-                const int4 *bs = (const int4 *)(xs + (long)t * (k / 16) + sb * 16);
-                int mins_a = 0, mins_b = 0;
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const int4 v = bs[q];
-                    const int lo = v.x + v.y, hi = v.z + v.w;
-                    mins_a += ubyte(mna, 2 * q) * lo + ubyte(mna, 2 * q + 1) * hi;
-                    mins_b += ubyte(mnb, 2 * q) * lo + ubyte(mnb, 2 * q + 1) * hi;
-                }
+                const int mins_a = 128 * m_hi[e] + m_lo[e];
+                const int mins_b = 128 * m_hi[2 + e] + m_lo[2 + e];
                 const float dx = xd[(long)t * nsb + sb];
                 acc[j][e] = q4_K_step(acc[j][e], dx, dma.x, dma.y, sum[j][e], mins_a);
                 acc[j][2 + e] = q4_K_step(acc[j][2 + e], dx, dmb.x, dmb.y, sum[j][2 + e], mins_b);
@@ -272,8 +284,10 @@ __device__ __forceinline__ void merge_classes(float (&acc)[NT][4], float *part, 
 // row for this launch's rows (4 or 1). The tokens go in tiles of 8 NT (more
 // live registers spill), each tile its own blocks, the tile the
 // fastest-varying index so that the tiles of a row block run together and
-// read its weights once from DRAM. Grid: Σ_j ⌈tiles_j / (16 / C_j)⌉ · token
-// tiles blocks of 16 warps.
+// read its weights once from DRAM. Grid: Σ_j ⌈tiles_j / (warps / C_j)⌉ ·
+// token tiles blocks of `warps` = max_j C_j warps (so that a weight of few
+// classes still spreads over the GPU: Q6_K's ffn_down in 16-warp blocks ran
+// on 32 of an H100's 132 SMs).
 template <int NT>
 __device__ __forceinline__ void mmq(const int8_t *__restrict__ xq, const float *__restrict__ xd,
                                     const int *__restrict__ xs, int k, int tokens, int w4,
@@ -288,8 +302,12 @@ __device__ __forceinline__ void mmq(const int8_t *__restrict__ xq, const float *
     const int tiles = (tokens + 8 * NT - 1) / (8 * NT);
     const int token_tile = blockIdx.x % tiles;
     int n = n0, type = type0, block = blockIdx.x / tiles;
+    const int warps = blockDim.x >> 5;
     auto blocks_of = [&](int nj, int tj) {
-        const int per = MMQ_WARPS / (groups_of(tj) * w4);
+        // Unused slots (no rows) may name a type of more classes than the
+        // block has warps.
+        if (nj == 0) return 0;
+        const int per = warps / (groups_of(tj) * w4);
         return ((nj + TILE - 1) / TILE + per - 1) / per;
     };
     const int bl0 = blocks_of(n0, type0), bl1 = blocks_of(n1, type1);
@@ -308,7 +326,7 @@ __device__ __forceinline__ void mmq(const int8_t *__restrict__ xq, const float *
     const int groups = groups_of(type), classes = groups * w4;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     const int tile = warp / classes, cls = warp % classes;
-    const int row0 = (block * (MMQ_WARPS / classes) + tile) * TILE;
+    const int row0 = (block * (warps / classes) + tile) * TILE;
     const int bytes = type == TYPE_Q4_K ? Q4_K_BYTES : Q6_K_BYTES;
     Rows rows;
     rows.a = w + (long)min(row0 + g, n - 1) * nsb * bytes;
