@@ -197,16 +197,20 @@ pub const QUANT_ROWS: usize = 8;
 
 /// Q4_K/Q6_K steps of [`MMQ_FROM`] to this many rows run on the int8 tensor
 /// cores (kernels/mmq.cu, the decode kernels' bits) unless their weights'
-/// F16 copies take them ([`F16_COPY_ROWS`]): on an H100, 8B shapes, 1.2-2.5x
-/// the decode kernels at 8 tokens and 1.4-3.8x at 16, but at 32-64 rows
-/// slower than the F16 copies through cuBLAS
+/// F16 copies take them ([`F16_COPY_ROWS`]): on an H100, timed alone on the
+/// 8B shapes, 1.2-2.6x the decode kernels at 8 tokens and 1.5-3.4x at 16;
+/// in aggregate decode of the 8B-shaped Q4_K_M 8 sequences 766 → 1,224
+/// tok/s, 16 1,742 → 1,875 (against candle's q8_1 kernels); at 32-64 rows
+/// the F16 copies through cuBLAS are faster still
 /// (bench/results/gpu-2026-12-06-s50.md).
 pub const MMQ_ROWS: usize = 64;
 
-/// The fewest rows of a step on the tensor cores: from 5 tokens the decode
-/// kernels run a tile of 8 anyway, and the tensor cores were faster at 8
-/// on every shape but the smallest (1.5B k + v, 0.84x).
-pub const MMQ_FROM: usize = 5;
+/// The fewest rows of a step on the tensor cores: below, the decode kernels
+/// were faster on every shape timed alone. Aggregate decode on an H100
+/// against 5 (bench/results/gpu-2026-12-06-s50.md, call 9): 8B-shaped
+/// Q4_K_M 3 sequences 508 → 547 tok/s, 4 592 → 693; Qwen2.5-1.5B-shaped 3
+/// 1,014 → 1,174, 4 1,185 → 1,356.
+pub const MMQ_FROM: usize = 3;
 
 /// Steps of more rows than this multiply GGML-quantized weights as F16
 /// (dequantized per call) through cuBLAS; steps of up to [`QUANT_ROWS`]
@@ -285,7 +289,10 @@ pub struct CudaKernels {
 
 impl CudaKernels {
     /// The most rows whose norms and GLUs quantize their outputs for our
-    /// matmuls.
+    /// matmuls: they run our fused kernels then, even where the matmuls
+    /// take the F16 copies (8B-shaped Q4_K_M on an H100, 32 sequences
+    /// 2,946 → 3,350 tok/s, 64 4,347 → 5,128 against candle's ops,
+    /// bench/results/gpu-2026-12-06-s50.md, call 8).
     fn q8_rows(&self) -> usize {
         self.quant_rows.max(self.mmq_rows)
     }
