@@ -8,6 +8,7 @@ use std::process::Command;
 const KERNELS: &[&str] = &[
     "src/backend/cuda/kernels/flash_prefill.cu",
     "src/backend/cuda/kernels/half_matvec.cu",
+    "src/backend/cuda/kernels/mmq.cu",
     "src/backend/cuda/kernels/paged_attention.cu",
     "src/backend/cuda/kernels/quant_matmul.cu",
     "src/backend/cuda/kernels/rope.cu",
@@ -20,6 +21,7 @@ fn main() {
     }
     println!("cargo::rerun-if-env-changed=CUDA_COMPUTE_CAP");
     println!("cargo::rerun-if-changed=src/backend/cuda/kernels/q8_k.cuh");
+    println!("cargo::rerun-if-changed=src/backend/cuda/kernels/k_quants.cuh");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
     let cap = std::env::var("CUDA_COMPUTE_CAP").unwrap_or_else(|_| "80".into());
     let nvcc = ["CUDA_HOME", "CUDA_PATH"]

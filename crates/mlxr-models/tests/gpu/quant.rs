@@ -4,7 +4,8 @@
 //! times the activations quantized on the host as the kernels do (a scale
 //! per 256, or per 32 on widths that are not whole super-blocks), in f64:
 //! every output within `KERNEL_TOLERANCE` of its row's largest, and each
-//! token's outputs the same bits in every batch. The same for inputs
+//! token's outputs the same bits in every batch, and for Q4_K/Q6_K on the
+//! tensor cores (kernels/mmq.cu) at every size too. The same for inputs
 //! quantized in the launch of the RMSNorm or SwiGLU that made them, whose
 //! f32 outputs are held to the CPU's `ggml_f32` within `KERNEL_TOLERANCE`.
 
@@ -200,7 +201,7 @@ pub fn bench(device: &Device) {
             .enumerate()
             .map(|(i, &(dtype, rows))| layer_of(dtype, rows, k, i as u64, device))
             .collect();
-        for tokens in [1, 2, 4, 8, 16, 64] {
+        for tokens in [1, 2, 4, 8, 16, 32, 64] {
             bench_launches(name, k, &layers, tokens, device);
         }
     }
@@ -226,8 +227,24 @@ fn bench_launches(name: &str, k: usize, layers: &[Linear], tokens: usize, device
     } else {
         &SHAPES
     };
-    for &shape in shapes {
-        let mut b = backend(shape, device);
+    // Each shape on the decode kernels (none on the tensor cores), then the
+    // default shape with every step of the K-quants on the tensor cores.
+    let kquants = layers.iter().all(|l| {
+        l.ggml_tensor()
+            .is_some_and(|t| matches!(t.dtype(), GgmlDType::Q4K | GgmlDType::Q6K))
+    });
+    let runs = shapes
+        .iter()
+        .map(|&s| (s, false))
+        .chain(kquants.then_some((MatVec::ByRows, true)));
+    for (shape, tensor_cores) in runs {
+        let mut b = if tensor_cores {
+            tensor_core_backend(shape, device)
+        } else {
+            let mut b = backend(shape, device);
+            b.set_tensor_core_rows(1, 0);
+            b
+        };
         let mut outs: Vec<Option<Tensor>> = vec![None; layers.len()];
         let mut run = |b: &mut CudaBackend| {
             let mut refs: Vec<&mut Option<Tensor>> = outs.iter_mut().collect();
@@ -248,8 +265,9 @@ fn bench_launches(name: &str, k: usize, layers: &[Linear], tokens: usize, device
         }
         b.synchronize().unwrap();
         let s = start.elapsed().as_secs_f64() / n as f64;
+        let kernel = if tensor_cores { "TensorCores" } else { "" };
         println!(
-            "{name:8} {tokens} tok {shape:?}: {:7.1} us, {:6.0} GB/s ({:.1} MB)",
+            "{name:8} {tokens} tok {shape:?}{kernel}: {:7.1} us, {:6.0} GB/s ({:.1} MB)",
             s * 1e6,
             bytes as f64 / s / 1e9,
             bytes as f64 / 1e6
@@ -285,6 +303,13 @@ fn backend(shape: MatVec, device: &Device) -> CudaBackend {
     };
     let mut b = CudaBackend::with_mat_vec(kv, candle_core::DType::F32, device, shape).unwrap();
     b.set_quant_rows(WIDE_TOKENS[WIDE_TOKENS.len() - 1]);
+    b
+}
+
+/// [`backend`] with Q4_K/Q6_K steps of every size on the tensor cores.
+fn tensor_core_backend(shape: MatVec, device: &Device) -> CudaBackend {
+    let mut b = backend(shape, device);
+    b.set_tensor_core_rows(1, WIDE_TOKENS[WIDE_TOKENS.len() - 1]);
     b
 }
 
@@ -492,9 +517,21 @@ fn check(dtype: GgmlDType, input: Input, shape: MatVec, k: usize, device: &Devic
         .collect();
     let mut failures = Vec::new();
     let mut first_seen: Vec<Vec<f32>> = Vec::new();
-    for &tokens in &sizes {
+    // The K-quants again with every size on the tensor cores: the same bits.
+    let mut cores = tensor_core_backend(shape, device);
+    let runs: Vec<(usize, bool)> = sizes
+        .iter()
+        .map(|&t| (t, false))
+        .chain(sizes.iter().filter(|_| kquant).map(|&t| (t, true)))
+        .collect();
+    for &(tokens, tensor_cores) in &runs {
+        let backend = if tensor_cores {
+            &mut cores
+        } else {
+            &mut backend
+        };
         let (x_dev, xs) = prepare(
-            &mut backend,
+            backend,
             input,
             (&x[..tokens * k], k),
             tokens,
@@ -534,11 +571,14 @@ fn check(dtype: GgmlDType, input: Input, shape: MatVec, k: usize, device: &Devic
             let row = &got[t * N..(t + 1) * N];
             let diff = rel_diff(row, &want);
             if diff > KERNEL_TOLERANCE {
-                failures.push(format!("{tokens} tokens, token {t}: {diff:.2e}"));
+                failures.push(format!(
+                    "{tokens} tokens, token {t} (tensor cores: {tensor_cores}): {diff:.2e}"
+                ));
             }
             match first_seen.get(t) {
                 Some(first) if first.as_slice() != row => failures.push(format!(
-                    "token {t} in a batch of {tokens} differs from a smaller batch"
+                    "token {t} in a batch of {tokens} (tensor cores: {tensor_cores}) differs \
+                     from a smaller batch"
                 )),
                 Some(_) => {}
                 None => first_seen.push(row.to_vec()),
@@ -546,7 +586,12 @@ fn check(dtype: GgmlDType, input: Input, shape: MatVec, k: usize, device: &Devic
         }
     }
     println!(
-        "{dtype:?} kernel ({shape:?}), {input:?} input: {N} x {k}, batches {sizes:?}: {}",
+        "{dtype:?} kernel ({shape:?}), {input:?} input: {N} x {k}, batches {sizes:?}{}: {}",
+        if kquant {
+            " (and on the tensor cores)"
+        } else {
+            ""
+        },
         if failures.is_empty() {
             "ok".to_string()
         } else {

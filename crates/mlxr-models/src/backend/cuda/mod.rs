@@ -13,6 +13,8 @@
 //!   quantized to 8 bits
 //!   (kernels/quant_matmul.cu): for the K-quants the CPU backend's integer
 //!   arithmetic, a token's result the same for every batch size up to 64;
+//!   Q4_K/Q6_K steps of [`MMQ_FROM`] to [`MMQ_ROWS`] rows on the int8
+//!   tensor cores (kernels/mmq.cu), the same bits as the decode kernels;
 //! - F16 matmuls of up to 8 rows against f32 activations
 //!   (kernels/half_matvec.cu); longer steps go to cuBLAS.
 
@@ -39,6 +41,7 @@ use crate::{ModelError, Result};
 pub use graph::{StepGraphs, MAX_RECORDED};
 pub use ops::PrefillAttention;
 pub use ops::PTX;
+use quant_matmul::Kernel;
 pub use quant_matmul::MatVec;
 
 pub type CudaBackend = CandleBackend<CudaKernels>;
@@ -64,7 +67,9 @@ impl CudaBackend {
     /// `MLXR_CUDA_F16_COPY_ROWS` [`F16_COPY_ROWS`] (and `MLXR_CUDA_F16_WEIGHTS`
     /// whether the copies are kept: [`keep_f16_copy`]),
     /// `MLXR_CUDA_QUANT_ROWS` (0 to 64) the most rows our Q8_K decode
-    /// kernels take, `MLXR_CUDA_GRAPH_ROWS` (0 to 64) the largest decode
+    /// kernels take, `MLXR_CUDA_MMQ_FROM` and `MLXR_CUDA_MMQ_ROWS` (0 to 64)
+    /// the fewest and most rows of Q4_K/Q6_K steps on the tensor cores (0:
+    /// never), `MLXR_CUDA_GRAPH_ROWS` (0 to 64) the largest decode
     /// step recorded as a CUDA graph, `MLXR_CUDA_PREFILL` the [`PrefillAttention`] and
     /// `MLXR_CUDA_ATTN_CHUNK` the decode attention's fewest keys a split,
     /// `MLXR_CUDA_DECODE_TOKENS` (0 to 64) the most sequences of a decode
@@ -94,6 +99,12 @@ impl CudaBackend {
         }
         if let Some(rows) = rows_knob("MLXR_CUDA_QUANT_ROWS", quant_matmul::MAX_ROWS)? {
             backend.kernels_mut().quant_rows = rows;
+        }
+        if let Some(rows) = rows_knob("MLXR_CUDA_MMQ_FROM", quant_matmul::MAX_ROWS)? {
+            backend.kernels_mut().mmq_from = rows.max(1);
+        }
+        if let Some(rows) = rows_knob("MLXR_CUDA_MMQ_ROWS", quant_matmul::MAX_ROWS)? {
+            backend.kernels_mut().mmq_rows = rows;
         }
         if let Some(rows) = rows_knob("MLXR_CUDA_GRAPH_ROWS", graph::MAX_RECORDED)? {
             backend.kernels_mut().graphs.set_most(rows);
@@ -125,6 +136,8 @@ impl CudaBackend {
             f16_gemm_rows: F16_GEMM_ROWS,
             f16_copy_rows: F16_COPY_ROWS,
             quant_rows: QUANT_ROWS,
+            mmq_from: MMQ_FROM,
+            mmq_rows: MMQ_ROWS,
             graphs: graph::Graphs::new(device, StepGraphs::default())?,
             moves: 0,
             logits: pinned::PinnedHost::default(),
@@ -150,6 +163,15 @@ impl CudaBackend {
         self.kernels_mut().quant_rows = rows.min(quant_matmul::MAX_ROWS);
     }
 
+    /// Q4_K/Q6_K steps of `from` to `to` rows on the int8 tensor cores
+    /// ([`MMQ_FROM`] to [`MMQ_ROWS`] by default; `to` at most 64, 0 for
+    /// never): the same bits as the decode kernels, only the time differs.
+    pub fn set_tensor_core_rows(&mut self, from: usize, to: usize) {
+        let kernels = self.kernels_mut();
+        kernels.mmq_from = from.max(1);
+        kernels.mmq_rows = to.min(quant_matmul::MAX_ROWS);
+    }
+
     /// Many-sequence decode on our paths up to `rows` sequences (at most
     /// 64): our 8-bit matmuls, the split decode attention and recorded
     /// graphs, which without it stop at 8 (what `MLXR_CUDA_QUANT_ROWS`,
@@ -172,6 +194,23 @@ impl CudaBackend {
 /// 8B model an 8-token step already took 2.7x a one-token step, so candle's
 /// kernels may be faster at 32-64 rows, bench/results/gpu-2026-12-05-s46.md).
 pub const QUANT_ROWS: usize = 8;
+
+/// Q4_K/Q6_K steps of [`MMQ_FROM`] to this many rows run on the int8 tensor
+/// cores (kernels/mmq.cu, the decode kernels' bits) unless their weights'
+/// F16 copies take them ([`F16_COPY_ROWS`]): on an H100, timed alone on the
+/// 8B shapes, 1.2-2.6x the decode kernels at 8 tokens and 1.5-3.4x at 16;
+/// in aggregate decode of the 8B-shaped Q4_K_M 8 sequences 766 → 1,224
+/// tok/s, 16 1,742 → 1,875 (against candle's q8_1 kernels); at 32-64 rows
+/// the F16 copies through cuBLAS are faster still
+/// (bench/results/gpu-2026-12-06-s50.md).
+pub const MMQ_ROWS: usize = 64;
+
+/// The fewest rows of a step on the tensor cores: below, the decode kernels
+/// were faster on every shape timed alone. Aggregate decode on an H100
+/// against 5 (bench/results/gpu-2026-12-06-s50.md, call 9): 8B-shaped
+/// Q4_K_M 3 sequences 508 → 547 tok/s, 4 592 → 693; Qwen2.5-1.5B-shaped 3
+/// 1,014 → 1,174, 4 1,185 → 1,356.
+pub const MMQ_FROM: usize = 3;
 
 /// Steps of more rows than this multiply GGML-quantized weights as F16
 /// (dequantized per call) through cuBLAS; steps of up to [`QUANT_ROWS`]
@@ -238,10 +277,25 @@ pub struct CudaKernels {
     f16_copy_rows: usize,
     /// Steps of up to this many rows run our Q8_K decode kernels.
     quant_rows: usize,
+    /// Q4_K/Q6_K steps of `mmq_from` to `mmq_rows` rows run on the tensor
+    /// cores.
+    mmq_from: usize,
+    mmq_rows: usize,
     graphs: graph::Graphs,
     /// The step buffers' moves (the backend's and the attention's).
     moves: u64,
     logits: pinned::PinnedHost,
+}
+
+impl CudaKernels {
+    /// The most rows whose norms and GLUs quantize their outputs for our
+    /// matmuls: they run our fused kernels then, even where the matmuls
+    /// take the F16 copies (8B-shaped Q4_K_M on an H100, 32 sequences
+    /// 2,946 → 3,350 tok/s, 64 4,347 → 5,128 against candle's ops,
+    /// bench/results/gpu-2026-12-06-s50.md, call 8).
+    fn q8_rows(&self) -> usize {
+        self.quant_rows.max(self.mmq_rows)
+    }
 }
 
 /// Whether `x` is f32 `[tokens, k]` of at most `rows` tokens, a step our
@@ -307,7 +361,7 @@ impl CandleDevice for CudaKernels {
     }
 
     fn rms_norm(&mut self, x: &Tensor, norm: &RmsNorm) -> Result<Tensor> {
-        if !takes(x, self.quant_rows)
+        if !takes(x, self.q8_rows())
             || norm.weight().dtype() != DType::F32
             || x.dims2()?.1 != norm.dim()
         {
@@ -319,7 +373,7 @@ impl CandleDevice for CudaKernels {
     }
 
     fn add_rms_norm(&mut self, x: &Tensor, y: &Tensor, norm: &RmsNorm) -> Result<(Tensor, Tensor)> {
-        if !takes(x, self.quant_rows)
+        if !takes(x, self.q8_rows())
             || y.dims() != x.dims()
             || y.dtype() != DType::F32
             || norm.weight().dtype() != DType::F32
@@ -336,7 +390,7 @@ impl CandleDevice for CudaKernels {
 
     fn glu(&mut self, gate: &Tensor, up: &Tensor, glu: Glu) -> Result<Tensor> {
         if glu != Glu::Silu
-            || !takes(gate, self.quant_rows)
+            || !takes(gate, self.q8_rows())
             || up.dims() != gate.dims()
             || up.dtype() != DType::F32
         {
@@ -398,8 +452,21 @@ impl CandleDevice for CudaKernels {
                 }
             })
             .collect();
-        let Some(ours) = ours.filter(|_| takes(x, self.quant_rows)) else {
-            let rows = x.dim(0)?;
+        let rows = x.dim(0)?;
+        let f16_copies = rows > self.f16_copy_rows && ws.iter().any(|w| w.has_f16_copy());
+        let kernel = ours.as_ref().and_then(|ours| {
+            let tensor_cores = (self.mmq_from..=self.mmq_rows).contains(&rows)
+                && !f16_copies
+                && ours.iter().all(|(t, _)| quant_matmul::tensor_cores_take(t));
+            if tensor_cores {
+                Some(Kernel::TensorCores(self.mat_vec))
+            } else {
+                (rows <= self.quant_rows).then_some(Kernel::MatVec(self.mat_vec))
+            }
+        });
+        let (Some(ours), Some(kernel)) =
+            (ours, kernel.filter(|_| takes(x, quant_matmul::MAX_ROWS)))
+        else {
             return ws
                 .iter()
                 .map(|w| {
@@ -421,7 +488,7 @@ impl CandleDevice for CudaKernels {
             }
         };
         // The biases are added in the same launch.
-        quant_matmul::matmuls(&xq, x.dim(0)?, k, &ours, self.mat_vec)
+        quant_matmul::matmuls(&xq, rows, k, &ours, kernel)
     }
 
     fn read<'a>(&'a mut self, x: &Tensor, _host: &'a mut Vec<f32>) -> Result<&'a [f32]> {

@@ -1,8 +1,10 @@
-//! The launches of kernels/quant_matmul.cu: activations to 8 bits
-//! ([`quantize`], or with the RMSNorm or SwiGLU that makes them:
+//! The launches of kernels/quant_matmul.cu and kernels/mmq.cu: activations
+//! to 8 bits ([`quantize`], or with the RMSNorm or SwiGLU that makes them:
 //! [`rms_norm_q8`], [`swiglu_q8`]), then Q4_K/Q6_K and Q4_0/Q4_1/Q5_0/Q8_0
 //! weights against them ([`matmuls`]), the CPU backend's integer arithmetic
-//! on the GPU (for the K-quants to the bit).
+//! on the GPU (for the K-quants to the bit): on the decode kernels
+//! ([`Kernel::MatVec`]) or, for Q4_K and Q6_K, the int8 tensor cores
+//! ([`Kernel::TensorCores`], the same bits).
 
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{
@@ -17,6 +19,13 @@ use crate::Result;
 
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/quant_matmul.ptx"));
 const MODULE: &str = "mlxr_quant_matmul";
+const MMQ_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/mmq.ptx"));
+const MMQ_MODULE: &str = "mlxr_mmq";
+/// The most classes of a row (Q4_K's 4 lane groups times 4 warps), the most
+/// warps per block of the tensor-core kernels (`MMQ_WARPS` there).
+const MMQ_WARPS: usize = 16;
+/// Weight rows per warp of the tensor-core kernels (`TILE` there).
+const MMQ_TILE: usize = 16;
 pub const QK_K: usize = 256;
 /// The elements of a Q4_0/Q4_1/Q5_0/Q8_0 block, and of the activations'
 /// scale blocks on widths that are not whole super-blocks.
@@ -105,6 +114,21 @@ impl MatVec {
     }
 }
 
+/// Which kernels multiply a step's weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// The decode kernels, spread as the [`MatVec`] says.
+    MatVec(MatVec),
+    /// The int8 tensor-core tiles (Q4_K and Q6_K only: [`tensor_cores_take`]),
+    /// giving the bits the decode kernels of that [`MatVec`] give.
+    TensorCores(MatVec),
+}
+
+/// Whether [`Kernel::TensorCores`] takes `w`.
+pub fn tensor_cores_take(w: &QTensor) -> bool {
+    matches!(w.dtype(), GgmlDType::Q4K | GgmlDType::Q6K) && supports(w)
+}
+
 /// The kernels' code for a weight type, and the widths it takes.
 fn kind(dtype: GgmlDType) -> Option<(i32, usize)> {
     Some(match dtype {
@@ -145,9 +169,15 @@ pub(super) fn scale_block(k: usize) -> usize {
 }
 
 /// Bytes of `tokens` rows of `k` activations quantized: quants, then a
-/// scale per [`scale_block`], then an int32 sum per 16 quants.
+/// scale per [`scale_block`] (padded to 16 bytes, so that the tensor-core
+/// kernels read the sums 16 bytes at a time), then an int32 sum per 16
+/// quants.
 pub(super) fn q8_bytes(tokens: usize, k: usize) -> usize {
-    tokens * k + tokens * (k / scale_block(k)) * 4 + tokens * (k / 16) * 4
+    tokens * k + scale_bytes(tokens, k) + tokens * (k / 16) * 4
+}
+
+fn scale_bytes(tokens: usize, k: usize) -> usize {
+    (tokens * (k / scale_block(k)) * 4).next_multiple_of(16)
 }
 
 /// `x` (`[tokens, k]` f32, `k` a multiple of 32) quantized for [`matmuls`]
@@ -164,11 +194,11 @@ pub fn matmuls(
     tokens: usize,
     k: usize,
     ws: &[(&QTensor, Option<&Tensor>)],
-    shape: MatVec,
+    kernel: Kernel,
 ) -> Result<Vec<Tensor>> {
     let mut out = Vec::with_capacity(ws.len());
     for group in ws.chunks(3) {
-        out.extend(launch(xq, tokens, k, group, shape)?);
+        out.extend(launch(xq, tokens, k, group, kernel)?);
     }
     Ok(out)
 }
@@ -187,8 +217,9 @@ fn launch(
     tokens: usize,
     k: usize,
     ws: &[(&QTensor, Option<&Tensor>)],
-    shape: MatVec,
+    kernel: Kernel,
 ) -> candle_core::Result<Vec<Tensor>> {
+    let (Kernel::MatVec(shape) | Kernel::TensorCores(shape)) = kernel;
     let bytes = q8_bytes(tokens, k);
     if xq.dims() != [bytes] || !(1..=MAX_ROWS).contains(&tokens) {
         candle_core::bail!("quantized activations {:?} for {tokens} x {k}", xq.shape());
@@ -212,7 +243,15 @@ fn launch(
         .map(|(w, _)| w.shape().dims().first().copied().unwrap_or(0))
         .sum();
     let (suffix, groups_per_block, rows_per_group) = shape.layout(tokens, rows);
+    let tensor_cores = matches!(kernel, Kernel::TensorCores(_));
+    // The decode kernels' warps per row, whose order of sums the
+    // tensor-core kernels follow.
+    let w4: i32 = if suffix.is_empty() { 4 } else { 1 };
     let mut groups = 0;
+    // (rows, classes) of each weight: a tensor-core block holds whole
+    // classes (Q4_K: 4 per decode warp, Q6_K: 2) of warps / classes row
+    // tiles, warps the launch's most classes.
+    let mut mmq_rows = Vec::with_capacity(3);
     let bias_storage: Vec<_> = ws
         .iter()
         .map(|(_, b)| b.map(|b| b.storage_and_layout().0))
@@ -234,6 +273,9 @@ fn launch(
             Some((kind, block)) if k.is_multiple_of(block) => kind,
             _ => candle_core::bail!("no CUDA kernel of ours for {:?} of width {k}", w.dtype()),
         };
+        if tensor_cores && !tensor_cores_take(w) {
+            candle_core::bail!("no tensor-core kernel of ours for {:?}", w.dtype());
+        }
         if wk != k {
             candle_core::bail!("a weight of width {wk} against activations of width {k}");
         }
@@ -243,19 +285,39 @@ fn launch(
         // SAFETY: the kernel writes every output.
         ys.push(unsafe { dev.alloc::<f32>(tokens * n) }?);
         groups += n.div_ceil(rows_per_group);
+        mmq_rows.push((n, if kind == 0 { 4 } else { 2 } * w4 as usize));
     }
     if groups == 0 {
         return Ok(Vec::new());
     }
-    let per = match tokens {
-        1 => 1,
-        2 => 2,
-        3 | 4 => 4,
-        _ => MAX_TOKENS,
+    let (func, blocks, threads) = if tensor_cores {
+        // 8 · nt tokens a block (more would spill registers).
+        let nt = match tokens {
+            ..=8 => 1,
+            9..=16 => 2,
+            _ => 4,
+        };
+        let func = dev.get_or_load_custom_func(&format!("mmq{nt}"), MMQ_MODULE, MMQ_PTX)?;
+        let warps = mmq_rows.iter().map(|&(_, c)| c).max().unwrap_or(1);
+        debug_assert!(warps <= MMQ_WARPS);
+        let blocks: usize = mmq_rows
+            .iter()
+            .map(|&(n, classes)| n.div_ceil(MMQ_TILE).div_ceil(warps / classes))
+            .sum();
+        (func, blocks * tokens.div_ceil(8 * nt), 32 * warps)
+    } else {
+        let per = match tokens {
+            1 => 1,
+            2 => 2,
+            3 | 4 => 4,
+            _ => MAX_TOKENS,
+        };
+        let func = dev.get_or_load_custom_func(&format!("mmvq{per}{suffix}"), MODULE, PTX)?;
+        // 4 warps either way: 4 to a row, or a row (group) each.
+        let blocks = groups.div_ceil(groups_per_block) * tokens.div_ceil(per);
+        (func, blocks, 32 * WARPS)
     };
-    let func = dev.get_or_load_custom_func(&format!("mmvq{per}{suffix}"), MODULE, PTX)?;
     let (k32, tokens32) = (i32_of(k)?, i32_of(tokens)?);
-    let blocks = groups.div_ceil(groups_per_block) * tokens.div_ceil(per);
     let cfg = LaunchConfig {
         grid_dim: (
             u32::try_from(blocks).map_err(|_| {
@@ -264,8 +326,7 @@ fn launch(
             1,
             1,
         ),
-        // 4 warps either way: 4 to a row, or a row (group) each.
-        block_dim: (32 * WARPS as u32, 1, 1),
+        block_dim: (threads as u32, 1, 1),
         shared_mem_bytes: 0,
     };
     let mut y_guards = Vec::with_capacity(3);
@@ -279,6 +340,9 @@ fn launch(
     let unused = (0u64, 0i32, 0i32);
     let mut b = func.builder();
     b.arg(&qs).arg(&d).arg(&sums).arg(&k32).arg(&tokens32);
+    if tensor_cores {
+        b.arg(&w4);
+    }
     for (j, y) in y_ptrs.iter().enumerate() {
         let (w, n, kind) = weights.get(j).unwrap_or(&unused);
         b.arg(w).arg(y).arg(&bias_ptrs[j]).arg(n).arg(kind);
@@ -306,11 +370,11 @@ pub(super) fn q8_parts(
     tokens: usize,
     k: usize,
 ) -> (CudaView<'_, u8>, CudaView<'_, u8>, CudaView<'_, u8>) {
-    let blocks = tokens * (k / scale_block(k));
+    let sums = tokens * k + scale_bytes(tokens, k);
     (
         buf.slice(..tokens * k),
-        buf.slice(tokens * k..tokens * k + blocks * 4),
-        buf.slice(tokens * k + blocks * 4..q8_bytes(tokens, k)),
+        buf.slice(tokens * k..sums),
+        buf.slice(sums..q8_bytes(tokens, k)),
     )
 }
 

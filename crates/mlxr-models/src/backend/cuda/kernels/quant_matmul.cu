@@ -23,8 +23,7 @@
 
 #define QK_K 256
 #include "q8_k.cuh"
-#define Q4_K_BYTES 144
-#define Q6_K_BYTES 210
+#include "k_quants.cuh"
 #define QK 32
 #define WARPS_PER_ROW 4
 
@@ -233,18 +232,15 @@ __device__ __forceinline__ void store_rows(const float (&acc)[RW][B], float *__r
     }
 }
 
-// Two bytes at a time: Q6_K blocks (210 bytes) are only 2-byte aligned.
-__device__ __forceinline__ int load_u32_2aligned(const uint8_t *p) {
-    const uint16_t *h = (const uint16_t *)p;
-    return (int)((uint32_t)h[0] | ((uint32_t)h[1] << 16));
-}
-
 // Q4_K (d, dmin: f16; scales: 12 bytes of 6-bit scales and mins; qs: 128
 // bytes; element 64g + i is the low nibble of qs[32g + i], 64g + 32 + i the
 // high one). Blocks are 144 = 9 · 16 bytes, so every load is 16 bytes wide:
 // 8 lanes to a super-block, 4 super-blocks per warp at a time; lane (g, h)
 // takes qs bytes 32g + 16h .. +16: 16 elements of sub-block 2g and 16 of
 // 2g + 1, and reads the block's first 16 bytes (d, dmin, scales) whole.
+// The 8 lanes' integer sums are added up first, then the first lane takes
+// the super-block's float step (k_quants.cuh): the tensor-core kernels
+// (mmq.cu) form the same sums and steps in the same order.
 // A warp of RW rows loads each token's activations once for all of them
 // (with several tokens, activation loads outnumber weight loads RW to 1
 // otherwise); every row's sum is formed as with RW = 1.
@@ -259,6 +255,9 @@ __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) % W;
     const int nsb = k / QK_K;
     const int l8 = lane & 7, g = l8 >> 1, h = l8 & 1;
+    // The 8 lanes of this lane's super-block (a warp's 4 groups may run
+    // different numbers of super-blocks).
+    const unsigned group = 0xFFu << (lane & 24);
     float acc[RW][B];
 #pragma unroll
     for (int r = 0; r < RW; ++r)
@@ -280,23 +279,9 @@ __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
             const uint4 head = *(const uint4 *)blk;
             const int4 v = *(const int4 *)(blk + 16 + 32 * g + 16 * h);
             dm[r] = __half22float2(*(const half2 *)&head.x);
-            // Byte i of the 12 scale bytes, from registers (an array indexed
-            // by the lane's g would live in local memory).
-            auto s = [&](int i) -> int {
-                const uint32_t word = i < 4 ? head.y : (i < 8 ? head.z : head.w);
-                return (word >> (8 * (i & 3))) & 0xFF;
-            };
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int j = 2 * g + e;
-                if (j < 4) {
-                    sc[r][e] = s(j) & 63;
-                    mn[r][e] = s(j + 4) & 63;
-                } else {
-                    sc[r][e] = (s(j + 4) & 0xF) | ((s(j - 4) >> 6) << 4);
-                    mn[r][e] = (s(j + 4) >> 4) | ((s(j) >> 6) << 4);
-                }
-            }
+            for (int e = 0; e < 2; ++e)
+                q4_K_scale_min(head.y, head.z, head.w, 2 * g + e, sc[r][e], mn[r][e]);
             lo[r][0] = v.x & 0x0F0F0F0F; lo[r][1] = v.y & 0x0F0F0F0F;
             lo[r][2] = v.z & 0x0F0F0F0F; lo[r][3] = v.w & 0x0F0F0F0F;
             hi[r][0] = (v.x >> 4) & 0x0F0F0F0F; hi[r][1] = (v.y >> 4) & 0x0F0F0F0F;
@@ -318,9 +303,14 @@ __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
                                    __dp4a(lo[r][1], a.y, __dp4a(lo[r][0], a.x, 0))));
                 const int dot_hi = __dp4a(hi[r][3], c.w, __dp4a(hi[r][2], c.z,
                                    __dp4a(hi[r][1], c.y, __dp4a(hi[r][0], c.x, 0))));
-                const int sum = sc[r][0] * dot_lo + sc[r][1] * dot_hi;
-                const int mins = mn[r][0] * bs0 + mn[r][1] * bs2;
-                acc[r][b] += dx * (dm[r].x * (float)sum - dm[r].y * (float)mins);
+                int sum = sc[r][0] * dot_lo + sc[r][1] * dot_hi;
+                int mins = mn[r][0] * bs0 + mn[r][1] * bs2;
+#pragma unroll
+                for (int off = 1; off < 8; off <<= 1) {
+                    sum += __shfl_xor_sync(group, sum, off);
+                    mins += __shfl_xor_sync(group, mins, off);
+                }
+                if (l8 == 0) acc[r][b] = q4_K_step(acc[r][b], dx, dm[r].x, dm[r].y, sum, mins);
             }
         }
     }
@@ -330,7 +320,8 @@ __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
 // Q6_K (ql: 128 bytes of low nibbles, qh: 64 bytes of 2 high bits, scales:
 // 16 int8, d: f16). In half h (128 elements), byte l < 32 of ql/qh gives
 // elements l, l + 32, l + 64, l + 96, with scale 8h + l/16 + 0, 2, 4, 6.
-// Lane (h, r) takes l = 4r .. 4r + 4: 16 elements. RW rows as in Q4_K.
+// Lane (h, r) takes l = 4r .. 4r + 4: 16 elements. The 16 lanes' sums are
+// added up before the float step, as in Q4_K. RW rows as in Q4_K.
 template <int B, int W, int R, int RW>
 __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
                                           const int8_t *__restrict__ xq,
@@ -341,6 +332,7 @@ __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) % W;
     const int nsb = k / QK_K;
     const int l16 = lane & 15, h = l16 >> 3, r = l16 & 7;
+    const unsigned group = 0xFFFFu << (lane & 16);
     float acc[RW][B];
 #pragma unroll
     for (int i = 0; i < RW; ++i)
@@ -387,7 +379,9 @@ __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
                 int sum = 0;
 #pragma unroll
                 for (int j = 0; j < 4; ++j) sum += sc[i][j] * __dp4a(qv[i][j], xv[j], 0);
-                acc[i][b] += (dw[i] * dx) * (float)sum;
+#pragma unroll
+                for (int off = 1; off < 16; off <<= 1) sum += __shfl_xor_sync(group, sum, off);
+                if (l16 == 0) acc[i][b] = q6_K_step(acc[i][b], dx, dw[i], sum);
             }
         }
     }
