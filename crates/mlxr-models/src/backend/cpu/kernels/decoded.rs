@@ -12,8 +12,11 @@
 //! float operations in the same order); it is checked bit for bit against
 //! the portable one.
 
+use std::sync::Mutex;
+
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
-use rayon::prelude::*;
+
+use super::pool::for_each_thread;
 
 /// A `[rows, cols]` weight that can write any row as f32 values.
 pub trait RowDecode: Sync {
@@ -65,21 +68,31 @@ fn avx2() -> bool {
 fn matmul_with<W: RowDecode>(w: &W, x: &[f32], m: usize, use_avx2: bool) -> Vec<f32> {
     let (rows, cols) = (w.rows(), w.cols());
     assert_eq!(x.len(), m * cols, "activations do not match the weight");
-    let parts: Vec<Vec<f32>> = (0..rows.div_ceil(ROWS_PER_TASK))
-        .into_par_iter()
-        .map(|task| {
-            let range = task * ROWS_PER_TASK..((task + 1) * ROWS_PER_TASK).min(rows);
-            #[cfg(target_arch = "x86_64")]
-            if use_avx2 {
-                // SAFETY: only true when the CPU has AVX2 and FMA (`avx2()`).
-                return unsafe { rows_avx2(w, range, x, m) };
-            }
+    // On the CPU backend's spin pool where it is installed (rayon's threads
+    // beside it fought the spinning workers for the cores: a fifth of a
+    // SmolLM2-as-FP8 decode step in `pool::work`,
+    // bench/results/fp8-nf4-2026-12-06.md), else on rayon.
+    let tasks = rows.div_ceil(ROWS_PER_TASK);
+    let parts: Vec<Mutex<Vec<f32>>> = (0..tasks).map(|_| Mutex::new(Vec::new())).collect();
+    for_each_thread(tasks, |task| {
+        let range = task * ROWS_PER_TASK..((task + 1) * ROWS_PER_TASK).min(rows);
+        #[cfg(target_arch = "x86_64")]
+        let part = if use_avx2 {
+            // SAFETY: only true when the CPU has AVX2 and FMA (`avx2()`).
+            unsafe { rows_avx2(w, range, x, m) }
+        } else {
+            rows_product::<W, false>(w, range, x, m)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let part = {
             let _ = use_avx2;
             rows_product::<W, false>(w, range, x, m)
-        })
-        .collect();
+        };
+        *parts[task].lock().unwrap_or_else(|e| e.into_inner()) = part;
+    });
     let mut y = vec![0.0f32; m * rows];
-    for (task, part) in parts.iter().enumerate() {
+    for (task, part) in parts.into_iter().enumerate() {
+        let part = part.into_inner().unwrap_or_else(|e| e.into_inner());
         let first = task * ROWS_PER_TASK;
         for (i, row) in part.chunks_exact(m).enumerate() {
             for (t, &v) in row.iter().enumerate() {
