@@ -13,7 +13,7 @@ import time
 import requests
 
 from conftest import ROOT, create_folder, leftovers, mlxr_bin, names, upload
-from test_jobs import job, wait
+from test_jobs import cancel_under_way, job, wait
 
 TINY_FOLDER = ROOT / "tests/fixtures/tiny-models/llama"
 TINY_GGUF = ROOT / "tests/fixtures/tiny-models/gguf/llama.f32.gguf"
@@ -131,22 +131,7 @@ def test_bad_convert_requests_start_nothing(server):
 
 
 def test_a_cancelled_convert_job_registers_nothing(server, smollm2_folder):
-    blobs_before = sorted(p.name for p in (server.home / "blobs").iterdir())
-    r = requests.post(server.url + "/api/mlxr/jobs",
-                      json={"kind": "convert", "model": "job-gguf", "from": smollm2_folder, "outtype": "q8_0"},
-                      timeout=60)
-    assert r.status_code == 202, r.text
-    job_id = r.json()["id"]
-    under_way = wait(server, job_id, lambda j: "total" in j["progress"] or j["status"] != "running", timeout=60)
-    assert under_way["status"] == "running", under_way
+    under_way = cancel_under_way(
+        server, {"kind": "convert", "model": "job-gguf", "from": smollm2_folder, "outtype": "q8_0"})
     assert under_way["progress"]["status"] == "converting smol-hf:latest to GGUF (q8_0)", under_way
     assert under_way["progress"]["completed"] < under_way["progress"]["total"], under_way
-    r = requests.delete(f"{server.url}/api/mlxr/jobs/{job_id}", timeout=10)
-    assert r.ok and r.json()["status"] == "cancelled", r.text
-    deadline = time.time() + 60
-    while leftovers(server) and time.time() < deadline:
-        time.sleep(0.2)
-    assert not leftovers(server), "the cancelled job's files were left behind"
-    assert job(server, job_id)["status"] == "cancelled"
-    assert "job-gguf:latest" not in names(server)
-    assert sorted(p.name for p in (server.home / "blobs").iterdir()) == blobs_before

@@ -85,44 +85,41 @@ def test_bad_job_requests_start_nothing(server):
     assert requests.get(server.url + "/api/mlxr/jobs", timeout=10).json()["jobs"] == before
 
 
-def test_a_cancelled_job_registers_nothing(server, smollm2_f16):
-    blobs_before = sorted(p.name for p in (server.home / "blobs").iterdir())
-    r = requests.post(server.url + "/api/mlxr/jobs",
-                      json={"model": "job-q4", "from": smollm2_f16, "quantize": "q4_k_m"}, timeout=60)
+def blobs(server):
+    return sorted(p.name for p in (server.home / "blobs").iterdir())
+
+
+def cancel_under_way(server, body):
+    """Starts a job of `body`, cancels it at its first progress line with a
+    total, and checks that nothing of it stays: no files, no model
+    `body["model"]`, the blobs as before. Returns the job as it was then."""
+    blobs_before = blobs(server)
+    r = requests.post(server.url + "/api/mlxr/jobs", json=body, timeout=60)
     assert r.status_code == 202, r.text
     job_id = r.json()["id"]
-    # Under way: a progress line with tensors left to do.
     under_way = wait(server, job_id, lambda j: "total" in j["progress"] or j["status"] != "running", timeout=60)
     assert under_way["status"] == "running", under_way
-    assert under_way["progress"]["completed"] < under_way["progress"]["total"], under_way
     r = requests.delete(f"{server.url}/api/mlxr/jobs/{job_id}", timeout=10)
     assert r.ok and r.json()["status"] == "cancelled", r.text
-    # The quantizer notices at its next tensor; its file goes with it.
+    # The run notices at its next tensor; its files go with it.
     deadline = time.time() + 60
     while leftovers(server) and time.time() < deadline:
         time.sleep(0.2)
     assert not leftovers(server), "the cancelled job's files were left behind"
     assert job(server, job_id)["status"] == "cancelled"
-    assert "job-q4:latest" not in names(server)
-    assert sorted(p.name for p in (server.home / "blobs").iterdir()) == blobs_before
+    assert f"{body['model']}:latest" not in names(server)
+    assert blobs(server) == blobs_before
+    return under_way
+
+
+def test_a_cancelled_job_registers_nothing(server, smollm2_f16):
+    under_way = cancel_under_way(server, {"model": "job-q4", "from": smollm2_f16, "quantize": "q4_k_m"})
+    # Cancelled with tensors left to do.
+    assert under_way["progress"]["completed"] < under_way["progress"]["total"], under_way
 
 
 def test_a_cancelled_quantize_of_a_folder_model_leaves_nothing(server, smollm2_folder):
     """A folder is converted into a scratch GGUF before it is quantized: a
     cancel in either step leaves neither file."""
-    blobs_before = sorted(p.name for p in (server.home / "blobs").iterdir())
-    r = requests.post(server.url + "/api/mlxr/jobs",
-                      json={"model": "job-hf-q4", "from": smollm2_folder, "quantize": "q4_k_m"}, timeout=60)
-    assert r.status_code == 202, r.text
-    job_id = r.json()["id"]
-    under_way = wait(server, job_id, lambda j: "total" in j["progress"] or j["status"] != "running", timeout=60)
-    assert under_way["status"] == "running", under_way
+    under_way = cancel_under_way(server, {"model": "job-hf-q4", "from": smollm2_folder, "quantize": "q4_k_m"})
     assert under_way["progress"]["status"] in ("converting smol-hf to GGUF", "quantizing smol-hf to Q4_K_M"), under_way
-    r = requests.delete(f"{server.url}/api/mlxr/jobs/{job_id}", timeout=10)
-    assert r.ok and r.json()["status"] == "cancelled", r.text
-    deadline = time.time() + 60
-    while leftovers(server) and time.time() < deadline:
-        time.sleep(0.2)
-    assert not leftovers(server), "the cancelled job's files were left behind"
-    assert "job-hf-q4:latest" not in names(server)
-    assert sorted(p.name for p in (server.home / "blobs").iterdir()) == blobs_before
