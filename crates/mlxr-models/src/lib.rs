@@ -22,7 +22,7 @@ pub use backend::cpu::kernels::RowOrder;
 pub use backend::cpu::paged::PagedKvStore;
 pub use backend::cpu::CpuBackend;
 #[cfg(feature = "cuda")]
-pub use backend::cuda::{device as cuda_device, CudaBackend, StepGraphs};
+pub use backend::cuda::{device as cuda_device, CudaBackend, Launch, StepGraphs};
 pub use backend::reference::ReferenceBackend;
 pub use backend::{AttentionSpec, Backend, Glu, KvGeometry};
 pub use batch::SeqChunk;

@@ -1,12 +1,14 @@
-//! Decode steps replayed from CUDA graphs against the same steps run
-//! plainly, on two CUDA backends over one model: the logits must be equal
-//! bit for bit (the same kernels with the same launch shapes). The steps:
+//! Decode steps replayed from CUDA graphs, our kernels launched to start as
+//! the one before ends ([`Launch::Dependent`]), against the same steps run
+//! plainly, each kernel launched after the one before is done, on two CUDA
+//! backends over one model: the logits must be equal bit for bit (the same
+//! kernels with the same launch shapes). The steps:
 //! two sequences prefilled, decoded together (recorded at the second step,
 //! replayed after), a third sequence's long prefill (the step buffers grow,
 //! so the records are dropped), then three decoded together and one alone.
 
 use candle_core::{DType, Device};
-use mlxr_models::{CudaBackend, DecoderModel, Session, StepGraphs};
+use mlxr_models::{CudaBackend, DecoderModel, Launch, Session, StepGraphs};
 
 use super::common::argmax;
 use super::{geometry, prompt, tables, BLOCK, BLOCKS_PER_SEQ, SEQS};
@@ -15,13 +17,14 @@ use super::{geometry, prompt, tables, BLOCK, BLOCKS_PER_SEQ, SEQS};
 pub fn check(label: &str, model: &DecoderModel, device: &Device) -> Vec<String> {
     let vocab = model.config().vocab_size;
     let kv = geometry(model, SEQS * BLOCKS_PER_SEQ);
-    let session = |graphs| {
+    let session = |graphs, launch| {
         let mut b = CudaBackend::new(kv, DType::F16, device).unwrap();
         b.set_graphs(graphs);
+        b.set_launch(launch);
         Session::with_tables(b, tables(), BLOCK)
     };
-    let mut plain = session(StepGraphs::Off);
-    let mut replayed = session(StepGraphs::Replay);
+    let mut plain = session(StepGraphs::Off, Launch::Serial);
+    let mut replayed = session(StepGraphs::Replay, Launch::Dependent);
     let mut failures = Vec::new();
     let (mut steps, mut worst) = (0usize, 0f32);
     let mut step = |chunks: &[(usize, &[u32])]| -> Vec<u32> {
@@ -55,6 +58,9 @@ pub fn check(label: &str, model: &DecoderModel, device: &Device) -> Vec<String> 
     for _ in 0..6 {
         last = step(&[(2, &[last])])[0];
     }
-    println!("{label}: CUDA graph replays vs plain steps: {steps} steps, max abs diff {worst:e}");
+    println!(
+        "{label}: CUDA graph replays (dependent launches) vs plain steps (serial launches): \
+         {steps} steps, max abs diff {worst:e}"
+    );
     failures
 }

@@ -20,6 +20,7 @@
 
 mod graph;
 mod half_matvec;
+mod launch;
 mod ops;
 mod pinned;
 mod quant_matmul;
@@ -39,6 +40,7 @@ use crate::step::Step;
 use crate::{ModelError, Result};
 
 pub use graph::{StepGraphs, MAX_RECORDED};
+pub use launch::Launch;
 pub use ops::PrefillAttention;
 pub use ops::PTX;
 use quant_matmul::Kernel;
@@ -73,7 +75,8 @@ impl CudaBackend {
     /// step recorded as a CUDA graph, `MLXR_CUDA_PREFILL` the [`PrefillAttention`] and
     /// `MLXR_CUDA_ATTN_CHUNK` the decode attention's fewest keys a split,
     /// `MLXR_CUDA_DECODE_TOKENS` (0 to 64) the most sequences of a decode
-    /// step the split decode attention takes.
+    /// step the split decode attention takes, `MLXR_CUDA_PDL` (`on`, `off`)
+    /// the [`Launch`] of our kernels.
     pub fn new(kv: KvGeometry, dtype: DType, device: &Device) -> Result<Self> {
         let mat_vec = match std::env::var("MLXR_CUDA_MATVEC") {
             Err(_) => MatVec::default(),
@@ -115,6 +118,9 @@ impl CudaBackend {
         if let Some(tokens) = rows_knob("MLXR_CUDA_DECODE_TOKENS", ops::DECODE_TOKENS)? {
             backend.kernels_mut().attention.decode_tokens = tokens;
         }
+        if let Ok(name) = std::env::var("MLXR_CUDA_PDL") {
+            backend.set_launch(name.parse().map_err(ModelError::InvalidConfig)?);
+        }
         if let Ok(name) = std::env::var("MLXR_CUDA_PREFILL") {
             backend.kernels_mut().attention.prefill =
                 name.parse().map_err(ModelError::InvalidConfig)?;
@@ -138,11 +144,20 @@ impl CudaBackend {
             quant_rows: QUANT_ROWS,
             mmq_from: MMQ_FROM,
             mmq_rows: MMQ_ROWS,
+            launch: Launch::default(),
             graphs: graph::Graphs::new(device, StepGraphs::default())?,
             moves: 0,
             logits: pinned::PinnedHost::default(),
         };
         Ok(Self::with_kernels(kernels, device))
+    }
+
+    /// Whether our kernels may start while the one before them ends
+    /// ([`Launch::Dependent`]) or not ([`Launch::Serial`], the default).
+    pub fn set_launch(&mut self, launch: Launch) {
+        let kernels = self.kernels_mut();
+        kernels.launch = launch;
+        kernels.attention.launch = launch;
     }
 
     /// The kernel of prefill steps' attention.
@@ -281,6 +296,7 @@ pub struct CudaKernels {
     /// cores.
     mmq_from: usize,
     mmq_rows: usize,
+    launch: Launch,
     graphs: graph::Graphs,
     /// The step buffers' moves (the backend's and the attention's).
     moves: u64,
@@ -367,7 +383,7 @@ impl CandleDevice for CudaKernels {
         {
             return candle_rms_norm(x, norm);
         }
-        let (y, yq) = quant_matmul::rms_norm_q8(x, norm.weight(), norm.eps())?;
+        let (y, yq) = quant_matmul::rms_norm_q8(x, norm.weight(), norm.eps(), self.launch)?;
         self.q8 = Some((y.id(), yq));
         Ok(y)
     }
@@ -383,7 +399,8 @@ impl CandleDevice for CudaKernels {
             let normed = self.rms_norm(&sum, norm)?;
             return Ok((sum, normed));
         }
-        let (sum, normed, q) = quant_matmul::add_rms_norm_q8(x, y, norm.weight(), norm.eps())?;
+        let (sum, normed, q) =
+            quant_matmul::add_rms_norm_q8(x, y, norm.weight(), norm.eps(), self.launch)?;
         self.q8 = Some((normed.id(), q));
         Ok((sum, normed))
     }
@@ -396,7 +413,7 @@ impl CandleDevice for CudaKernels {
         {
             return candle_glu(gate, up, glu);
         }
-        let (y, yq) = quant_matmul::swiglu_q8(gate, up)?;
+        let (y, yq) = quant_matmul::swiglu_q8(gate, up, self.launch)?;
         self.q8 = Some((y.id(), yq));
         Ok(y)
     }
@@ -412,7 +429,7 @@ impl CandleDevice for CudaKernels {
         if !rope::takes(q, k, head_dim) {
             return candle_rope(q, k, tables, rope, head_dim);
         }
-        rope::rope_qk(q, k, tables.0, tables.1, rope, head_dim)
+        rope::rope_qk(q, k, tables.0, tables.1, rope, head_dim, self.launch)
     }
 
     fn matmul(&mut self, x: &Tensor, w: &Linear) -> Result<Tensor> {
@@ -482,13 +499,13 @@ impl CandleDevice for CudaKernels {
         let xq = match &self.q8 {
             Some((id, xq)) if *id == x.id() => xq.clone(),
             _ => {
-                let xq = quant_matmul::quantize(x)?;
+                let xq = quant_matmul::quantize(x, self.launch)?;
                 self.q8 = Some((x.id(), xq.clone()));
                 xq
             }
         };
         // The biases are added in the same launch.
-        quant_matmul::matmuls(&xq, rows, k, &ours, kernel)
+        quant_matmul::matmuls(&xq, rows, k, &ours, kernel, self.launch)
     }
 
     fn read<'a>(&'a mut self, x: &Tensor, _host: &'a mut Vec<f32>) -> Result<&'a [f32]> {
@@ -513,6 +530,7 @@ pub struct PagedAttention {
     /// The most sequences of a decode step that takes the split decode
     /// kernel (`ops::DECODE_TOKENS`).
     decode_tokens: usize,
+    launch: Launch,
 }
 
 impl PagedAttention {
@@ -548,6 +566,7 @@ impl PagedAttention {
             prefill: PrefillAttention::default(),
             min_chunk: ops::MIN_CHUNK,
             decode_tokens: ops::SPLIT_TOKENS,
+            launch: Launch::default(),
         })
     }
 
@@ -610,6 +629,7 @@ impl PagedAttention {
             self.kv.block_size,
             self.prefill,
             self.min_chunk,
+            self.launch,
         )
     }
 }

@@ -10,6 +10,7 @@ use candle_core::cuda_backend::{CudaStorage, WrapErr};
 use candle_core::{CpuStorage, CustomOp3, DType, Device, Layout, Shape, Storage, Tensor};
 
 use super::super::AttentionSpec;
+use super::launch::{Args, Launch};
 use super::quant_matmul::{q8_bytes, q8_parts, scale_block};
 use crate::backend::step_buffer::StepBuffer;
 use crate::step::Step;
@@ -274,6 +275,7 @@ impl StepMeta {
         block_size: usize,
         prefill: PrefillAttention,
         min_chunk: usize,
+        launch: Launch,
     ) -> Result<(Tensor, Option<Tensor>)> {
         let op = Attention {
             meta: self,
@@ -281,6 +283,7 @@ impl StepMeta {
             block_size,
             prefill,
             min_chunk,
+            launch,
             new_kv,
             quantize,
             q8: RefCell::new(None),
@@ -336,6 +339,8 @@ struct Attention<'a> {
     prefill: PrefillAttention,
     /// The decode kernel's fewest keys a split (`MIN_CHUNK` by default).
     min_chunk: usize,
+    /// How the decode kernel follows the kernel before it.
+    launch: Launch,
     /// The new keys and values the decode kernel stores and reads itself.
     new_kv: Option<(&'a Tensor, &'a Tensor)>,
     /// Whether the decode kernel also writes its outputs in 8 bits, into `q8`.
@@ -553,11 +558,12 @@ impl CustomOp3 for Attention<'_> {
                 let values = values
                     .as_cuda_slice::<$t>()?
                     .slice(values_l.start_offset()..);
-                let mut b = func.builder();
+                let stream = dev.cuda_stream();
+                let mut b = Args::new(&func, &stream);
                 b.arg(&q)
                     .arg(&keys)
                     .arg(&values)
-                    .arg(&mut out)
+                    .arg(&out)
                     .arg(&part_ml)
                     .arg(&part_acc)
                     .arg(tickets)
@@ -588,7 +594,7 @@ impl CustomOp3 for Attention<'_> {
                 // keys (rows of the token's own sequence); writes cover `out`
                 // (and the Q8_K buffer) exactly, and with new keys each
                 // token's slot (below the cache's length, as for `write`).
-                unsafe { b.launch(cfg) }.w()?;
+                unsafe { b.launch(cfg, self.launch) }?;
             }};
         }
         if tokens > 0 {

@@ -8,13 +8,14 @@
 
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{
-    CudaSlice, CudaView, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
+    CudaSlice, CudaView, DevicePtr, DevicePtrMut, LaunchConfig,
 };
-use candle_core::cuda_backend::{CudaDType, CudaDevice, CudaStorage, WrapErr};
+use candle_core::cuda_backend::{CudaDType, CudaDevice, CudaStorage};
 use candle_core::op::BackpropOp;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{CpuStorage, CustomOp1, DType, Layout, Shape, Storage, Tensor};
 
+use super::launch::{Args, Launch};
 use crate::Result;
 
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/quant_matmul.ptx"));
@@ -182,8 +183,8 @@ fn scale_bytes(tokens: usize, k: usize) -> usize {
 
 /// `x` (`[tokens, k]` f32, `k` a multiple of 32) quantized for [`matmuls`]
 /// (in Q8_K where `k` is a multiple of 256), one U8 buffer.
-pub fn quantize(x: &Tensor) -> Result<Tensor> {
-    Ok(x.contiguous()?.apply_op1_no_bwd(&QuantizeQ8K)?)
+pub fn quantize(x: &Tensor, launch: Launch) -> Result<Tensor> {
+    Ok(x.contiguous()?.apply_op1_no_bwd(&QuantizeQ8K(launch))?)
 }
 
 /// `x · w_jᵀ` (`[tokens, n_j]` f32) for each of `ws` (all of width `k`),
@@ -195,10 +196,11 @@ pub fn matmuls(
     k: usize,
     ws: &[(&QTensor, Option<&Tensor>)],
     kernel: Kernel,
+    launch: Launch,
 ) -> Result<Vec<Tensor>> {
     let mut out = Vec::with_capacity(ws.len());
     for group in ws.chunks(3) {
-        out.extend(launch(xq, tokens, k, group, kernel)?);
+        out.extend(launch_group(xq, tokens, k, group, kernel, launch)?);
     }
     Ok(out)
 }
@@ -212,12 +214,13 @@ pub fn takes_bias(bias: &Tensor, n: usize) -> bool {
         && bias.layout().start_offset() == 0
 }
 
-fn launch(
+fn launch_group(
     xq: &Tensor,
     tokens: usize,
     k: usize,
     ws: &[(&QTensor, Option<&Tensor>)],
     kernel: Kernel,
+    launch: Launch,
 ) -> candle_core::Result<Vec<Tensor>> {
     let (Kernel::MatVec(shape) | Kernel::TensorCores(shape)) = kernel;
     let bytes = q8_bytes(tokens, k);
@@ -338,7 +341,7 @@ fn launch(
     }
     // Unused slots have no rows: the kernel never touches them.
     let unused = (0u64, 0i32, 0i32);
-    let mut b = func.builder();
+    let mut b = Args::new(&func, &stream);
     b.arg(&qs).arg(&d).arg(&sums).arg(&k32).arg(&tokens32);
     if tensor_cores {
         b.arg(&w4);
@@ -353,7 +356,7 @@ fn launch(
     // `bias_storage`); `xq` holds `tokens` rows of `k` (checked above); the
     // warps of one output row and token tile write that row's outputs of
     // the tile's tokens (at most `tokens` in all) in its own y_j.
-    unsafe { b.launch(cfg) }.w()?;
+    unsafe { b.launch(cfg, launch) }?;
     drop(y_guards);
     drop(guards);
     drop(bias_storage);
@@ -407,6 +410,7 @@ fn row_kernel_q8(
     tokens: usize,
     k: usize,
     eps: Option<f32>,
+    launch: Launch,
 ) -> Result<(Vec<Tensor>, Tensor)> {
     let inputs: Vec<Tensor> = inputs
         .iter()
@@ -440,7 +444,8 @@ fn row_kernel_q8(
             block_dim: (32 * ROW_WARPS as u32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut b = func.builder();
+        let stream = dev.cuda_stream();
+        let mut b = Args::new(&func, &stream);
         for v in &views {
             b.arg(v);
         }
@@ -454,7 +459,7 @@ fn row_kernel_q8(
         // SAFETY: block (b, t) reads row t of each input (or all of a `[k]`
         // weight) and writes its super-blocks of row t of each output and of
         // the Q8_K buffer.
-        unsafe { b.launch(cfg) }.w()?;
+        unsafe { b.launch(cfg, launch) }?;
     }
     let ys = ys
         .into_iter()
@@ -470,9 +475,9 @@ fn single((mut ys, q): (Vec<Tensor>, Tensor)) -> (Tensor, Tensor) {
 
 /// `rms_norm(x) · w` for `x` f32 `[tokens, k]` (`k` a multiple of 32, `w`
 /// f32 `[k]`), and the same quantized for [`matmuls`].
-pub fn rms_norm_q8(x: &Tensor, w: &Tensor, eps: f32) -> Result<(Tensor, Tensor)> {
+pub fn rms_norm_q8(x: &Tensor, w: &Tensor, eps: f32, launch: Launch) -> Result<(Tensor, Tensor)> {
     let (tokens, k) = x.dims2()?;
-    row_kernel_q8("rms_norm_q8", &[x, w], 1, tokens, k, Some(eps)).map(single)
+    row_kernel_q8("rms_norm_q8", &[x, w], 1, tokens, k, Some(eps), launch).map(single)
 }
 
 /// `s = x + r` and `rms_norm(s) · w` (as [`rms_norm_q8`]), and the latter
@@ -482,9 +487,18 @@ pub fn add_rms_norm_q8(
     r: &Tensor,
     w: &Tensor,
     eps: f32,
+    launch: Launch,
 ) -> Result<(Tensor, Tensor, Tensor)> {
     let (tokens, k) = x.dims2()?;
-    let (mut ys, q) = row_kernel_q8("add_rms_norm_q8", &[x, r, w], 2, tokens, k, Some(eps))?;
+    let (mut ys, q) = row_kernel_q8(
+        "add_rms_norm_q8",
+        &[x, r, w],
+        2,
+        tokens,
+        k,
+        Some(eps),
+        launch,
+    )?;
     let normed = ys.pop().expect("two outputs");
     let sum = ys.pop().expect("two outputs");
     Ok((sum, normed, q))
@@ -492,9 +506,9 @@ pub fn add_rms_norm_q8(
 
 /// `silu(gate) · up` for f32 `[tokens, k]` (`k` a multiple of 32), and the
 /// same quantized for [`matmuls`].
-pub fn swiglu_q8(gate: &Tensor, up: &Tensor) -> Result<(Tensor, Tensor)> {
+pub fn swiglu_q8(gate: &Tensor, up: &Tensor, launch: Launch) -> Result<(Tensor, Tensor)> {
     let (tokens, k) = gate.dims2()?;
-    row_kernel_q8("swiglu_q8", &[gate, up], 1, tokens, k, None).map(single)
+    row_kernel_q8("swiglu_q8", &[gate, up], 1, tokens, k, None, launch).map(single)
 }
 
 fn cpu_only(name: &str) -> candle_core::Error {
@@ -506,7 +520,7 @@ fn i32_of(n: usize) -> candle_core::Result<i32> {
         .map_err(|_| candle_core::Error::Msg(format!("{n} does not fit a kernel argument")))
 }
 
-struct QuantizeQ8K;
+struct QuantizeQ8K(Launch);
 
 impl CustomOp1 for QuantizeQ8K {
     fn name(&self) -> &'static str {
@@ -540,11 +554,12 @@ impl CustomOp1 for QuantizeQ8K {
                 block_dim: (32 * WARPS as u32, 1, 1),
                 shared_mem_bytes: 0,
             };
-            let mut b = func.builder();
+            let stream = dev.cuda_stream();
+            let mut b = Args::new(&func, &stream);
             b.arg(&x).arg(&qs).arg(&d).arg(&sums).arg(&k32);
             // SAFETY: one warp per super-block of each row of `x`; each
             // writes its own quants, scales and sums, all inside `out`.
-            unsafe { b.launch(cfg) }.w()?;
+            unsafe { b.launch(cfg, self.0) }?;
         }
         Ok((
             CudaStorage::wrap_cuda_slice(out, dev),

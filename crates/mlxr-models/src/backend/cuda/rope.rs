@@ -2,10 +2,10 @@
 //! launch.
 
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
-use candle_core::cuda_backend::WrapErr;
+use candle_core::cuda_backend::cudarc::driver::LaunchConfig;
 use candle_core::{DType, Storage, Tensor};
 
+use super::launch::{Args, Launch};
 use super::quant_matmul::{f32_view, tensor};
 use crate::config::RopeStyle;
 use crate::layers::Rope;
@@ -33,6 +33,7 @@ pub fn rope_qk(
     sin: &Tensor,
     rope: &Rope,
     head_dim: usize,
+    launch: Launch,
 ) -> Result<(Tensor, Tensor)> {
     let (tokens, q_width) = q.dims2()?;
     let k_width = k.dim(1)?;
@@ -60,8 +61,8 @@ pub fn rope_qk(
     let func = dev.get_or_load_custom_func("rope_qk", MODULE, PTX)?;
     let (q_heads, k_heads) = (q_width / head_dim, k_width / head_dim);
     // SAFETY: every element of both outputs is written by the kernel.
-    let mut q_out = unsafe { dev.alloc::<f32>(tokens * q_width) }?;
-    let mut k_out = unsafe { dev.alloc::<f32>(tokens * k_width) }?;
+    let q_out = unsafe { dev.alloc::<f32>(tokens * q_width) }?;
+    let k_out = unsafe { dev.alloc::<f32>(tokens * k_width) }?;
     let args = [q_heads, k_heads, head_dim, rot].map(|n| i32::try_from(n).unwrap_or(i32::MAX));
     let neox = i32::from(rope.style() == RopeStyle::Halves);
     let cfg = LaunchConfig {
@@ -69,11 +70,12 @@ pub fn rope_qk(
         block_dim: ((rot / 2).clamp(32, 128) as u32, 1, 1),
         shared_mem_bytes: 0,
     };
-    let mut b = func.builder();
+    let stream = dev.cuda_stream();
+    let mut b = Args::new(&func, &stream);
     b.arg(&views[0])
         .arg(&views[1])
-        .arg(&mut q_out)
-        .arg(&mut k_out)
+        .arg(&q_out)
+        .arg(&k_out)
         .arg(&views[2])
         .arg(&views[3]);
     for a in &args {
@@ -83,7 +85,7 @@ pub fn rope_qk(
     // SAFETY: block (t, h) reads row t, head h of q or k (h < q_heads + k_heads,
     // widths checked above) and row t of the tables, and writes the same
     // head of its output.
-    unsafe { b.launch(cfg) }.w()?;
+    unsafe { b.launch(cfg, launch) }?;
     drop(guards);
     Ok((
         tensor(q_out, &dev, (tokens, q_width)),

@@ -21,21 +21,18 @@ __device__ __forceinline__ int load_u32_2aligned(const uint8_t *p) {
 }
 
 // Q4_K's 6-bit scale and min of sub-block j (0..7) from the 12 scale bytes,
-// held as the words s0 (bytes 0-3), s1 (4-7), s2 (8-11): from registers (an
-// array indexed by a lane's j would live in local memory).
+// held as the words s0 (bytes 0-3), s1 (4-7), s2 (8-11). Without branches:
+// the lanes of one super-block take different j, and a branch on j < 4
+// ran both ways for them (ncu: the decode kernels issue an instruction in
+// 55% of cycles, bench/results/gpu-2026-12-06-s51.md).
 __device__ __forceinline__ void q4_K_scale_min(uint32_t s0, uint32_t s1, uint32_t s2, int j,
                                                int &sc, int &mn) {
-    auto s = [&](int i) -> int {
-        const uint32_t word = i < 4 ? s0 : (i < 8 ? s1 : s2);
-        return (word >> (8 * (i & 3))) & 0xFF;
-    };
-    if (j < 4) {
-        sc = s(j) & 63;
-        mn = s(j + 4) & 63;
-    } else {
-        sc = (s(j + 4) & 0xF) | ((s(j - 4) >> 6) << 4);
-        mn = (s(j + 4) >> 4) | ((s(j) >> 6) << 4);
-    }
+    const int shift = 8 * (j & 3);
+    const int b0 = (s0 >> shift) & 0xFF, b1 = (s1 >> shift) & 0xFF, b2 = (s2 >> shift) & 0xFF;
+    const int high_sc = (b2 & 0xF) | ((b0 >> 6) << 4);
+    const int high_mn = (b2 >> 4) | ((b1 >> 6) << 4);
+    sc = j < 4 ? b0 & 63 : high_sc;
+    mn = j < 4 ? b1 & 63 : high_mn;
 }
 
 // acc + dx · (d · sum - dmin · mins) for a Q4_K super-block (sum = Σ scale ·

@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "k_quants.cuh"
+#include "pdl.cuh"
 
 #define MMQ_WARPS 16  // the most warps a block has
 #define TILE 16
@@ -361,6 +362,8 @@ __device__ __forceinline__ void mmq(const int8_t *__restrict__ xq, const float *
         float *y0, const float *b0, int n0, int type0, const uint8_t *w1, float *y1,     \
         const float *b1, int n1, int type1, const uint8_t *w2, float *y2,                \
         const float *b2, int n2, int type2) {                                            \
+        pdl_trigger();                                                                   \
+        pdl_wait();                                                                      \
         mmq<NT>(xq, xd, xs, k, tokens, w4, w0, y0, b0, n0, type0, w1, y1, b1, n1, type1, \
                 w2, y2, b2, n2, type2);                                                  \
     }

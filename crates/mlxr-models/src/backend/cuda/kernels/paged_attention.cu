@@ -44,6 +44,7 @@
 #include <climits>
 
 #include "q8_k.cuh"
+#include "pdl.cuh"
 
 #define MAX_GROUP 8
 
@@ -565,6 +566,8 @@ __device__ void prefill(const float *__restrict__ q, const T *__restrict__ k_cac
         const float *v_new, const uint32_t *slots, int8_t *out_qs, float *out_d,              \
         int *out_bsums, int n_heads, int n_kv_heads, int head_dim, int block_size,            \
         float scale, int window, float softcap, int min_chunk, int max_splits) {              \
+        pdl_trigger();                                                                        \
+        pdl_wait();                                                                           \
         attend<T, DPL, NW>(q, k_cache, v_cache, out, part_ml, part_acc, tickets, positions,   \
                            token_seq, table_start, block_tables, k_new, v_new, slots, out_qs, \
                            out_d, out_bsums, n_heads, n_kv_heads, head_dim, block_size,       \

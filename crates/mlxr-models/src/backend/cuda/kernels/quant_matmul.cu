@@ -24,6 +24,7 @@
 #define QK_K 256
 #include "q8_k.cuh"
 #include "k_quants.cuh"
+#include "pdl.cuh"
 #define QK 32
 #define WARPS_PER_ROW 4
 
@@ -70,6 +71,8 @@ extern "C" __global__ void quantize_q8(const float *__restrict__ x,
                                        int8_t *__restrict__ qs,
                                        float *__restrict__ d,
                                        int *__restrict__ bsums, int k) {
+    pdl_trigger();
+    pdl_wait();
     const long t = blockIdx.y;
     const int sb = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (sb >= (k + QK_K - 1) / QK_K) return;
@@ -104,6 +107,8 @@ extern "C" __global__ void rms_norm_q8(const float *__restrict__ x,
                                          float *__restrict__ d,
                                          int *__restrict__ bsums, int k,
                                          float eps) {
+    pdl_trigger();
+    pdl_wait();
     const long t = blockIdx.y;
     const float *xr = x + t * k;
     float ss = 0.f;
@@ -139,6 +144,8 @@ extern "C" __global__ void add_rms_norm_q8(const float *__restrict__ x,
                                              float *__restrict__ d,
                                              int *__restrict__ bsums, int k,
                                              float eps) {
+    pdl_trigger();
+    pdl_wait();
     const long t = blockIdx.y;
     const float *xr = x + t * k;
     const float *rr = r + t * k;
@@ -177,6 +184,8 @@ extern "C" __global__ void swiglu_q8(const float *__restrict__ gate,
                                        int8_t *__restrict__ qs,
                                        float *__restrict__ d,
                                        int *__restrict__ bsums, int k) {
+    pdl_trigger();
+    pdl_wait();
     const long t = blockIdx.y;
     const int sb = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (sb >= (k + QK_K - 1) / QK_K) return;
@@ -268,8 +277,13 @@ __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
     for (int r = 0; r < RW; ++r)
         wrows[r] = w + (long)(row + min(r, nrows - 1)) * nsb * Q4_K_BYTES;
     // Unrolled so that a lane has several super-blocks' loads in flight
-    // (decode is bound by how many bytes are in flight, not by arithmetic).
-#pragma unroll 2
+    // (decode is bound by how many bytes are in flight, not by arithmetic):
+    // for one token 4 times rather than 2, one-token steps of the
+    // Qwen2.5-1.5B shape's norms and matmuls 1.232 → 1.159 ms, of the 8B's
+    // 2.787 → 2.742 (H100, bench/results/gpu-2026-12-06-s51.md; 8 times no
+    // better); twice for more, whose registers would spill.
+    constexpr int unroll = B * RW <= 2 ? 4 : 2;
+#pragma unroll unroll
     for (int sb = 4 * warp + (lane >> 3); sb < nsb; sb += 4 * W) {
         float2 dm[RW];
         int sc[RW][2], mn[RW][2], lo[RW][4], hi[RW][4];
@@ -540,6 +554,8 @@ __device__ __forceinline__ void rows_of(int type, const uint8_t *__restrict__ w,
         const long first = (long)tile * B;                                     \
         const int scales = k % QK_K == 0 ? k / QK_K : k / QK;                  \
         const int row = group * RW, nrows = min(RW, n - row);                  \
+        pdl_trigger();                                                         \
+        pdl_wait();                                                            \
         const int nb = min(B, tokens - (int)first);                            \
         rows_of<B, W, R, RW>(type, w, xq + first * k, xd + first * scales,     \
                              xs + first * (k / 16), y + first * n, bias, n, k, \

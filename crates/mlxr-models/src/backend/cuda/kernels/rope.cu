@@ -7,10 +7,14 @@
 // (partial rotary) are copied. `neox`: pairs (i, i + rot / 2) (llama.cpp's
 // NEOX style, transformers' rotate_half); otherwise (2i, 2i + 1).
 
+#include "pdl.cuh"
+
 extern "C" __global__ void rope_qk(const float *__restrict__ q, const float *__restrict__ k,
                                    float *__restrict__ q_out, float *__restrict__ k_out,
                                    const float *__restrict__ cos, const float *__restrict__ sin,
                                    int q_heads, int k_heads, int head_dim, int rot, int neox) {
+    pdl_trigger();
+    pdl_wait();
     const int t = blockIdx.x;
     const bool is_q = (int)blockIdx.y < q_heads;
     const int heads = is_q ? q_heads : k_heads;
