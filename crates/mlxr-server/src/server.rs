@@ -13,6 +13,7 @@ use axum::http::{header, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use axum::{Extension, Router};
 use futures_util::FutureExt;
 use mlxr_registry::Registry;
@@ -303,7 +304,7 @@ pub async fn serve(
                 .layer(Extension(Listener::Tcp(listener.local_addr()?)));
             let shutdown = shutdown_signal(config.logs.clone());
             Some(tokio::spawn(async move {
-                axum::serve(listener, grpc_app)
+                axum::serve(listener.tap_io(no_delay), grpc_app)
                     .with_graceful_shutdown(shutdown)
                     .await
             }))
@@ -317,7 +318,7 @@ pub async fn serve(
                 .layer(Extension(Listener::Tcp(listener.local_addr()?)));
             let shutdown = shutdown_signal(config.logs.clone());
             Some(async move {
-                axum::serve(listener, tcp_app)
+                axum::serve(listener.tap_io(no_delay), tcp_app)
                     .with_graceful_shutdown(shutdown)
                     .await
             })
@@ -354,6 +355,16 @@ pub async fn serve(
 
 /// Ctrl-C or SIGTERM; then ends the log followers' streams, which would
 /// otherwise keep their connections (and the graceful shutdown) open.
+/// Token streams write a few bytes at a time: each goes out at once rather
+/// than waiting for the peer's acknowledgement of the last (Nagle's
+/// algorithm), which held gRPC's tokens, 16 streams on one HTTP/2
+/// connection, up to a delayed ACK (bench/results/grpc-vs-sse-2026-12-06-nodelay.md).
+fn no_delay(tcp: &mut tokio::net::TcpStream) {
+    if let Err(e) = tcp.set_nodelay(true) {
+        tracing::debug!("TCP_NODELAY on an accepted connection: {e}");
+    }
+}
+
 async fn shutdown_signal(logs: LogBuffer) {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
