@@ -13,15 +13,7 @@
 #include "../../crates/mlxr-models/src/backend/cuda/kernels/quant_matmul.cu"
 #include "../../crates/mlxr-models/src/backend/cuda/kernels/mmq.cu"
 
-#define CHECK(x)                                                                   \
-    do {                                                                           \
-        cudaError_t e = (x);                                                       \
-        if (e != cudaSuccess) {                                                    \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x,              \
-                    cudaGetErrorString(e));                                        \
-            exit(1);                                                               \
-        }                                                                          \
-    } while (0)
+#include "check.cuh"
 
 typedef void (*Mmvq)(const int8_t *, const float *, const int *, int, int, const uint8_t *,
                      float *, const float *, int, int, const uint8_t *, float *, const float *,

@@ -13,15 +13,7 @@
 
 #include "../../crates/mlxr-models/src/backend/cuda/kernels/quant_matmul.cu"
 
-#define CHECK(x)                                                                   \
-    do {                                                                           \
-        cudaError_t e = (x);                                                       \
-        if (e != cudaSuccess) {                                                    \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x,              \
-                    cudaGetErrorString(e));                                        \
-            exit(1);                                                               \
-        }                                                                          \
-    } while (0)
+#include "check.cuh"
 
 static size_t weight_bytes(int n, int k, int type) {
     return (size_t)n * (k / 256) * (type == 0 ? Q4_K_BYTES : Q6_K_BYTES);
