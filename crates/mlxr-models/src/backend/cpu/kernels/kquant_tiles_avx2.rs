@@ -1,5 +1,5 @@
 //! The AVX2 (+FMA, F16C) kernels of the 16-row Q4_K, Q5_K and Q6_K tiles
-//! ([`super::q4k_tiles`], [`super::q5k_tiles`]): no AVX-512, no VNNI. Each 64-byte line of a tile
+//! ([`super::q4k_tiles`], [`super::q5k_tiles`], [`super::q6k_tiles`]): no AVX-512, no VNNI. Each 64-byte line of a tile
 //! is read as two 32-byte halves (rows 0..8, then rows 8..16), one i32 or
 //! f32 lane per row; per row the float operations are exactly those of the
 //! AVX-512 kernels (and so of [`super::kquants::dot_q4_k_scalar`],
@@ -18,8 +18,9 @@ pub mod x86 {
     use std::arch::x86_64::*;
 
     use crate::backend::cpu::kernels::prefetch;
-    use crate::backend::cpu::kernels::q4k_tiles::{Tile, Tile6, Tile6p, TILE_ROWS};
+    use crate::backend::cpu::kernels::q4k_tiles::Tile;
     use crate::backend::cpu::kernels::q5k_tiles::Tile5;
+    use crate::backend::cpu::kernels::q6k_tiles::{line_place, Tile6};
     use crate::backend::cpu::kernels::q8k::BlockQ8K;
 
     #[inline]
@@ -77,57 +78,28 @@ pub mod x86 {
         }
     }
 
-    /// A Q6_K tile as [`q6k_tiles`] reads it: unpacked ([`Tile6`]) or
-    /// packed as GGUF keeps the values ([`Tile6p`], what AVX2 hosts load).
-    pub trait Q6Tile: Sync {
-        /// Rows `8h..8h + 8` of value line `i` ([`Tile6::qs`]`[i]`).
-        ///
-        /// # Safety
-        /// AVX2; `i < 64`, `h < 2`.
-        unsafe fn line(&self, i: usize, h: usize) -> __m256i;
-        fn scales(&self) -> &[[i8; TILE_ROWS]; 16];
-        fn d(&self) -> &[f32; TILE_ROWS];
-    }
-
-    impl Q6Tile for Tile6 {
-        #[inline(always)]
-        unsafe fn line(&self, i: usize, h: usize) -> __m256i {
-            // SAFETY: `qs[i]` is a 64-byte aligned line; AVX2 (the caller's).
-            unsafe { _mm256_load_si256(self.qs[i].as_ptr().add(32 * h) as *const __m256i) }
-        }
-        fn scales(&self) -> &[[i8; TILE_ROWS]; 16] {
-            &self.scales
-        }
-        fn d(&self) -> &[f32; TILE_ROWS] {
-            &self.d
-        }
-    }
-
-    impl Q6Tile for Tile6p {
-        #[inline(always)]
-        unsafe fn line(&self, i: usize, h: usize) -> __m256i {
-            // SAFETY: both are 64-byte aligned lines; AVX2 (the caller's).
-            unsafe {
-                let lo = _mm256_load_si256(self.ql[i % 32].as_ptr().add(32 * h) as *const __m256i);
-                let hi = _mm256_load_si256(self.qh[i % 16].as_ptr().add(32 * h) as *const __m256i);
-                // 16-bit shifts: the bits they bring in from the next byte
-                // fall outside each byte's mask.
-                let lo = _mm256_and_si256(
-                    _mm256_srl_epi16(lo, _mm_cvtsi32_si128(4 * (i / 32) as i32)),
-                    _mm256_set1_epi8(0x0F),
-                );
-                let hi = _mm256_and_si256(
-                    _mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * (i / 16) as i32)),
-                    _mm256_set1_epi8(0x03),
-                );
-                _mm256_or_si256(lo, _mm256_slli_epi16::<4>(hi))
-            }
-        }
-        fn scales(&self) -> &[[i8; TILE_ROWS]; 16] {
-            &self.scales
-        }
-        fn d(&self) -> &[f32; TILE_ROWS] {
-            &self.d
+    /// Rows `8h..8h + 8` of value line `i` of a Q6_K tile.
+    ///
+    /// # Safety
+    /// AVX2; `i < 64`, `h < 2`.
+    #[inline(always)]
+    unsafe fn q6k_line(t: &Tile6, i: usize, h: usize) -> __m256i {
+        let (g, low, low_shift, high_shift) = line_place(i);
+        // SAFETY: both are 64-byte aligned lines; AVX2 (the caller's).
+        unsafe {
+            let lo = _mm256_load_si256(t.groups[g][low].as_ptr().add(32 * h) as *const __m256i);
+            let hi = _mm256_load_si256(t.groups[g][2].as_ptr().add(32 * h) as *const __m256i);
+            // 16-bit shifts: the bits they bring in from the next byte
+            // fall outside each byte's mask.
+            let lo = _mm256_and_si256(
+                _mm256_srl_epi16(lo, _mm_cvtsi32_si128(low_shift as i32)),
+                _mm256_set1_epi8(0x0F),
+            );
+            let hi = _mm256_and_si256(
+                _mm256_srl_epi16(hi, _mm_cvtsi32_si128(high_shift as i32)),
+                _mm256_set1_epi8(0x03),
+            );
+            _mm256_or_si256(lo, _mm256_slli_epi16::<4>(hi))
         }
     }
 
@@ -259,9 +231,9 @@ pub mod x86 {
     }
 
     /// 16 Q6_K rows against `T` Q8_K rows: with `TILED` the order of ggml's
-    /// tiled kernel ([`crate::backend::cpu::kernels::q4k_tiles::x86::q6k_tiled_tile`]),
+    /// tiled kernel,
     /// else `ggml_vec_dot_q6_K_q8_K`'s
-    /// ([`crate::backend::cpu::kernels::q4k_tiles::x86::q6k_gemv_tiles`]: 8
+    /// ([`crate::backend::cpu::kernels::q6k_tiles::x86::q6k_tiles`]: 8
     /// lanes per row, lane `l` gathering group `l % 4` of the sub-blocks `s`
     /// with `s % 2 == l / 4`, less `32·(bsums·scales)` of sub-blocks `2l`
     /// and `2l + 1`). Returns `[token][row]`.
@@ -269,8 +241,8 @@ pub mod x86 {
     /// # Safety
     /// The CPU must support AVX2, FMA and F16C; `tiles.len() == ys[t].len()`.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn q6k_tiles<const T: usize, const TILED: bool, L: Q6Tile>(
-        tiles: &[L],
+    pub unsafe fn q6k_tiles<const T: usize, const TILED: bool>(
+        tiles: &[Tile6],
         ys: [&[BlockQ8K]; T],
     ) -> [[f32; 16]; T] {
         let mut acc = [[[_mm256_setzero_ps(); 8]; T]; 2];
@@ -280,7 +252,7 @@ pub mod x86 {
             let yb: [&BlockQ8K; T] = std::array::from_fn(|r| unsafe { ys[r].get_unchecked(b) });
             for h in 0..2 {
                 // SAFETY: h < 2.
-                unsafe { q6k_block_half::<T, TILED, L>(t, yb, h, &mut acc[h], &mut tacc[h]) };
+                unsafe { q6k_block_half::<T, TILED>(t, yb, h, &mut acc[h], &mut tacc[h]) };
             }
         }
         let mut out = [[0.0f32; 16]; T];
@@ -307,17 +279,17 @@ pub mod x86 {
     // `l` also picks the lane's lines and offsets, not only its accumulator.
     #[allow(clippy::needless_range_loop)]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn q6k_block_half<const T: usize, const TILED: bool, L: Q6Tile>(
-        t: &L,
+    unsafe fn q6k_block_half<const T: usize, const TILED: bool>(
+        t: &Tile6,
         yb: [&BlockQ8K; T],
         h: usize,
         acc: &mut [[__m256; 8]; T],
         tacc: &mut [__m256; T],
     ) {
         let sc: [__m256i; 16] =
-            std::array::from_fn(|s| dup16(eight(&t.scales()[s][8 * h..]).map(|b| b as u8), true));
+            std::array::from_fn(|s| dup16(eight(&t.scales[s][8 * h..]).map(|b| b as u8), true));
         // SAFETY: 8 readable f32.
-        let d = unsafe { _mm256_loadu_ps(t.d()[8 * h..].as_ptr()) };
+        let d = unsafe { _mm256_loadu_ps(t.d[8 * h..].as_ptr()) };
         let dd: [__m256; T] = std::array::from_fn(|r| _mm256_mul_ps(d, _mm256_set1_ps(yb[r].d)));
         if TILED {
             let mut sum = [_mm256_setzero_si256(); T];
@@ -328,7 +300,8 @@ pub mod x86 {
                     prefetch_line(t, 4 * s + g + 64 * h);
                     prefetch_line(t, 4 * s + g + 1 + 64 * h);
                     // SAFETY: 4s + g + 1 < 64, h < 2; AVX2.
-                    let (w0, w1) = unsafe { (t.line(4 * s + g, h), t.line(4 * s + g + 1, h)) };
+                    let (w0, w1) =
+                        unsafe { (q6k_line(t, 4 * s + g, h), q6k_line(t, 4 * s + g + 1, h)) };
                     for r in 0..T {
                         let x0 = bcast4(&yb[r].qs, 16 * s + 4 * g);
                         let x1 = bcast4(&yb[r].qs, 16 * s + 4 * g + 4);
@@ -361,7 +334,7 @@ pub mod x86 {
             for s in (l / 4..16).step_by(2) {
                 prefetch_line(t, 4 * s + g + 64 * h);
                 // SAFETY: 4s + g < 64, h < 2; AVX2.
-                let w = unsafe { t.line(4 * s + g, h) };
+                let w = unsafe { q6k_line(t, 4 * s + g, h) };
                 for r in 0..T {
                     let x = bcast4(&yb[r].qs, 16 * s + 4 * g);
                     let p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), sc[s]);

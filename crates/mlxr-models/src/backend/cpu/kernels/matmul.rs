@@ -7,8 +7,9 @@ use std::ops::Range;
 use super::pool::{current_threads, for_each_thread};
 use super::q8::{self, BlockQ8, QK};
 use super::rows::RowKernels;
+use super::TileKernels;
 #[cfg(target_arch = "x86_64")]
-use super::{kquant_tiles_avx2, q32_tiles, q32_tiles_avx2, q4k_tiles, q5k_tiles, TileKernels};
+use super::{kquant_tiles_avx2, q32_tiles, q32_tiles_avx2, q4k_tiles, q5k_tiles, q6k_tiles};
 use super::{q8k, RowOrder, Tiles, WeightKind};
 
 /// A raw output pointer shared by threads that write disjoint elements.
@@ -448,51 +449,55 @@ fn q32_tile_matmul(
     run_tiles(n_threads, (m, n), out, |_| true, (eight, four), two, one);
 }
 
-/// The AVX2 Q6_K tile kernels over `tiles` (either layout) against the
-/// Q8_K rows `xq` (`kb` blocks each): ggml's tiled order with `tiled`
-/// (each token's exact sum), else its vec_dot order; up to eight tokens
-/// share each unpacked line.
+/// The Q6_K tile kernels (AVX-512 VNNI with `avx512`, else AVX2) over
+/// `tiles` against the Q8_K rows `xq` (`kb` blocks each): ggml's tiled
+/// order with `tiled` (each token's exact sum), else its vec_dot order; up
+/// to eight tokens share each unpacked line.
 #[cfg(target_arch = "x86_64")]
-fn q6k_avx2_tiles<L: kquant_tiles_avx2::x86::Q6Tile>(
-    tiles: &[L],
+#[allow(clippy::too_many_arguments)]
+fn q6k_tile_kernels(
+    tiles: &[q6k_tiles::Tile6],
     xq: &[q8k::BlockQ8K],
     kb: usize,
-    tiled: bool,
+    (tiled, avx512): (bool, bool),
     n_threads: usize,
     (m, n): (usize, usize),
     out: &mut [f32],
 ) {
-    use kquant_tiles_avx2::x86::q6k_tiles;
+    use kquant_tiles_avx2::x86::q6k_tiles as avx2;
+    use q6k_tiles::x86::q6k_tiles as avx512_vnni;
     /// Tokens `tok..tok + T` through the kernel of `tiled`'s order.
     ///
     /// # Safety
-    /// As [`q6k_tiles`]'; `xq` holds `kb` blocks for each of the tokens.
+    /// As the kernels'; `xq` holds `kb` blocks for each of the tokens.
     #[inline(always)]
-    unsafe fn wide<const T: usize, L: kquant_tiles_avx2::x86::Q6Tile>(
-        tiled: bool,
-        group: &[L],
+    unsafe fn wide<const T: usize>(
+        (tiled, avx512): (bool, bool),
+        group: &[q6k_tiles::Tile6],
         (xq, kb, tok): (&[q8k::BlockQ8K], usize, usize),
     ) -> [[f32; TILE]; T] {
         let ys = std::array::from_fn(|j| &xq[(tok + j) * kb..(tok + j + 1) * kb]);
         // SAFETY: forwarded.
         unsafe {
-            if tiled {
-                q6k_tiles::<T, true, L>(group, ys)
-            } else {
-                q6k_tiles::<T, false, L>(group, ys)
+            match (avx512, tiled) {
+                (true, true) => avx512_vnni::<T, true>(group, ys),
+                (true, false) => avx512_vnni::<T, false>(group, ys),
+                (false, true) => avx2::<T, true>(group, ys),
+                (false, false) => avx2::<T, false>(group, ys),
             }
         }
     }
+    let isa = (tiled, avx512);
     let group = |g: usize| &tiles[g * kb..(g + 1) * kb];
     // SAFETY (all kernels): the tiles exist only where the CPU has the
     // features; each group has one tile per activation block.
-    let one = |g: usize, tok: usize| unsafe { wide::<1, L>(tiled, group(g), (xq, kb, tok))[0] };
+    let one = |g: usize, tok: usize| unsafe { wide::<1>(isa, group(g), (xq, kb, tok))[0] };
     // SAFETY: as above.
-    let two = |g: usize, tok: usize| unsafe { wide::<2, L>(tiled, group(g), (xq, kb, tok)) };
+    let two = |g: usize, tok: usize| unsafe { wide::<2>(isa, group(g), (xq, kb, tok)) };
     // SAFETY: as above.
-    let four = |g: usize, tok: usize| unsafe { wide::<4, L>(tiled, group(g), (xq, kb, tok)) };
+    let four = |g: usize, tok: usize| unsafe { wide::<4>(isa, group(g), (xq, kb, tok)) };
     // SAFETY: as above.
-    let eight = |g: usize, tok: usize| unsafe { wide::<8, L>(tiled, group(g), (xq, kb, tok)) };
+    let eight = |g: usize, tok: usize| unsafe { wide::<8>(isa, group(g), (xq, kb, tok)) };
     run_tiles(
         n_threads,
         (m, n),
@@ -612,46 +617,8 @@ fn kquant_matmul(
     }
     #[cfg(target_arch = "x86_64")]
     if let Some(Tiles::Q6K(tiles)) = tiles {
-        if !avx512 {
-            q6k_avx2_tiles(&tiles.tiles, xq, kb, tiled, n_threads, (m, n), out);
-            return;
-        }
-        let group = |g: usize| &tiles.tiles[g * kb..(g + 1) * kb];
-        // SAFETY (all kernels): the tiles exist only where the CPU has the features; each
-        // group has one tile per activation block.
-        let two = |g: usize, tok: usize| unsafe {
-            q4k_tiles::x86::q6k_gemv_tiles::<2>(group(g), [xrow(tok), xrow(tok + 1)])
-        };
-        // SAFETY: as above.
-        let one = |g: usize, tok: usize| unsafe {
-            if tiled {
-                q4k_tiles::x86::q6k_tiled_tile(group(g), xrow(tok))
-            } else {
-                q4k_tiles::x86::q6k_gemv_tile(group(g), xrow(tok))
-            }
-        };
-        // SAFETY: as above (four tokens share each line in the gemv order).
-        let four = |g: usize, tok: usize| unsafe {
-            let ys = std::array::from_fn(|j| xrow(tok + j));
-            q4k_tiles::x86::q6k_gemv_tiles::<4>(group(g), ys)
-        };
-        // SAFETY: as above.
-        let eight = |g: usize, tok: usize| unsafe {
-            let ys = std::array::from_fn(|j| xrow(tok + j));
-            q4k_tiles::x86::q6k_gemv_tiles::<8>(group(g), ys)
-        };
-        let (eight, four): (Wide<8>, Four) = if tiled {
-            (None, None)
-        } else {
-            (Some(&eight), Some(&four))
-        };
-        // The tiled order goes one token at a time.
-        run_tiles(n_threads, (m, n), out, |_| !tiled, (eight, four), two, one);
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if let Some(Tiles::Q6KPacked(tiles)) = tiles {
-        q6k_avx2_tiles(&tiles.tiles, xq, kb, tiled, n_threads, (m, n), out);
+        let isa = (tiled, avx512);
+        q6k_tile_kernels(&tiles.tiles, xq, kb, isa, n_threads, (m, n), out);
         return;
     }
     #[cfg(target_arch = "x86_64")]

@@ -33,6 +33,7 @@ pub mod q32_tiles;
 mod q32_tiles_avx2;
 pub mod q4k_tiles;
 pub mod q5k_tiles;
+pub mod q6k_tiles;
 pub mod q8;
 pub mod q8k;
 mod quant_matmul;
@@ -169,9 +170,7 @@ impl TileKernels {
 /// Weights regrouped for the tile kernels (built once at load).
 pub enum Tiles {
     Q4K(q4k_tiles::Q4KTiles),
-    Q6K(q4k_tiles::Q6KTiles),
-    /// Q6_K for the AVX2 kernels: the values packed as GGUF has them.
-    Q6KPacked(q4k_tiles::Q6KPackedTiles),
+    Q6K(q6k_tiles::Q6KTiles),
     Q32(q32_tiles::Q32Tiles),
     Q5K(q5k_tiles::Q5KTiles),
 }
@@ -183,13 +182,10 @@ impl Tiles {
         if !n.is_multiple_of(q4k_tiles::TILE_ROWS) {
             return None;
         }
-        let kernels = TileKernels::detect()?;
+        TileKernels::detect()?;
         Some(match kind {
             WeightKind::Q4K => Self::Q4K(q4k_tiles::Q4KTiles::new(w, n, k)),
-            WeightKind::Q6K if kernels == TileKernels::Avx2 => {
-                Self::Q6KPacked(q4k_tiles::Q6KPackedTiles::new(w, n, k))
-            }
-            WeightKind::Q6K => Self::Q6K(q4k_tiles::Q6KTiles::new(w, n, k)),
+            WeightKind::Q6K => Self::Q6K(q6k_tiles::Q6KTiles::new(w, n, k)),
             WeightKind::Q5K => Self::Q5K(q5k_tiles::Q5KTiles::new(w, n, k)),
             _ => Self::Q32(q32_tiles::Q32Tiles::new(kind, w, n, k)),
         })

@@ -19,14 +19,3 @@ pub fn line(at: *const u8) {
     // part of x86-64's baseline.
     unsafe { _mm_prefetch::<_MM_HINT_T0>(at as *const i8) };
 }
-
-/// Asks for every line of the tile [`AHEAD`] tiles after `tile` (for a
-/// kernel that reads a tile's lines out of memory order).
-#[inline(always)]
-pub fn tile<U>(tile: &U) {
-    let size = std::mem::size_of::<U>();
-    let ahead = (tile as *const U as *const u8).wrapping_add(AHEAD * size);
-    for i in (0..size).step_by(64) {
-        line(ahead.wrapping_add(i));
-    }
-}

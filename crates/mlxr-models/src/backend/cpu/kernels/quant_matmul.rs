@@ -71,7 +71,7 @@ impl QuantMatMul {
     /// and of Q6_K).
     pub fn has_rows(&self) -> bool {
         matches!(&self.data, WeightData::Tiles(t)
-            if matches!(**t, Tiles::Q32(_) | Tiles::Q6K(_) | Tiles::Q6KPacked(_)))
+            if matches!(**t, Tiles::Q32(_) | Tiles::Q6K(_)))
     }
 
     /// Row `r` of `W` (`k` values) as candle would dequantize it, from the
@@ -85,10 +85,6 @@ impl QuantMatMul {
                     true
                 }
                 Tiles::Q6K(t) => {
-                    t.dequantize_row(r, out);
-                    true
-                }
-                Tiles::Q6KPacked(t) => {
                     t.dequantize_row(r, out);
                     true
                 }

@@ -281,10 +281,9 @@ fn tile_rows_dequantize_like_candle() {
     }
 }
 
-/// Both Q6_K tile layouts (whichever this CPU's kernels read) give back
-/// candle's rows.
+/// The Q6_K tiles give back candle's rows.
 #[test]
-fn q6k_tile_rows_in_both_layouts() {
+fn q6k_tile_rows_are_candles() {
     let (n, k) = (32, 768);
     let w = Tensor::from_vec(rand_vec(n * k, 9), (n, k), &Device::Cpu).unwrap();
     let qt = QTensor::quantize(&w, GgmlDType::Q6K).unwrap();
@@ -294,14 +293,11 @@ fn q6k_tile_rows_in_both_layouts() {
         .to_vec2::<f32>()
         .unwrap();
     let blocks = qt.data().unwrap();
-    let plain = q4k_tiles::Q6KTiles::new(&blocks, n, k);
-    let packed = q4k_tiles::Q6KPackedTiles::new(&blocks, n, k);
+    let tiles = q6k_tiles::Q6KTiles::new(&blocks, n, k);
     for (r, want) in expected.iter().enumerate() {
         let mut row = vec![0.0f32; k];
-        plain.dequantize_row(r, &mut row);
-        assert_eq!(&row, want, "unpacked tiles, row {r}");
-        packed.dequantize_row(r, &mut row);
-        assert_eq!(&row, want, "packed tiles, row {r}");
+        tiles.dequantize_row(r, &mut row);
+        assert_eq!(&row, want, "row {r}");
     }
 }
 
@@ -391,10 +387,8 @@ fn q8_rounds_ties_to_even_and_stores_f32_sum_product() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn avx2_tile_kernels_equal_the_portable_dots() {
-    use super::kquant_tiles_avx2::x86::{
-        q4k_tiles as q4k_avx2, q5k_tiles as q5k_avx2, q6k_tiles as q6k_avx2,
-    };
-    use super::kquants::{dot_q4_k_scalar, dot_q6_k_scalar};
+    use super::kquant_tiles_avx2::x86::{q4k_tiles as q4k_avx2, q5k_tiles as q5k_avx2};
+    use super::kquants::dot_q4_k_scalar;
     use super::q5k_tiles::dot_q5_k_scalar;
     use super::q8k::{quantize_row as quantize_k, BlockQ8K, Q8KFlavor};
     if !(is_x86_feature_detected!("avx2")
@@ -609,91 +603,14 @@ fn avx2_tile_kernels_equal_the_portable_dots() {
         }
     }
 
-    // Q6_K in both layouts: unpacked (AVX-512's, also read by these
-    // kernels) and packed as GGUF has the values (what AVX2 hosts load).
-    fn check_q6k<L: super::kquant_tiles_avx2::x86::Q6Tile>(
-        layout: &str,
-        tiles: &[L],
-        w: &[u8],
-        ys: [&[BlockQ8K]; 2],
-        (n, kb): (usize, usize),
-    ) {
-        let row_bytes = kb * kquants::Q6_K_BYTES;
-        for g in 0..n / 16 {
-            let group = &tiles[g * kb..(g + 1) * kb];
-            for tiled in [false, true] {
-                // SAFETY: the features were checked; one tile per block.
-                let (two, one) = unsafe {
-                    if tiled {
-                        (
-                            q6k_avx2::<2, true, L>(group, ys),
-                            q6k_avx2::<1, true, L>(group, [ys[1]]),
-                        )
-                    } else {
-                        (
-                            q6k_avx2::<2, false, L>(group, ys),
-                            q6k_avx2::<1, false, L>(group, [ys[1]]),
-                        )
-                    }
-                };
-                for c in 0..16 {
-                    let r = 16 * g + c;
-                    let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
-                    for t in 0..2 {
-                        let want = dot_q6_k_scalar(wrow, ys[t], tiled);
-                        assert_eq!(
-                            two[t][c].to_bits(),
-                            want.to_bits(),
-                            "Q6_K ({layout}) row {r} token {t} tiled {tiled}"
-                        );
-                    }
-                    assert_eq!(
-                        one[0][c].to_bits(),
-                        two[1][c].to_bits(),
-                        "Q6_K ({layout}) row {r} alone"
-                    );
-                }
-            }
-            // Four and eight tokens sharing each line, in both orders.
-            let ys8 = [ys[0], ys[1], ys[1], ys[0], ys[1], ys[0], ys[0], ys[1]];
-            let ys4 = [ys[0], ys[1], ys[1], ys[0]];
-            for tiled in [false, true] {
-                // SAFETY: as above.
-                let (four, eight) = unsafe {
-                    if tiled {
-                        (
-                            q6k_avx2::<4, true, L>(group, ys4),
-                            q6k_avx2::<8, true, L>(group, ys8),
-                        )
-                    } else {
-                        (
-                            q6k_avx2::<4, false, L>(group, ys4),
-                            q6k_avx2::<8, false, L>(group, ys8),
-                        )
-                    }
-                };
-                let wide = four.iter().zip(ys4).chain(eight.iter().zip(ys8));
-                for (j, (out, y)) in wide.enumerate() {
-                    for (c, v) in out.iter().enumerate() {
-                        let r = 16 * g + c;
-                        let wrow = &w[r * row_bytes..(r + 1) * row_bytes];
-                        let want = dot_q6_k_scalar(wrow, y, tiled);
-                        assert_eq!(
-                            v.to_bits(),
-                            want.to_bits(),
-                            "Q6_K ({layout}) row {r}, token {j} of 4 + 8, tiled {tiled}"
-                        );
-                    }
-                }
-            }
-        }
-    }
     let w = quantized(GgmlDType::Q6K, 43);
-    let unpacked = q4k_tiles::Q6KTiles::new(&w, n, k);
-    check_q6k("unpacked", &unpacked.tiles, &w, ys, (n, kb));
-    let packed = q4k_tiles::Q6KPackedTiles::new(&w, n, k);
-    check_q6k("packed", &packed.tiles, &w, ys, (n, kb));
-
+    let tiles = q6k_tiles::Q6KTiles::new(&w, n, k);
+    check_q6k_tiles(false, &tiles.tiles, &w, ys, (n, kb));
+    if q4k_tiles::available() {
+        check_q6k_tiles(true, &tiles.tiles, &w, ys, (n, kb));
+    } else {
+        mlxr_testkit::skip_note("no AVX-512 VNNI here: its Q6_K tile kernels were not run");
+    }
     let w = quantized(GgmlDType::Q5K, 47);
     let tiles = q5k_tiles::Q5KTiles::new(&w, n, k);
     let row_bytes = kb * q5k_tiles::Q5_K_BYTES;
@@ -739,6 +656,67 @@ fn avx2_tile_kernels_equal_the_portable_dots() {
                         four[j][c].to_bits(),
                         want.to_bits(),
                         "Q5_K row {r}, {j} of 4, tiled {tiled}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The Q6_K tile kernels of AVX-512 VNNI (`avx512`) or AVX2 against
+/// [`super::kquants::dot_q6_k_scalar`], bit for bit, in both orders: one
+/// token, two, four and eight sharing each line.
+#[cfg(target_arch = "x86_64")]
+fn check_q6k_tiles(
+    avx512: bool,
+    tiles: &[q6k_tiles::Tile6],
+    w: &[u8],
+    ys: [&[super::q8k::BlockQ8K]; 2],
+    (n, kb): (usize, usize),
+) {
+    use super::kquant_tiles_avx2::x86::q6k_tiles as avx2;
+    use super::kquants::dot_q6_k_scalar;
+    use super::q6k_tiles::x86::q6k_tiles as avx512_vnni;
+    use super::q8k::BlockQ8K;
+    fn run<const T: usize>(
+        (avx512, tiled): (bool, bool),
+        group: &[q6k_tiles::Tile6],
+        ys: [&[BlockQ8K]; T],
+    ) -> [[f32; 16]; T] {
+        // SAFETY: the caller checked the features; one tile per block.
+        unsafe {
+            match (avx512, tiled) {
+                (true, true) => avx512_vnni::<T, true>(group, ys),
+                (true, false) => avx512_vnni::<T, false>(group, ys),
+                (false, true) => avx2::<T, true>(group, ys),
+                (false, false) => avx2::<T, false>(group, ys),
+            }
+        }
+    }
+    let isa = if avx512 { "AVX-512" } else { "AVX2" };
+    let row_bytes = kb * kquants::Q6_K_BYTES;
+    let ys4 = [ys[0], ys[1], ys[1], ys[0]];
+    let ys8 = [ys[0], ys[1], ys[1], ys[0], ys[1], ys[0], ys[0], ys[1]];
+    for g in 0..n / 16 {
+        let group = &tiles[g * kb..(g + 1) * kb];
+        for tiled in [false, true] {
+            let how = (avx512, tiled);
+            let one = run::<1>(how, group, [ys[1]]);
+            let two = run::<2>(how, group, ys);
+            let four = run::<4>(how, group, ys4);
+            let eight = run::<8>(how, group, ys8);
+            let all = (one.iter().zip([ys[1]]))
+                .chain(two.iter().zip(ys))
+                .chain(four.iter().zip(ys4))
+                .chain(eight.iter().zip(ys8));
+            for (j, (out, y)) in all.enumerate() {
+                for (c, v) in out.iter().enumerate() {
+                    let r = 16 * g + c;
+                    let want = dot_q6_k_scalar(&w[r * row_bytes..(r + 1) * row_bytes], y, tiled);
+                    assert_eq!(
+                        v.to_bits(),
+                        want.to_bits(),
+                        "Q6_K {isa} row {r}, token {j} of 1 + 2 + 4 + 8, tiled {tiled}"
                     );
                 }
             }
