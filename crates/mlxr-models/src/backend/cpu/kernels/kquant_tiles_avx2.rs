@@ -78,29 +78,36 @@ pub mod x86 {
         }
     }
 
-    /// Rows `8h..8h + 8` of value line `i` of a Q6_K tile.
+    /// Rows `8h..8h + 8` of the four value lines `m + 16q` (`q` 0..4) of
+    /// a Q6_K tile, with the tile's lane group of `m` (and the group
+    /// [`prefetch::AHEAD`] tiles on, once per tile) asked for.
     ///
     /// # Safety
-    /// AVX2; `i < 64`, `h < 2`.
+    /// AVX2; `m < 16`, `h < 2`.
     #[inline(always)]
-    unsafe fn q6k_line(t: &Tile6, i: usize, h: usize) -> __m256i {
-        let (g, low, low_shift, high_shift) = line_place(i);
-        // SAFETY: both are 64-byte aligned lines; AVX2 (the caller's).
-        unsafe {
-            let lo = _mm256_load_si256(t.groups[g][low].as_ptr().add(32 * h) as *const __m256i);
-            let hi = _mm256_load_si256(t.groups[g][2].as_ptr().add(32 * h) as *const __m256i);
-            // 16-bit shifts: the bits they bring in from the next byte
-            // fall outside each byte's mask.
-            let lo = _mm256_and_si256(
-                _mm256_srl_epi16(lo, _mm_cvtsi32_si128(low_shift as i32)),
-                _mm256_set1_epi8(0x0F),
-            );
-            let hi = _mm256_and_si256(
-                _mm256_srl_epi16(hi, _mm_cvtsi32_si128(high_shift as i32)),
-                _mm256_set1_epi8(0x03),
-            );
-            _mm256_or_si256(lo, _mm256_slli_epi16::<4>(hi))
+    unsafe fn q6k_lines(t: &Tile6, m: usize, h: usize) -> [__m256i; 4] {
+        let (g, ..) = line_place(m);
+        if h == 0 {
+            for j in 0..3 {
+                prefetch_line(t, 3 * g + j);
+            }
         }
+        // SAFETY: 64-byte aligned lines; AVX2 (the caller's).
+        let [a, b, hi] = t.groups[g]
+            .each_ref()
+            .map(|l| unsafe { _mm256_load_si256(l.as_ptr().add(32 * h) as *const __m256i) });
+        let (nib, top) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x30));
+        // 16-bit shifts: what they bring in from the next byte falls outside
+        // each byte's mask.
+        let value = |low: __m256i, high: __m256i| {
+            _mm256_or_si256(_mm256_and_si256(low, nib), _mm256_and_si256(high, top))
+        };
+        [
+            value(a, _mm256_slli_epi16::<4>(hi)),
+            value(b, _mm256_slli_epi16::<2>(hi)),
+            value(_mm256_srli_epi16::<4>(a), hi),
+            value(_mm256_srli_epi16::<4>(b), _mm256_srli_epi16::<2>(hi)),
+        ]
     }
 
     /// `(lo as u16) | hi << 16` broadcast: two i16 multipliers per lane.
@@ -291,25 +298,29 @@ pub mod x86 {
         // SAFETY: 8 readable f32.
         let d = unsafe { _mm256_loadu_ps(t.d[8 * h..].as_ptr()) };
         let dd: [__m256; T] = std::array::from_fn(|r| _mm256_mul_ps(d, _mm256_set1_ps(yb[r].d)));
+        if h == 0 {
+            // The scales and d.
+            for i in 48..53 {
+                prefetch_line(t, i);
+            }
+        }
         if TILED {
             let mut sum = [_mm256_setzero_si256(); T];
-            for (s, &scale) in sc.iter().enumerate() {
-                // Two groups' pairs summed in i16 (at most 2·16128, exact)
-                // before one scaling `madd`: the tiled order only needs the total.
-                for g in [0, 2] {
-                    prefetch_line(t, 4 * s + g + 64 * h);
-                    prefetch_line(t, 4 * s + g + 1 + 64 * h);
-                    // SAFETY: 4s + g + 1 < 64, h < 2; AVX2.
-                    let (w0, w1) =
-                        unsafe { (q6k_line(t, 4 * s + g, h), q6k_line(t, 4 * s + g + 1, h)) };
+            // Lines `m + 16q` and `m + 1 + 16q` (`m` even) are groups `m % 4`
+            // and `m % 4 + 1` of one sub-block: their pairs are summed in i16
+            // (at most 2·16128, exact) before one scaling `madd`; the tiled
+            // order only needs the total.
+            for m in (0..16).step_by(2) {
+                // SAFETY: m + 1 < 16, h < 2; AVX2.
+                let (w0, w1) = unsafe { (q6k_lines(t, m, h), q6k_lines(t, m + 1, h)) };
+                for q in 0..4 {
+                    let i = m + 16 * q;
                     for r in 0..T {
-                        let x0 = bcast4(&yb[r].qs, 16 * s + 4 * g);
-                        let x1 = bcast4(&yb[r].qs, 16 * s + 4 * g + 4);
                         let p = _mm256_add_epi16(
-                            _mm256_maddubs_epi16(w0, x0),
-                            _mm256_maddubs_epi16(w1, x1),
+                            _mm256_maddubs_epi16(w0[q], bcast4(&yb[r].qs, 4 * i)),
+                            _mm256_maddubs_epi16(w1[q], bcast4(&yb[r].qs, 4 * i + 4)),
                         );
-                        sum[r] = _mm256_add_epi32(sum[r], _mm256_madd_epi16(p, scale));
+                        sum[r] = _mm256_add_epi32(sum[r], _mm256_madd_epi16(p, sc[i / 4]));
                     }
                 }
             }
@@ -325,20 +336,21 @@ pub mod x86 {
             }
             return;
         }
-        // Lane `l` gathers group `l % 4` of the sub-blocks `s` with
-        // `s % 2 == l / 4`; one lane at a time keeps only `T` integer sums
-        // live (an exact sum in any order).
+        // Lane `l` gathers lines `i` with `i % 16 ∈ {l, l + 8}` (group
+        // `l % 4` of the sub-blocks `s` with `s % 2 == l / 4`); one lane at
+        // a time keeps only `T` integer sums live (an exact sum in any order).
         for l in 0..8 {
-            let g = l % 4;
             let mut sum = [_mm256_setzero_si256(); T];
-            for s in (l / 4..16).step_by(2) {
-                prefetch_line(t, 4 * s + g + 64 * h);
-                // SAFETY: 4s + g < 64, h < 2; AVX2.
-                let w = unsafe { q6k_line(t, 4 * s + g, h) };
-                for r in 0..T {
-                    let x = bcast4(&yb[r].qs, 16 * s + 4 * g);
-                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), sc[s]);
-                    sum[r] = _mm256_add_epi32(sum[r], p);
+            for m in [l, l + 8] {
+                // SAFETY: m < 16, h < 2; AVX2.
+                let w = unsafe { q6k_lines(t, m, h) };
+                for q in 0..4 {
+                    let i = m + 16 * q;
+                    for r in 0..T {
+                        let x = bcast4(&yb[r].qs, 4 * i);
+                        let p = _mm256_madd_epi16(_mm256_maddubs_epi16(w[q], x), sc[i / 4]);
+                        sum[r] = _mm256_add_epi32(sum[r], p);
+                    }
                 }
             }
             let off = q6k_offsets::<T>(&sc, yb, l);
