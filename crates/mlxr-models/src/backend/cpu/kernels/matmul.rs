@@ -464,28 +464,19 @@ fn q6k_tile_kernels(
     (m, n): (usize, usize),
     out: &mut [f32],
 ) {
-    use kquant_tiles_avx2::x86::q6k_tiles as avx2;
-    use q6k_tiles::x86::q6k_tiles as avx512_vnni;
     /// Tokens `tok..tok + T` through the kernel of `tiled`'s order.
     ///
     /// # Safety
-    /// As the kernels'; `xq` holds `kb` blocks for each of the tokens.
+    /// As [`q6k_tiles::x86::pass`]'s; `xq` holds `kb` blocks for each of the tokens.
     #[inline(always)]
     unsafe fn wide<const T: usize>(
-        (tiled, avx512): (bool, bool),
+        isa: (bool, bool),
         group: &[q6k_tiles::Tile6],
         (xq, kb, tok): (&[q8k::BlockQ8K], usize, usize),
     ) -> [[f32; TILE]; T] {
         let ys = std::array::from_fn(|j| &xq[(tok + j) * kb..(tok + j + 1) * kb]);
         // SAFETY: forwarded.
-        unsafe {
-            match (avx512, tiled) {
-                (true, true) => avx512_vnni::<T, true>(group, ys),
-                (true, false) => avx512_vnni::<T, false>(group, ys),
-                (false, true) => avx2::<T, true>(group, ys),
-                (false, false) => avx2::<T, false>(group, ys),
-            }
-        }
+        unsafe { q6k_tiles::x86::pass::<T>(isa, group, ys) }
     }
     let isa = (tiled, avx512);
     let group = |g: usize| &tiles[g * kb..(g + 1) * kb];

@@ -135,6 +135,7 @@ impl Q6KTiles {
 pub mod x86 {
     use std::arch::x86_64::*;
 
+    use super::super::kquant_tiles_avx2::x86::q6k_tiles as avx2;
     use super::super::q4k_tiles::x86::bcast4;
     use super::super::q8k::BlockQ8K;
     use super::{line_place, Tile6};
@@ -167,6 +168,28 @@ pub mod x86 {
             value(_mm512_srli_epi16::<4>(a), h),
             value(_mm512_srli_epi16::<4>(b), _mm512_srli_epi16::<2>(h)),
         ]
+    }
+
+    /// [`q6k_tiles`] (`avx512`) or its AVX2 twin, in the tiled order
+    /// (`tiled`) or the vec_dot one.
+    ///
+    /// # Safety
+    /// This CPU has the kernel's features; `tiles.len() == ys[t].len()`.
+    #[inline(always)]
+    pub unsafe fn pass<const T: usize>(
+        (tiled, avx512): (bool, bool),
+        tiles: &[Tile6],
+        ys: [&[BlockQ8K]; T],
+    ) -> [[f32; 16]; T] {
+        // SAFETY: forwarded.
+        unsafe {
+            match (avx512, tiled) {
+                (true, true) => q6k_tiles::<T, true>(tiles, ys),
+                (true, false) => q6k_tiles::<T, false>(tiles, ys),
+                (false, true) => avx2::<T, true>(tiles, ys),
+                (false, false) => avx2::<T, false>(tiles, ys),
+            }
+        }
     }
 
     /// 16 Q6_K rows (one row group's `tiles`, one per block) against `T`

@@ -674,24 +674,14 @@ fn check_q6k_tiles(
     ys: [&[super::q8k::BlockQ8K]; 2],
     (n, kb): (usize, usize),
 ) {
-    use super::kquant_tiles_avx2::x86::q6k_tiles as avx2;
     use super::kquants::dot_q6_k_scalar;
-    use super::q6k_tiles::x86::q6k_tiles as avx512_vnni;
-    use super::q8k::BlockQ8K;
     fn run<const T: usize>(
-        (avx512, tiled): (bool, bool),
+        how: (bool, bool),
         group: &[q6k_tiles::Tile6],
-        ys: [&[BlockQ8K]; T],
+        ys: [&[super::q8k::BlockQ8K]; T],
     ) -> [[f32; 16]; T] {
         // SAFETY: the caller checked the features; one tile per block.
-        unsafe {
-            match (avx512, tiled) {
-                (true, true) => avx512_vnni::<T, true>(group, ys),
-                (true, false) => avx512_vnni::<T, false>(group, ys),
-                (false, true) => avx2::<T, true>(group, ys),
-                (false, false) => avx2::<T, false>(group, ys),
-            }
-        }
+        unsafe { q6k_tiles::x86::pass::<T>(how, group, ys) }
     }
     let isa = if avx512 { "AVX-512" } else { "AVX2" };
     let row_bytes = kb * kquants::Q6_K_BYTES;
@@ -700,7 +690,7 @@ fn check_q6k_tiles(
     for g in 0..n / 16 {
         let group = &tiles[g * kb..(g + 1) * kb];
         for tiled in [false, true] {
-            let how = (avx512, tiled);
+            let how = (tiled, avx512);
             let one = run::<1>(how, group, [ys[1]]);
             let two = run::<2>(how, group, ys);
             let four = run::<4>(how, group, ys4);
