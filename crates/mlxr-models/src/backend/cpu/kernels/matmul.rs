@@ -7,6 +7,7 @@ use std::ops::Range;
 use super::pool::{current_threads, for_each_thread};
 use super::q8::{self, BlockQ8, QK};
 use super::rows::RowKernels;
+#[cfg(target_arch = "x86_64")]
 use super::TileKernels;
 #[cfg(target_arch = "x86_64")]
 use super::{kquant_tiles_avx2, q32_tiles, q32_tiles_avx2, q4k_tiles, q5k_tiles, q6k_tiles};
@@ -449,17 +450,17 @@ fn q32_tile_matmul(
     run_tiles(n_threads, (m, n), out, |_| true, (eight, four), two, one);
 }
 
-/// The Q6_K tile kernels (AVX-512 VNNI with `avx512`, else AVX2) over
-/// `tiles` against the Q8_K rows `xq` (`kb` blocks each): ggml's tiled
-/// order with `tiled` (each token's exact sum), else its vec_dot order; up
+/// The Q6_K tile kernels of `isa` = `(tiled, avx512)` (AVX-512 VNNI with
+/// `avx512`, else AVX2) over `tiles` against the Q8_K rows `xq` (`kb`
+/// blocks each): ggml's tiled order with `tiled` (each token's exact sum),
+/// else its vec_dot order; up
 /// to eight tokens share each unpacked line.
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments)]
 fn q6k_tile_kernels(
     tiles: &[q6k_tiles::Tile6],
     xq: &[q8k::BlockQ8K],
     kb: usize,
-    (tiled, avx512): (bool, bool),
+    isa: (bool, bool),
     n_threads: usize,
     (m, n): (usize, usize),
     out: &mut [f32],
@@ -478,7 +479,6 @@ fn q6k_tile_kernels(
         // SAFETY: forwarded.
         unsafe { q6k_tiles::x86::pass::<T>(isa, group, ys) }
     }
-    let isa = (tiled, avx512);
     let group = |g: usize| &tiles[g * kb..(g + 1) * kb];
     // SAFETY (all kernels): the tiles exist only where the CPU has the
     // features; each group has one tile per activation block.
@@ -608,8 +608,15 @@ fn kquant_matmul(
     }
     #[cfg(target_arch = "x86_64")]
     if let Some(Tiles::Q6K(tiles)) = tiles {
-        let isa = (tiled, avx512);
-        q6k_tile_kernels(&tiles.tiles, xq, kb, isa, n_threads, (m, n), out);
+        q6k_tile_kernels(
+            &tiles.tiles,
+            xq,
+            kb,
+            (tiled, avx512),
+            n_threads,
+            (m, n),
+            out,
+        );
         return;
     }
     #[cfg(target_arch = "x86_64")]
