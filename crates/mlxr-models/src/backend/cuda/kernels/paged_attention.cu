@@ -13,9 +13,10 @@
 //
 // One thread block per (token, KV head, split): its warps split the split's
 // keys (all of 0..=p within the sliding window when there is one split), each
-// warp scoring one key at a time for all the query heads of the KV head's
-// group (the key and value are read once per group), with an online softmax;
-// the warps' partial results are merged at the end. With several splits
+// warp scoring a few keys at a time (their rows loaded together) for all the
+// query heads of the KV head's group (the key and value are read once per
+// group), with an online softmax; the warps' partial results are merged at
+// the end. With several splits
 // (steps of few tokens: decode, where (tokens, KV heads) alone would leave
 // most SMs idle) a token of context c takes S = min(max_splits, ceil(c /
 // min_chunk)) splits of ceil(c / S) keys each; split s writes its running
@@ -66,6 +67,66 @@ __device__ __forceinline__ float warp_sum(float x) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffff, x, o);
     return x;
+}
+
+// N consecutive values at p (aligned to N values) as f32, in the widest
+// loads that alignment allows.
+template <int N>
+__device__ __forceinline__ void load_row(const float *p, float (&v)[N]) {
+    if constexpr (N == 2) {
+        const float2 x = *reinterpret_cast<const float2 *>(p);
+        v[0] = x.x; v[1] = x.y;
+    } else {
+#pragma unroll
+        for (int i = 0; i < N; i += 4) {
+            const float4 x = *reinterpret_cast<const float4 *>(p + i);
+            v[i] = x.x; v[i + 1] = x.y; v[i + 2] = x.z; v[i + 3] = x.w;
+        }
+    }
+}
+__device__ __forceinline__ float2 pair_f32(uint32_t w, const __half *) {
+    __half2 h;
+    memcpy(&h, &w, 4);
+    return __half22float2(h);
+}
+__device__ __forceinline__ float2 pair_f32(uint32_t w, const __nv_bfloat16 *) {
+    __nv_bfloat162 h;
+    memcpy(&h, &w, 4);
+    return __bfloat1622float2(h);
+}
+template <int N, typename T>
+__device__ __forceinline__ void load_row(const T *p, float (&v)[N]) {
+    static_assert(sizeof(T) == 2, "16-bit values");
+    uint32_t w[N / 2];
+    if constexpr (N == 2) {
+        w[0] = *reinterpret_cast<const uint32_t *>(p);
+    } else if constexpr (N == 4) {
+        const uint2 x = *reinterpret_cast<const uint2 *>(p);
+        w[0] = x.x; w[1] = x.y;
+    } else {
+#pragma unroll
+        for (int i = 0; i < N / 2; i += 4) {
+            const uint4 x = *reinterpret_cast<const uint4 *>(p + 2 * i);
+            w[i] = x.x; w[i + 1] = x.y; w[i + 2] = x.z; w[i + 3] = x.w;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) {
+        const float2 f = pair_f32(w[i], p);
+        v[2 * i] = f.x;
+        v[2 * i + 1] = f.y;
+    }
+}
+// N values to shared memory at p (aligned to N floats, N a power of two).
+template <int N>
+__device__ __forceinline__ void store_row(float *p, const float (&v)[N]) {
+    if constexpr (N == 2) {
+        *reinterpret_cast<float2 *>(p) = make_float2(v[0], v[1]);
+    } else {
+#pragma unroll
+        for (int i = 0; i < N; i += 4)
+            *reinterpret_cast<float4 *>(p + i) = make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
+    }
 }
 
 // Block (t, 0, z) stores token t's key, block (t, 1, z) its value: 4
@@ -139,6 +200,13 @@ __device__ void attend(const float *__restrict__ q, T *__restrict__ k_cache,
         }
     }
 
+    // Lane `lane` holds dimensions DPL·lane .. DPL·lane + DPL of the
+    // queries, keys, values and outputs: a key's row reaches a lane in one
+    // load of DPL values where the row's alignment allows (`vec`).
+    const int d0 = DPL * lane;
+    const bool vec = head_dim % DPL == 0 &&
+                     (reinterpret_cast<uintptr_t>(k_cache) | reinterpret_cast<uintptr_t>(v_cache)) %
+                             (DPL * sizeof(T)) == 0;
     float qr[MAX_GROUP][DPL];
     float acc[MAX_GROUP][DPL];
     float m[MAX_GROUP], l[MAX_GROUP];
@@ -148,21 +216,19 @@ __device__ void attend(const float *__restrict__ q, T *__restrict__ k_cache,
         l[g] = 0.f;
 #pragma unroll
         for (int i = 0; i < DPL; ++i) {
-            const int d = lane + 32 * i;
+            const int d = d0 + i;
             const int h = kvh * group + g;
             qr[g][i] = g < group && d < head_dim ? q[(size_t)t * n_heads * head_dim + h * head_dim + d] * scale : 0.f;
             acc[g][i] = 0.f;
         }
     }
 
-    // The next key's row is loaded before this key's math, so its latency
-    // hides behind the shuffles.
     auto load = [&](int j, float (&kv)[DPL], float (&vv)[DPL]) {
         if (j >= new_from) {
             const size_t row = (size_t)(t - (pos - j)) * kv_width + kv_off;
 #pragma unroll
             for (int i = 0; i < DPL; ++i) {
-                const int d = lane + 32 * i;
+                const int d = d0 + i;
                 kv[i] = d < head_dim ? through<T>(k_new[row + d]) : 0.f;
                 vv[i] = d < head_dim ? through<T>(v_new[row + d]) : 0.f;
             }
@@ -171,47 +237,95 @@ __device__ void attend(const float *__restrict__ q, T *__restrict__ k_cache,
         const size_t slot = (size_t)table[j / block_size] * block_size + j % block_size;
         const T *kr = k_cache + slot * kv_width + kv_off;
         const T *vr = v_cache + slot * kv_width + kv_off;
+        if (vec && d0 < head_dim) {
+            load_row<DPL>(kr + d0, kv);
+            load_row<DPL>(vr + d0, vv);
+            return;
+        }
 #pragma unroll
         for (int i = 0; i < DPL; ++i) {
-            const int d = lane + 32 * i;
+            const int d = d0 + i;
             kv[i] = d < head_dim ? to_f32(kr[d]) : 0.f;
             vv[i] = d < head_dim ? to_f32(vr[d]) : 0.f;
         }
     };
-    float kn[DPL], vn[DPL];
-    if (start + warp < end) load(start + warp, kn, vn);
-    for (int j = start + warp; j < end; j += NW) {
-        float kv[DPL], vv[DPL];
+    // KB keys a warp at a time (key j0 + u·NW + warp), all their rows
+    // loaded before any math: one memory latency per KB keys rather than
+    // per key, the KB · group dot products' shuffles interleaved, and one
+    // rescaling of the running sums per KB keys.
+    constexpr int KB = DPL >= 8 ? 2 : 4;
+    for (int j0 = start; j0 + warp < end; j0 += NW * KB) {
+        float kv[KB][DPL], vv[KB][DPL];
 #pragma unroll
-        for (int i = 0; i < DPL; ++i) {
-            kv[i] = kn[i];
-            vv[i] = vn[i];
+        for (int u = 0; u < KB; ++u) {
+            const int j = j0 + u * NW + warp;
+            if (j < end) {
+                load(j, kv[u], vv[u]);
+            } else {
+#pragma unroll
+                for (int i = 0; i < DPL; ++i) kv[u][i] = vv[u][i] = 0.f;
+            }
         }
-        if (j + NW < end) load(j + NW, kn, vn);
+        float s[MAX_GROUP][KB];
+#pragma unroll
+        for (int g = 0; g < MAX_GROUP; ++g) {
+#pragma unroll
+            for (int u = 0; u < KB; ++u) {
+                float x = 0.f;
+#pragma unroll
+                for (int i = 0; i < DPL; ++i) x += qr[g][i] * kv[u][i];
+                s[g][u] = x;
+            }
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+            for (int g = 0; g < MAX_GROUP; ++g) {
+                if (g < group) {
+#pragma unroll
+                    for (int u = 0; u < KB; ++u) s[g][u] += __shfl_xor_sync(0xffffffff, s[g][u], o);
+                }
+            }
+        }
 #pragma unroll
         for (int g = 0; g < MAX_GROUP; ++g) {
             if (g < group) {
-                float s = 0.f;
+                float m_new = m[g];
 #pragma unroll
-                for (int i = 0; i < DPL; ++i) s += qr[g][i] * kv[i];
-                s = warp_sum(s);
-                if (softcap > 0.f) s = softcap * tanhf(s / softcap);
-                const float m_new = fmaxf(m[g], s);
+                for (int u = 0; u < KB; ++u) {
+                    if (softcap > 0.f) s[g][u] = softcap * tanhf(s[g][u] / softcap);
+                    if (j0 + u * NW + warp < end) m_new = fmaxf(m_new, s[g][u]);
+                }
+                // Key j0 + warp is valid: m_new is finite.
                 const float correction = __expf(m[g] - m_new);
-                const float p = __expf(s - m_new);
-                l[g] = l[g] * correction + p;
+                float p[KB];
+                float sum = 0.f;
+#pragma unroll
+                for (int u = 0; u < KB; ++u) {
+                    p[u] = j0 + u * NW + warp < end ? __expf(s[g][u] - m_new) : 0.f;
+                    sum += p[u];
+                }
+                l[g] = l[g] * correction + sum;
                 m[g] = m_new;
 #pragma unroll
-                for (int i = 0; i < DPL; ++i) acc[g][i] = acc[g][i] * correction + p * vv[i];
+                for (int i = 0; i < DPL; ++i) {
+                    float a = acc[g][i] * correction;
+#pragma unroll
+                    for (int u = 0; u < KB; ++u) a += p[u] * vv[u][i];
+                    acc[g][i] = a;
+                }
             }
         }
     }
 
-    // Merge the warps: each writes (m, l, acc) to shared memory, then the
-    // block's threads combine them per (query head, dimension).
+    // Merge the warps: each writes (m, l, acc) to shared memory; a thread
+    // per query head weighs the warps once, then the block's threads
+    // combine them per (query head, dimension).
     __shared__ float sm[NW][MAX_GROUP];
     __shared__ float sl[NW][MAX_GROUP];
-    __shared__ float sacc[NW][MAX_GROUP][32 * DPL];
+    __shared__ __align__(16) float sacc[NW][MAX_GROUP][32 * DPL];
+    __shared__ float wt[NW][MAX_GROUP];
+    __shared__ float gmax[MAX_GROUP], gden[MAX_GROUP];
 #pragma unroll
     for (int g = 0; g < MAX_GROUP; ++g) {
         if (g < group) {
@@ -219,8 +333,7 @@ __device__ void attend(const float *__restrict__ q, T *__restrict__ k_cache,
                 sm[warp][g] = m[g];
                 sl[warp][g] = l[g];
             }
-#pragma unroll
-            for (int i = 0; i < DPL; ++i) sacc[warp][g][lane + 32 * i] = acc[g][i];
+            store_row<DPL>(&sacc[warp][g][d0], acc[g]);
         }
     }
     // The group's outputs (group · head_dim values from column kvh · group ·
@@ -251,18 +364,28 @@ __device__ void attend(const float *__restrict__ q, T *__restrict__ k_cache,
     };
 
     __syncthreads();
+    if (threadIdx.x < group) {
+        const int g = threadIdx.x;
+        float mx = -INFINITY;
+        for (int w = 0; w < NW; ++w) mx = fmaxf(mx, sm[w][g]);
+        float den = 0.f;
+        for (int w = 0; w < NW; ++w) {
+            // A warp that saw no key weighs 0.
+            const float c = sm[w][g] == -INFINITY ? 0.f : __expf(sm[w][g] - mx);
+            wt[w][g] = c;
+            den += sl[w][g] * c;
+        }
+        gmax[g] = mx;
+        gden[g] = den;
+    }
+    __syncthreads();
     for (int idx = threadIdx.x; idx < group_width; idx += blockDim.x) {
         const int g = idx / head_dim;
         const int d = idx % head_dim;
-        float mx = -INFINITY;
-        for (int w = 0; w < NW; ++w) mx = fmaxf(mx, sm[w][g]);
-        float num = 0.f, den = 0.f;
-        for (int w = 0; w < NW; ++w) {
-            if (sm[w][g] == -INFINITY) continue;  // a warp that saw no key
-            const float c = __expf(sm[w][g] - mx);
-            num += sacc[w][g][d] * c;
-            den += sl[w][g] * c;
-        }
+        const float mx = gmax[g], den = gden[g];
+        float num = 0.f;
+#pragma unroll
+        for (int w = 0; w < NW; ++w) num += sacc[w][g][d] * wt[w][g];
         const int h = kvh * group + g;
         if (own_splits == 1) {
             const float y = den > 0.f ? num / den : 0.f;

@@ -108,6 +108,12 @@ extern "C" __global__ void rms_norm_q8(const float *__restrict__ x,
                                          int *__restrict__ bsums, int k,
                                          float eps) {
     pdl_trigger();
+    // The weights are no earlier kernel's output: their loads start before
+    // the wait and overlap the row's.
+    const int sb = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const bool active = sb < (k + QK_K - 1) / QK_K;
+    float wv[8];
+    if (active) load_sb(w, sb, k, wv);
     pdl_wait();
     const long t = blockIdx.y;
     const float *xr = x + t * k;
@@ -122,12 +128,10 @@ extern "C" __global__ void rms_norm_q8(const float *__restrict__ x,
     }
     ss = block_sum(ss);
     const float scale = __fdiv_rn(1.f, __fsqrt_rn(__fdiv_rn(ss, (float)k) + eps));
-    const int sb = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (sb >= (k + QK_K - 1) / QK_K) return;
+    if (!active) return;
     const int at = sb * QK_K + (threadIdx.x & 31) * 8;
-    float v[8], wv[8];
+    float v[8];
     load_sb(xr, sb, k, v);
-    load_sb(w, sb, k, wv);
     for (int i = 0; i < 8; ++i) v[i] = __fmul_rn(__fmul_rn(v[i], scale), wv[i]);
     if (at < k) store8(y + t * k + at, v);
     quantize_sb(v, qs, d, bsums, t, sb, k);
@@ -145,6 +149,10 @@ extern "C" __global__ void add_rms_norm_q8(const float *__restrict__ x,
                                              int *__restrict__ bsums, int k,
                                              float eps) {
     pdl_trigger();
+    const int sb = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const bool active = sb < (k + QK_K - 1) / QK_K;
+    float wv[8];
+    if (active) load_sb(w, sb, k, wv);  // as in rms_norm_q8
     pdl_wait();
     const long t = blockIdx.y;
     const float *xr = x + t * k;
@@ -163,13 +171,11 @@ extern "C" __global__ void add_rms_norm_q8(const float *__restrict__ x,
     }
     ss = block_sum(ss);
     const float scale = __fdiv_rn(1.f, __fsqrt_rn(__fdiv_rn(ss, (float)k) + eps));
-    const int sb = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (sb >= (k + QK_K - 1) / QK_K) return;
+    if (!active) return;
     const int at = sb * QK_K + (threadIdx.x & 31) * 8;
-    float v[8], rv[8], wv[8];
+    float v[8], rv[8];
     load_sb(xr, sb, k, v);
     load_sb(rr, sb, k, rv);
-    load_sb(w, sb, k, wv);
     for (int i = 0; i < 8; ++i) v[i] = __fadd_rn(v[i], rv[i]);
     if (at < k) store8(sum + t * k + at, v);
     for (int i = 0; i < 8; ++i) v[i] = __fmul_rn(__fmul_rn(v[i], scale), wv[i]);
