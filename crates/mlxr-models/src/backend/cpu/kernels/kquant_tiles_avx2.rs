@@ -48,10 +48,11 @@ pub mod x86 {
         )
     }
 
-    /// Block `b` of each token's activation row (a loop, not
-    /// `array::from_fn`: a closure called through core's non-AVX2 code
-    /// was left out of line in some builds, and so were the intrinsics
-    /// inside such closures).
+    /// Block `b` of each token's activation row. Here and in the kernels
+    /// below, loops rather than `array::from_fn`/`map`: a closure called
+    /// through core's code, which lacks these target features, was left
+    /// out of line in one build with the intrinsics inside it (Q6_K
+    /// prefill at half speed).
     ///
     /// # Safety
     /// `b < ys[r].len()` for every row.
@@ -110,16 +111,13 @@ pub mod x86 {
                 prefetch_line(t, 3 * g + j);
             }
         }
-        // SAFETY: 64-byte aligned lines; AVX2 (the caller's).
-        let [a, b, hi] = t.groups[g]
-            .each_ref()
-            .map(|l| l.as_ptr().wrapping_add(32 * h) as *const __m256i);
+        let line = |j: usize| t.groups[g][j].as_ptr().wrapping_add(32 * h) as *const __m256i;
         // SAFETY: 64-byte aligned lines; AVX2 (the caller's).
         let [a, b, hi] = unsafe {
             [
-                _mm256_load_si256(a),
-                _mm256_load_si256(b),
-                _mm256_load_si256(hi),
+                _mm256_load_si256(line(0)),
+                _mm256_load_si256(line(1)),
+                _mm256_load_si256(line(2)),
             ]
         };
         let (nib, top) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x30));
@@ -160,16 +158,10 @@ pub mod x86 {
         let mut accm = [[_mm256_setzero_ps(); T]; 2];
         for (b, t) in tiles.iter().enumerate() {
             // SAFETY: every row has one block per tile.
-            // SAFETY: every row has one block per tile.
             let yb: [&BlockQ8K; T] = unsafe { blocks(ys, b) };
-            if T == 1 {
-                // SAFETY: AVX2 (the caller's).
-                unsafe { q4k_block_both(t, yb, pairs, &mut acc, &mut accm) };
-            } else {
-                for h in 0..2 {
-                    // SAFETY: h < 2.
-                    unsafe { q4k_block_half(t, yb, pairs, h, &mut acc[h], &mut accm[h]) };
-                }
+            for h in 0..2 {
+                // SAFETY: h < 2.
+                unsafe { q4k_block_half(t, yb, pairs, h, &mut acc[h], &mut accm[h]) };
             }
         }
         let mut out = [[0.0f32; 16]; T];
@@ -183,26 +175,8 @@ pub mod x86 {
         out
     }
 
-    /// The low and high nibbles of half `h` of line `i` of a Q4_K tile
-    /// (rows `8h..8h + 8`), with line `i` of the tile
-    /// [`prefetch::AHEAD`] on asked for.
-    ///
-    /// # Safety
-    /// AVX2; `i < 32`, `h < 2`.
-    #[inline(always)]
-    unsafe fn q4k_nibbles(t: &Tile, i: usize, h: usize) -> (__m256i, __m256i) {
-        prefetch_line(t, i + 32 * h);
-        let mask = _mm256_set1_epi8(0x0F);
-        // SAFETY: `qs[i]` is a 64-byte aligned line.
-        let w = unsafe { _mm256_load_si256(t.qs[i].as_ptr().add(32 * h) as *const __m256i) };
-        (
-            _mm256_and_si256(w, mask),
-            _mm256_and_si256(_mm256_srli_epi16(w, 4), mask),
-        )
-    }
-
     /// One block of [`q4k_tiles`] for rows `8h..8h + 8`, into their
-    /// accumulators.
+    /// accumulators (both halves of each line are read while it is loaded).
     ///
     /// # Safety
     /// AVX2, FMA and F16C; `h < 2`.
@@ -216,14 +190,20 @@ pub mod x86 {
         acc: &mut [__m256; T],
         accm: &mut [__m256; T],
     ) {
+        let mask = _mm256_set1_epi8(0x0F);
         let mut isums = [[_mm256_setzero_si256(); T]; 4];
         let mut imins = [[_mm256_setzero_si256(); T]; 4];
         for p in 0..4 {
             let mut ia = [_mm256_setzero_si256(); T];
             let mut ib = [_mm256_setzero_si256(); T];
             for g in 0..8 {
-                // SAFETY: 8p + g < 32, h < 2.
-                let (lo, hi) = unsafe { q4k_nibbles(t, 8 * p + g, h) };
+                prefetch_line(t, 8 * p + g + 32 * h);
+                // SAFETY: `qs[8p + g]` is a 64-byte aligned line.
+                let w = unsafe {
+                    _mm256_load_si256(t.qs[8 * p + g].as_ptr().add(32 * h) as *const __m256i)
+                };
+                let lo = _mm256_and_si256(w, mask);
+                let hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), mask);
                 for r in 0..T {
                     let xa = bcast4(&yb[r].qs, 64 * p + 4 * g);
                     let xb = bcast4(&yb[r].qs, 64 * p + 32 + 4 * g);
@@ -231,131 +211,28 @@ pub mod x86 {
                     ib[r] = _mm256_add_epi16(ib[r], _mm256_maddubs_epi16(hi, xb));
                 }
             }
-            // SAFETY: AVX2 (this kernel's).
-            unsafe { q4k_scale(t, yb, h, p, ia, ib, &mut isums[p], &mut imins[p]) };
-        }
-        // SAFETY: AVX2 and FMA (this kernel's).
-        unsafe { q4k_finish(t, yb, pairs, h, &isums, &imins, acc, accm) };
-    }
-
-    /// [`q4k_block_half`] for both halves at once, one token: each
-    /// activation broadcast serves both halves of its line.
-    ///
-    /// # Safety
-    /// AVX2, FMA and F16C.
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn q4k_block_both<const T: usize>(
-        t: &Tile,
-        yb: [&BlockQ8K; T],
-        pairs: [bool; T],
-        acc: &mut [[__m256; T]; 2],
-        accm: &mut [[__m256; T]; 2],
-    ) {
-        let mut isums = [[[_mm256_setzero_si256(); T]; 4]; 2];
-        let mut imins = [[[_mm256_setzero_si256(); T]; 4]; 2];
-        for p in 0..4 {
-            let mut ia = [[_mm256_setzero_si256(); T]; 2];
-            let mut ib = [[_mm256_setzero_si256(); T]; 2];
-            for g in 0..8 {
-                // SAFETY: 8p + g < 32.
-                let halves =
-                    unsafe { [q4k_nibbles(t, 8 * p + g, 0), q4k_nibbles(t, 8 * p + g, 1)] };
-                for r in 0..T {
-                    let xa = bcast4(&yb[r].qs, 64 * p + 4 * g);
-                    let xb = bcast4(&yb[r].qs, 64 * p + 32 + 4 * g);
-                    for (h, (lo, hi)) in halves.into_iter().enumerate() {
-                        ia[h][r] = _mm256_add_epi16(ia[h][r], _mm256_maddubs_epi16(lo, xa));
-                        ib[h][r] = _mm256_add_epi16(ib[h][r], _mm256_maddubs_epi16(hi, xb));
-                    }
-                }
-            }
-            for h in 0..2 {
-                // SAFETY: AVX2 (this kernel's).
-                unsafe {
-                    q4k_scale(
-                        t,
-                        yb,
-                        h,
-                        p,
-                        ia[h],
-                        ib[h],
-                        &mut isums[h][p],
-                        &mut imins[h][p],
-                    )
-                };
-            }
-        }
-        for h in 0..2 {
-            // SAFETY: AVX2 and FMA (this kernel's).
-            unsafe {
-                q4k_finish(
-                    t,
-                    yb,
-                    pairs,
-                    h,
-                    &isums[h],
-                    &imins[h],
-                    &mut acc[h],
-                    &mut accm[h],
+            let (a, bb) = (2 * p, 2 * p + 1);
+            let sa = dup16(eight(&t.scales[a][8 * h..]), false);
+            let sb = dup16(eight(&t.scales[bb][8 * h..]), false);
+            // SAFETY: 8 readable bytes each.
+            let (ma, mb) = unsafe {
+                (
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                        t.mins[a][8 * h..].as_ptr() as *const __m128i
+                    )),
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                        t.mins[bb][8 * h..].as_ptr() as *const __m128i
+                    )),
                 )
             };
+            let mins = _mm256_or_si256(ma, _mm256_slli_epi32(mb, 16));
+            for r in 0..T {
+                let b32 = |j: usize| yb[r].bsums[2 * j] as i32 + yb[r].bsums[2 * j + 1] as i32;
+                isums[p][r] =
+                    _mm256_add_epi32(_mm256_madd_epi16(ia[r], sa), _mm256_madd_epi16(ib[r], sb));
+                imins[p][r] = _mm256_madd_epi16(mins, pair16(b32(a), b32(bb)));
+            }
         }
-    }
-
-    /// Sub-blocks `2p` and `2p + 1` of rows `8h..8h + 8`: their integer
-    /// sums `ia`, `ib` scaled, and their mins against the activations' sums.
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn q4k_scale<const T: usize>(
-        t: &Tile,
-        yb: [&BlockQ8K; T],
-        h: usize,
-        p: usize,
-        ia: [__m256i; T],
-        ib: [__m256i; T],
-        isums: &mut [__m256i; T],
-        imins: &mut [__m256i; T],
-    ) {
-        let (a, bb) = (2 * p, 2 * p + 1);
-        let sa = dup16(eight(&t.scales[a][8 * h..]), false);
-        let sb = dup16(eight(&t.scales[bb][8 * h..]), false);
-        // SAFETY: 8 readable bytes each.
-        let (ma, mb) = unsafe {
-            (
-                _mm256_cvtepu8_epi32(_mm_loadl_epi64(
-                    t.mins[a][8 * h..].as_ptr() as *const __m128i
-                )),
-                _mm256_cvtepu8_epi32(_mm_loadl_epi64(
-                    t.mins[bb][8 * h..].as_ptr() as *const __m128i
-                )),
-            )
-        };
-        let mins = _mm256_or_si256(ma, _mm256_slli_epi32(mb, 16));
-        for r in 0..T {
-            let b32 = |j: usize| yb[r].bsums[2 * j] as i32 + yb[r].bsums[2 * j + 1] as i32;
-            isums[r] = _mm256_add_epi32(_mm256_madd_epi16(ia[r], sa), _mm256_madd_epi16(ib[r], sb));
-            imins[r] = _mm256_madd_epi16(mins, pair16(b32(a), b32(bb)));
-        }
-    }
-
-    /// Rows `8h..8h + 8` of one block: the four sub-block pairs' sums into
-    /// the float accumulators (per pair with `pairs[r]`, ggml's gemm order;
-    /// else summed first, its gemv order).
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn q4k_finish<const T: usize>(
-        t: &Tile,
-        yb: [&BlockQ8K; T],
-        pairs: [bool; T],
-        h: usize,
-        isums: &[[__m256i; T]; 4],
-        imins: &[[__m256i; T]; 4],
-        acc: &mut [__m256; T],
-        accm: &mut [__m256; T],
-    ) {
         // SAFETY: 8 readable f32 each.
         let (d, dmin) = unsafe {
             (
@@ -402,7 +279,6 @@ pub mod x86 {
         let mut acc = [[[_mm256_setzero_ps(); 8]; T]; 2];
         let mut tacc = [[_mm256_setzero_ps(); T]; 2];
         for (b, t) in tiles.iter().enumerate() {
-            // SAFETY: every row has one block per tile.
             // SAFETY: every row has one block per tile.
             let yb: [&BlockQ8K; T] = unsafe { blocks(ys, b) };
             for h in 0..2 {
@@ -554,7 +430,6 @@ pub mod x86 {
         let mut summs = [[_mm256_setzero_ps(); T]; 2];
         let mut tacc = [[_mm256_setzero_ps(); T]; 2];
         for (b, t) in tiles.iter().enumerate() {
-            // SAFETY: every row has one block per tile.
             // SAFETY: every row has one block per tile.
             let yb: [&BlockQ8K; T] = unsafe { blocks(ys, b) };
             for h in 0..2 {

@@ -153,9 +153,13 @@ pub mod x86 {
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     fn unpack(g: &[[u8; 64]; 3]) -> [__m512i; 4] {
         // SAFETY: 64-byte aligned lines of a 64-byte aligned tile.
-        let [a, b, h] = g
-            .each_ref()
-            .map(|l| unsafe { _mm512_load_si512(l.as_ptr() as *const _) });
+        let [a, b, h] = unsafe {
+            [
+                _mm512_load_si512(g[0].as_ptr() as *const _),
+                _mm512_load_si512(g[1].as_ptr() as *const _),
+                _mm512_load_si512(g[2].as_ptr() as *const _),
+            ]
+        };
         let (nib, top) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x30));
         // 16-bit shifts: what they bring in from the next byte falls outside
         // each byte's mask.
@@ -213,13 +217,21 @@ pub mod x86 {
         let mut acc = [[_mm512_setzero_ps(); 8]; T];
         let mut tacc = [_mm512_setzero_ps(); T];
         for (b, t) in tiles.iter().enumerate() {
-            // SAFETY: every row has one block per tile.
-            let yb: [&BlockQ8K; T] = std::array::from_fn(|r| unsafe { ys[r].get_unchecked(b) });
+            let mut yb = [&ys[0][0]; T];
+            for (yb, y) in yb.iter_mut().zip(ys) {
+                // SAFETY: every row has one block per tile.
+                *yb = unsafe { y.get_unchecked(b) };
+            }
             // Each 4-element sum fits in i16 (|Σ| ≤ 4·63·127), so `vpdpwssd`
             // against the scale's low 16 bits (high half cleared) adds
             // `scale · Σ` exactly in one instruction.
-            let sc: [__m512i; 16] =
-                std::array::from_fn(|s| _mm512_and_si512(widen_i8(&t.scales[s]), low16));
+            // (Loops, not `array::from_fn`, here and above: a closure
+            // called through core's code, which lacks these target
+            // features, can be left out of line with its intrinsics.)
+            let mut sc = [low16; 16];
+            for (sc, scales) in sc.iter_mut().zip(&t.scales) {
+                *sc = _mm512_and_si512(widen_i8(scales), low16);
+            }
             // SAFETY: 64-byte aligned.
             let d = unsafe { _mm512_load_ps(t.d.as_ptr()) };
             let mut total = [_mm512_setzero_si512(); T];

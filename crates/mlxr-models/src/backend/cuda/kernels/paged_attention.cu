@@ -417,58 +417,43 @@ __device__ void attend(const float *__restrict__ q, T *__restrict__ k_cache,
     __syncthreads();
     if (!last) return;
     __threadfence();
-    // Four dimensions a thread (head_dim is a multiple of 4): each thread
-    // loads R splits' (max, sum) pairs of its query head and its
-    // dimensions of their outputs at once, and folds them into a running
-    // (max, sum, output): one memory latency per R splits, no weights
-    // shared through the block first. (Every split below own_splits wrote
-    // its entries.)
-    constexpr int R = DPL == 2 ? 8 : 16;  // DPL 2 keeps its registers under 128
+    // Per query head of the group (a warp each): the splits' weights (one
+    // a lane, at most 32 splits) and the sum's inverse.
+    __shared__ float weight[MAX_GROUP][32];
+    __shared__ float inv_den[MAX_GROUP];
+    for (int g = warp; g < group; g += NW) {
+        const size_t base = ((size_t)t * n_heads + kvh * group + g) * splits;
+        const float ms = lane < own_splits ? __ldcg(part_ml + 2 * (base + lane)) : -INFINITY;
+        const float ls = lane < own_splits ? __ldcg(part_ml + 2 * (base + lane) + 1) : 0.f;
+        float mx = ms;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, o));
+        // A split that saw no key has m = -inf: weight 0.
+        const float c = ms == -INFINITY ? 0.f : __expf(ms - mx);
+        weight[g][lane] = c;
+        const float den = warp_sum(ls * c);
+        if (lane == 0) inv_den[g] = den > 0.f ? 1.f / den : 0.f;
+    }
+    __syncthreads();
+    // Four dimensions a thread (head_dim is a multiple of 4), eight splits'
+    // loads in flight: one block does what a launch of a block per query
+    // head did. (Every split below own_splits wrote its entries.)
     for (int idx = 4 * threadIdx.x; idx < group * head_dim; idx += 4 * blockDim.x) {
         const int g = idx / head_dim;
         const int d = idx % head_dim;
         const int h = kvh * group + g;
         const size_t base = ((size_t)t * n_heads + h) * splits;
-        const float2 *ml = reinterpret_cast<const float2 *>(part_ml) + base;
-        const float4 *acc4 = reinterpret_cast<const float4 *>(part_acc + base * head_dim + d);
-        const int stride = head_dim / 4;  // float4s from one split's output to the next
-        float mx = -INFINITY, den = 0.f;
         float4 num = make_float4(0.f, 0.f, 0.f, 0.f);
-        for (int s0 = 0; s0 < own_splits; s0 += R) {
-            float2 p[R];
-            float4 x[R];
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                p[r] = make_float2(-INFINITY, 0.f);
-                x[r] = make_float4(0.f, 0.f, 0.f, 0.f);
-                if (s0 + r < own_splits) {
-                    p[r] = __ldcg(ml + s0 + r);
-                    x[r] = __ldcg(acc4 + (s0 + r) * stride);
-                }
-            }
-            float m_new = mx;
-#pragma unroll
-            for (int r = 0; r < R; ++r) m_new = fmaxf(m_new, p[r].x);
-            if (m_new == -INFINITY) continue;  // no split of these saw a key
-            const float correction = __expf(mx - m_new);
-            num.x *= correction;
-            num.y *= correction;
-            num.z *= correction;
-            num.w *= correction;
-            den *= correction;
-            mx = m_new;
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                // A split that saw no key has m = -inf: weight 0.
-                const float c = p[r].x == -INFINITY ? 0.f : __expf(p[r].x - mx);
-                num.x += x[r].x * c;
-                num.y += x[r].y * c;
-                num.z += x[r].z * c;
-                num.w += x[r].w * c;
-                den += p[r].y * c;
-            }
+#pragma unroll 8
+        for (int sp = 0; sp < own_splits; ++sp) {
+            const float c = weight[g][sp];
+            const float4 x = __ldcg(reinterpret_cast<const float4 *>(part_acc + (base + sp) * head_dim + d));
+            num.x += x.x * c;
+            num.y += x.y * c;
+            num.z += x.z * c;
+            num.w += x.w * c;
         }
-        const float inv = den > 0.f ? 1.f / den : 0.f;
+        const float inv = inv_den[g];
         const float4 y = make_float4(num.x * inv, num.y * inv, num.z * inv, num.w * inv);
         *reinterpret_cast<float4 *>(out_row + idx) = y;
         *reinterpret_cast<float4 *>(staged + idx) = y;
