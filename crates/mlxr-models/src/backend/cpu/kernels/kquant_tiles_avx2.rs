@@ -57,7 +57,7 @@ pub mod x86 {
     /// # Safety
     /// `b < ys[r].len()` for every row.
     #[inline(always)]
-    unsafe fn blocks<'a, const T: usize>(ys: [&'a [BlockQ8K]; T], b: usize) -> [&'a BlockQ8K; T] {
+    unsafe fn blocks<const T: usize>(ys: [&[BlockQ8K]; T], b: usize) -> [&BlockQ8K; T] {
         let mut out = [&ys[0][0]; T];
         for (o, y) in out.iter_mut().zip(ys) {
             // SAFETY: the caller's.
