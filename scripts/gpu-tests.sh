@@ -24,8 +24,7 @@
 #          pp512 with that prefill attention kernel; GPU_DEPTH="1024" also
 #          decode from that depth (both engines), GPU_DECODE_ENV="KNOB=V ..."
 #          mlxr's decode under each setting, GPU_BENCH_ENV="KNOB=V ..." its
-#          prefill and decode under each; with dist/cuda/mlxr-base.xz (and
-#          BASE_COMMIT) that earlier build's decode at each GPU_DEPTH too
+#          prefill and decode under each
 #   batched  aggregate speed of 1, 8, 64 and 256 sequences served together:
 #          mlxr bench --parallel beside llama-batched-bench (GPU_BATCHED models;
 #          GPU_BATCHED_ENV="MLXR_CUDA_F16_GEMM_ROWS=8 MLXR_CUDA_QUANT_ROWS=4":
@@ -79,12 +78,6 @@ unxz_to "$ROOT/dist/cuda/mlxr.xz" "$WORK/bin/mlxr"
 [[ -f $ROOT/dist/cuda/gpu.xz ]] && unxz_to "$ROOT/dist/cuda/gpu.xz" "$WORK/bin/gpu"
 MLXR=$WORK/bin/mlxr
 $MLXR --version
-# An earlier build to time beside this one (bench stage): dist/cuda/mlxr-base.xz.
-BASE=""
-if [[ -f $ROOT/dist/cuda/mlxr-base.xz ]]; then
-    unxz_to "$ROOT/dist/cuda/mlxr-base.xz" "$WORK/bin/mlxr-base" && BASE=$WORK/bin/mlxr-base
-    echo "base: $(cat "$ROOT/dist/cuda/BASE_COMMIT" 2>/dev/null || echo unknown)"
-fi
 
 LLAMA=$WORK/llama.cpp
 if [[ -f $ROOT/dist/llama.cpp.tar.xz && ! -d $LLAMA ]]; then
@@ -296,10 +289,6 @@ if has bench; then
                 timeout 120 "$LLAMA_BENCH" -m "${MODEL[$m]}" -p 0 -n 128 -d "$depth" -fa 1 -ngl 99 -r 3 2>&1 | grep -E '^\|'
             fi
             timeout 100 "$MLXR" bench --device cuda -m "${MODEL[$m]}" -p 0 -n 128 -d "$depth" -r 3 2>&1 | grep -E 'tg128|error'
-            if [[ -n $BASE ]]; then
-                echo "base, depth $depth"
-                timeout 100 "$BASE" bench --device cuda -m "${MODEL[$m]}" -p 0 -n 128 -d "$depth" -r 3 2>&1 | grep -E 'tg128|error'
-            fi
         done
         # Decode under other settings (GPU_DECODE_ENV: assignments of debug
         # knobs, e.g. MLXR_CUDA_ATTN_CHUNK=64), at depth 0 and each GPU_DEPTH.

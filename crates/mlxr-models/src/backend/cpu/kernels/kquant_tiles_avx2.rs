@@ -21,7 +21,7 @@ pub mod x86 {
     use crate::backend::cpu::kernels::q4k_tiles::Tile;
     use crate::backend::cpu::kernels::q5k_tiles::Tile5;
     use crate::backend::cpu::kernels::q6k_tiles::{line_place, Tile6};
-    use crate::backend::cpu::kernels::q8k::BlockQ8K;
+    use crate::backend::cpu::kernels::q8k::{blocks_at, BlockQ8K};
 
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -46,24 +46,6 @@ pub mod x86 {
             _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)),
             _mm256_slli_epi32(v, 16),
         )
-    }
-
-    /// Block `b` of each token's activation row. Here and in the kernels
-    /// below, loops rather than `array::from_fn`/`map`: a closure called
-    /// through core's code, which lacks these target features, was left
-    /// out of line in one build with the intrinsics inside it (Q6_K
-    /// prefill at half speed).
-    ///
-    /// # Safety
-    /// `b < ys[r].len()` for every row.
-    #[inline(always)]
-    unsafe fn blocks<const T: usize>(ys: [&[BlockQ8K]; T], b: usize) -> [&BlockQ8K; T] {
-        let mut out = [&ys[0][0]; T];
-        for (o, y) in out.iter_mut().zip(ys) {
-            // SAFETY: the caller's.
-            *o = unsafe { y.get_unchecked(b) };
-        }
-        out
     }
 
     /// The first 8 bytes of a tile's scales.
@@ -158,7 +140,7 @@ pub mod x86 {
         let mut accm = [[_mm256_setzero_ps(); T]; 2];
         for (b, t) in tiles.iter().enumerate() {
             // SAFETY: every row has one block per tile.
-            let yb: [&BlockQ8K; T] = unsafe { blocks(ys, b) };
+            let yb: [&BlockQ8K; T] = unsafe { blocks_at(ys, b) };
             for h in 0..2 {
                 // SAFETY: h < 2.
                 unsafe { q4k_block_half(t, yb, pairs, h, &mut acc[h], &mut accm[h]) };
@@ -280,7 +262,7 @@ pub mod x86 {
         let mut tacc = [[_mm256_setzero_ps(); T]; 2];
         for (b, t) in tiles.iter().enumerate() {
             // SAFETY: every row has one block per tile.
-            let yb: [&BlockQ8K; T] = unsafe { blocks(ys, b) };
+            let yb: [&BlockQ8K; T] = unsafe { blocks_at(ys, b) };
             for h in 0..2 {
                 // SAFETY: h < 2.
                 unsafe { q6k_block_half::<T, TILED>(t, yb, h, &mut acc[h], &mut tacc[h]) };
@@ -431,7 +413,7 @@ pub mod x86 {
         let mut tacc = [[_mm256_setzero_ps(); T]; 2];
         for (b, t) in tiles.iter().enumerate() {
             // SAFETY: every row has one block per tile.
-            let yb: [&BlockQ8K; T] = unsafe { blocks(ys, b) };
+            let yb: [&BlockQ8K; T] = unsafe { blocks_at(ys, b) };
             for h in 0..2 {
                 let sums = (&mut acc[h], &mut summs[h], &mut tacc[h]);
                 // SAFETY: h < 2.

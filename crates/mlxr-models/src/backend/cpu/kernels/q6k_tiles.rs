@@ -137,7 +137,7 @@ pub mod x86 {
 
     use super::super::kquant_tiles_avx2::x86::q6k_tiles as avx2;
     use super::super::q4k_tiles::x86::bcast4;
-    use super::super::q8k::BlockQ8K;
+    use super::super::q8k::{blocks_at, BlockQ8K};
     use super::{line_place, Tile6};
 
     /// 16 signed bytes as 16 i32.
@@ -217,17 +217,12 @@ pub mod x86 {
         let mut acc = [[_mm512_setzero_ps(); 8]; T];
         let mut tacc = [_mm512_setzero_ps(); T];
         for (b, t) in tiles.iter().enumerate() {
-            let mut yb = [&ys[0][0]; T];
-            for (yb, y) in yb.iter_mut().zip(ys) {
-                // SAFETY: every row has one block per tile.
-                *yb = unsafe { y.get_unchecked(b) };
-            }
+            // SAFETY: every row has one block per tile.
+            let yb: [&BlockQ8K; T] = unsafe { blocks_at(ys, b) };
             // Each 4-element sum fits in i16 (|Σ| ≤ 4·63·127), so `vpdpwssd`
             // against the scale's low 16 bits (high half cleared) adds
             // `scale · Σ` exactly in one instruction.
-            // (Loops, not `array::from_fn`, here and above: a closure
-            // called through core's code, which lacks these target
-            // features, can be left out of line with its intrinsics.)
+            // (A loop, not `array::from_fn`: see `blocks_at`.)
             let mut sc = [low16; 16];
             for (sc, scales) in sc.iter_mut().zip(&t.scales) {
                 *sc = _mm512_and_si512(widen_i8(scales), low16);

@@ -23,6 +23,24 @@ pub struct BlockQ8K {
     pub bsums: [i16; QK_K / 16],
 }
 
+/// Block `b` of each of `T` activation rows, for the tile kernels. A loop,
+/// not `array::from_fn`: a closure called through core's code, which lacks
+/// the kernels' target features, was left out of line in one build, and
+/// with it the intrinsics of such closures (Q6_K prefill at half speed under
+/// AVX2); the kernels build their other per-tile arrays with loops too.
+///
+/// # Safety
+/// `b < ys[r].len()` for every row.
+#[inline(always)]
+pub(super) unsafe fn blocks_at<const T: usize>(ys: [&[BlockQ8K]; T], b: usize) -> [&BlockQ8K; T] {
+    let mut out = [&ys[0][0]; T];
+    for (o, y) in out.iter_mut().zip(ys) {
+        // SAFETY: the caller's.
+        *o = unsafe { y.get_unchecked(b) };
+    }
+    out
+}
+
 impl Default for BlockQ8K {
     fn default() -> Self {
         Self {
