@@ -16,6 +16,7 @@ pub mod affine;
 pub mod attention;
 pub mod bnb4;
 pub mod decoded;
+mod decoded_simd;
 pub mod dot;
 pub mod fp8;
 pub mod ggml_f32;
