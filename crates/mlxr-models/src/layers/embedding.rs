@@ -4,6 +4,8 @@ use candle_core::quantized::QTensor;
 use candle_core::{Device, Tensor};
 
 use crate::backend::cpu::kernels::affine::AffineWeight;
+use crate::backend::cpu::kernels::decoded::RowDecode;
+use crate::backend::cpu::kernels::float16::HalfWeight;
 use crate::backend::cpu::kernels::{QuantMatMul, RowOrder};
 use crate::layers::Linear;
 use crate::Result;
@@ -15,6 +17,9 @@ pub enum Embedding {
     Tiled(Arc<QuantMatMul>),
     Dense(Tensor),
     Affine(Arc<AffineWeight>),
+    /// F16/BF16 rows widened as they are read; a tied head multiplies the
+    /// same values.
+    Half(Arc<HalfWeight>),
 }
 
 impl Embedding {
@@ -29,6 +34,9 @@ impl Embedding {
             }),
             Embedding::Tiled(op) => gather(ids, op.rows(), op.cols(), device, |r, row| {
                 op.dequantize_row(r, row);
+            }),
+            Embedding::Half(w) => gather(ids, w.rows(), w.cols(), device, |r, row| {
+                w.decode_row(r, row)
             }),
         }
     }
@@ -57,6 +65,7 @@ impl Embedding {
             Embedding::Tiled(op) => op.cols(),
             Embedding::Dense(t) => t.dims().last().copied().unwrap_or(0),
             Embedding::Affine(w) => w.cols(),
+            Embedding::Half(w) => w.cols(),
         }
     }
 
@@ -64,7 +73,7 @@ impl Embedding {
     /// GGML blocks on the CPU.
     pub fn has_rows(&self) -> bool {
         match self {
-            Embedding::Tiled(_) => true,
+            Embedding::Tiled(_) | Embedding::Half(_) => true,
             Embedding::Ggml(t) => t.device().is_cpu() && t.shape().dims().len() == 2,
             Embedding::Dense(_) | Embedding::Affine(_) => false,
         }
@@ -82,6 +91,11 @@ impl Embedding {
         match self {
             Embedding::Tiled(op) if op.dequantize_row(id as usize, out) => Ok(()),
             Embedding::Tiled(op) => Err(outside(op.rows())),
+            Embedding::Half(w) if (id as usize) < w.rows() => {
+                w.decode_row(id as usize, out);
+                Ok(())
+            }
+            Embedding::Half(w) => Err(outside(w.rows())),
             Embedding::Ggml(t) if self.has_rows() => {
                 let (rows, hidden) = t.shape().dims2()?;
                 if id as usize >= rows {
@@ -114,6 +128,7 @@ impl Embedding {
             Embedding::Tiled(op) => Ok(Linear::tiled(op.clone())),
             Embedding::Dense(t) => Ok(Linear::dense(t.clone())),
             Embedding::Affine(w) => Ok(Linear::affine(w.clone())),
+            Embedding::Half(w) => Ok(Linear::half(w.clone())),
         }
     }
 }

@@ -6,6 +6,7 @@ use candle_core::{DType, Module, Tensor};
 use crate::backend::cpu::kernels::affine::{AffineMatMul, AffineWeight};
 use crate::backend::cpu::kernels::bnb4::Bnb4Weight;
 use crate::backend::cpu::kernels::decoded::{DecodedMatMul, RowDecode};
+use crate::backend::cpu::kernels::float16::HalfWeight;
 use crate::backend::cpu::kernels::fp8::Fp8Weight;
 use crate::backend::cpu::kernels::{QuantMatMul, RowOrder};
 use crate::weights::Weights;
@@ -44,6 +45,8 @@ enum LinearWeight {
     Fp8(Arc<Fp8Weight>),
     /// bitsandbytes NF4/FP4 codes with block absmax, likewise.
     Bnb4(Arc<Bnb4Weight>),
+    /// F16/BF16 values (safetensors on the CPU), likewise: 2 bytes a weight.
+    Half(Arc<HalfWeight>),
 }
 
 impl Linear {
@@ -150,6 +153,10 @@ impl Linear {
         Self::new(LinearWeight::Bnb4(w))
     }
 
+    pub fn half(w: Arc<HalfWeight>) -> Self {
+        Self::new(LinearWeight::Half(w))
+    }
+
     fn new(weight: LinearWeight) -> Self {
         Self {
             weight,
@@ -194,6 +201,7 @@ impl Linear {
             LinearWeight::Affine(w) => (w.rows(), w.cols()),
             LinearWeight::Fp8(w) => (w.rows(), w.cols()),
             LinearWeight::Bnb4(w) => (w.rows(), w.cols()),
+            LinearWeight::Half(w) => (w.rows(), w.cols()),
         }
     }
 
@@ -255,6 +263,7 @@ impl Linear {
             LinearWeight::Affine(w) => AffineMatMul(w).forward(x)?,
             LinearWeight::Fp8(w) => DecodedMatMul(&**w).forward(x)?,
             LinearWeight::Bnb4(w) => DecodedMatMul(&**w).forward(x)?,
+            LinearWeight::Half(w) => DecodedMatMul(&**w).forward(x)?,
         };
         self.with_bias(y)
     }

@@ -1,7 +1,9 @@
 //! Weights of a Hugging Face or MLX model folder: one `model.safetensors`, or
 //! shards listed by `model.safetensors.index.json`, memory-mapped.
 //!
-//! Float tensors (F32, F16, BF16) are read as f32. A linear layer with
+//! Float tensors (F32, F16, BF16) are read as f32, except F16/BF16 matrices
+//! (linear layers, embeddings) for the CPU, which stay 16-bit and are
+//! widened inside the matmul ([`HalfWeight`]). A linear layer with
 //! `scales` and `biases` beside its `weight` is MLX affine-quantized: the
 //! `uint32` weight holds `bits`-bit integers, and `bits` and the group size
 //! follow from the shapes (`in·bits/32` words and `in/group` scales per row),
@@ -27,6 +29,7 @@ use super::Weights;
 use crate::backend::cpu::kernels::affine::AffineWeight;
 use crate::backend::cpu::kernels::bnb4::Bnb4Weight;
 use crate::backend::cpu::kernels::decoded::RowDecode;
+use crate::backend::cpu::kernels::float16::{HalfFormat, HalfWeight};
 use crate::backend::cpu::kernels::fp8::Fp8Weight;
 use crate::layers::{Embedding, Linear};
 use crate::{ModelError, Result};
@@ -371,6 +374,33 @@ impl SafetensorsWeights {
         Ok(Some(codes))
     }
 
+    /// The F16/BF16 matrix `name` kept 16-bit for the CPU kernels; `None`
+    /// for other types and devices (read as f32 by [`Self::float`]).
+    fn half(&self, name: &str, shape: [usize; 2]) -> Result<Option<HalfWeight>> {
+        let format = match self.dtype(name)? {
+            Dtype::F16 => HalfFormat::F16,
+            Dtype::BF16 => HalfFormat::Bf16,
+            _ => return Ok(None),
+        };
+        if !self.device.is_cpu() {
+            return Ok(None);
+        }
+        let view = self
+            .files
+            .get(name)
+            .map_err(|_| ModelError::MissingTensor(name.to_string()))?;
+        if view.shape() != shape {
+            return Err(ModelError::ShapeMismatch {
+                tensor: name.to_string(),
+                expected: shape.to_vec(),
+                found: view.shape().to_vec(),
+            });
+        }
+        HalfWeight::from_le_bytes(format, shape[0], shape[1], view.data())
+            .map(Some)
+            .map_err(|e| files_error(format!("tensor '{name}': {e}")))
+    }
+
     /// `w` for the CPU kernels, or dequantized to f32 for another device.
     fn on_device<W: RowDecode>(&self, w: W, cpu: fn(Arc<W>) -> Linear) -> Result<Linear> {
         if self.device.is_cpu() {
@@ -559,6 +589,9 @@ impl Weights for SafetensorsWeights {
         if let Some(linear) = self.hf_quantized(stem, &hf, out, inp)? {
             return Ok(linear);
         }
+        if let Some(w) = self.half(&hf, [out, inp])? {
+            return Ok(Linear::half(Arc::new(w)));
+        }
         Ok(Linear::dense(self.float(&hf, &[out, inp])?))
     }
 
@@ -575,6 +608,9 @@ impl Weights for SafetensorsWeights {
                 return Ok(Embedding::Dense(self.dequantized(&w)?));
             }
             return Ok(Embedding::Affine(Arc::new(w)));
+        }
+        if let Some(w) = self.half(&hf, [vocab, hidden])? {
+            return Ok(Embedding::Half(Arc::new(w)));
         }
         Ok(Embedding::Dense(self.float(&hf, &[vocab, hidden])?))
     }

@@ -59,8 +59,8 @@ pub(super) struct Scratch(Vec<Line>);
 /// [`super::decoded`]'s product of `rows` for every token, `[rows, m]`.
 ///
 /// # Safety
-/// The CPU must have AVX2 and FMA.
-#[target_feature(enable = "avx2,fma")]
+/// The CPU must have AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn rows_avx2<W: RowDecode>(
     w: &W,
     rows: Range<usize>,
@@ -81,8 +81,8 @@ pub(super) unsafe fn rows_avx2<W: RowDecode>(
 /// [`rows_avx2`] decoding with AVX-512 and on 32 vector registers.
 ///
 /// # Safety
-/// The CPU must have AVX2, FMA and AVX-512 F, BW and VL.
-#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+/// The CPU must have AVX2, FMA, F16C and AVX-512 F, BW and VL.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
 pub(super) unsafe fn rows_avx512<W: RowDecode>(
     w: &W,
     rows: Range<usize>,
@@ -233,10 +233,10 @@ pub(super) const FUSED_TOKENS: usize = 4;
 /// written into `out`. The same dot per output, bit for bit.
 ///
 /// # Safety
-/// AVX2 and FMA; [`RowDecode::fusable`]; `1 <= m <= FUSED_TOKENS` and
+/// AVX2, FMA and F16C; [`RowDecode::fusable`]; `1 <= m <= FUSED_TOKENS` and
 /// `x` holds `m` tokens; `out` is `[m, w.rows()]` and no other thread
 /// writes `rows`.
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn fused_avx2<W: RowDecode>(
     w: &W,
     rows: Range<usize>,
@@ -251,8 +251,8 @@ pub(super) unsafe fn fused_avx2<W: RowDecode>(
 /// [`fused_avx2`] with AVX-512 decodes and 32 vector registers.
 ///
 /// # Safety
-/// AVX2, FMA and AVX-512 F/BW/VL; as [`fused_avx2`].
-#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+/// AVX2, FMA, F16C and AVX-512 F/BW/VL; as [`fused_avx2`].
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
 pub(super) unsafe fn fused_avx512<W: RowDecode>(
     w: &W,
     rows: Range<usize>,

@@ -18,6 +18,7 @@ pub mod bnb4;
 pub mod decoded;
 mod decoded_simd;
 pub mod dot;
+pub mod float16;
 pub mod fp8;
 pub mod ggml_f32;
 pub mod isa;
