@@ -165,8 +165,11 @@ impl Twin {
 }
 
 /// Steps of at least this many tokens (prefill chunks) take
-/// [`panels_gemm`]; shorter ones (decode, drafts to verify) the fixed-order
-/// dot, so a token's result there does not depend on the batch.
+/// [`panels_gemm`]; shorter ones (decode, drafts to verify: at most 33
+/// tokens a sequence) the fixed-order dot, so a token's result there does
+/// not depend on the batch. A decoding token in a longer step (beside
+/// another request's prompt chunk) gets GEMM's rounding instead: the price
+/// of prefill at GEMM speed.
 const GEMM_TOKENS: usize = 64;
 
 /// Rows decoded into one panel of [`panels_gemm`].
