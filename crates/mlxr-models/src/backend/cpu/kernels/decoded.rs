@@ -191,12 +191,7 @@ pub fn matmul<W: RowDecode>(w: &W, x: &[f32], m: usize) -> Vec<f32> {
 /// GEMM's, in its order: within f32 rounding of [`dot`]'s, not its bits.
 fn panels_gemm<W: RowDecode>(w: &W, x: &[f32], m: usize, twin: Twin) -> Vec<f32> {
     let (rows, cols) = (w.rows(), w.cols());
-    assert_eq!(x.len(), m * cols, "activations do not match the weight");
-    let mut y = vec![0.0f32; m * rows];
-    let out = Out {
-        ptr: y.as_mut_ptr(),
-        rows,
-    };
+    let (y, out) = output(w, x, m);
     let panels = rows.div_ceil(PANEL_ROWS);
     let threads = current_threads().clamp(1, panels.max(1));
     for_each_thread(threads, |thread| {
@@ -248,13 +243,8 @@ fn panels_gemm<W: RowDecode>(w: &W, x: &[f32], m: usize, twin: Twin) -> Vec<f32>
 }
 
 fn matmul_with<W: RowDecode>(w: &W, x: &[f32], m: usize, twin: Twin) -> Vec<f32> {
-    let (rows, cols) = (w.rows(), w.cols());
-    assert_eq!(x.len(), m * cols, "activations do not match the weight");
-    let mut y = vec![0.0f32; m * rows];
-    let out = Out {
-        ptr: y.as_mut_ptr(),
-        rows,
-    };
+    let rows = w.rows();
+    let (y, out) = output(w, x, m);
     // A step of a few tokens through the fused product: one contiguous run
     // of rows a thread (whole tiles of 8), written straight into `y`.
     #[cfg(target_arch = "x86_64")]
@@ -313,6 +303,19 @@ fn matmul_with<W: RowDecode>(w: &W, x: &[f32], m: usize, twin: Twin) -> Vec<f32>
         }
     });
     y
+}
+
+/// The zeroed `[m, rows]` output of `w` for the `m` tokens of `x`, and the
+/// handle its threads write it through (the buffer does not move with the
+/// `Vec`).
+fn output<W: RowDecode>(w: &W, x: &[f32], m: usize) -> (Vec<f32>, Out) {
+    assert_eq!(x.len(), m * w.cols(), "activations do not match the weight");
+    let mut y = vec![0.0f32; m * w.rows()];
+    let out = Out {
+        ptr: y.as_mut_ptr(),
+        rows: w.rows(),
+    };
+    (y, out)
 }
 
 /// The `[m, rows]` output that the threads of one product write, each its
