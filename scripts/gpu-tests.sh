@@ -31,6 +31,11 @@
 #          also mlxr under each of those settings (A=1,B=2: both at once),
 #          run while llama.cpp still
 #          compiles, or after it with the test stage)
+#   folders  Hugging Face folders on the GPU: the GPU_FOLDERS model (a random
+#          F16 GGUF, default qwen1.5b-f16) converted by `mlxr convert` to F16
+#          and BF16 folders and by bench/fp8_nf4_folders.py to FP8 and NF4
+#          (the machine's ml_dtypes and safetensors), each benchmarked
+#          (mlxr bench --device cuda) beside the same shape's Q8_0 GGUF
 #   profile  the decode matmul kernels timed alone, then each op's time per
 #          decode step (tests/gpu --profile) on the GPU_BENCH models, of one
 #          sequence and of each of GPU_PROFILE_SEQS (e.g. "16 64") together
@@ -111,6 +116,8 @@ for m in ${GPU_MODELS:-smollm2-q8_0 qwen1.5b-q4_k_m llama8b-q4_k_m}; do
     smollm2-q8_0) make_model "$m" smollm2-135m q8_0 starcoder ;;
     smollm2-q4_1) make_model "$m" smollm2-135m q4_1 starcoder ;;
     smollm2-f16) make_model "$m" smollm2-135m f16 starcoder ;;
+    qwen1.5b-f16) make_model "$m" qwen2.5-1.5b f16 qwen2 ;;
+    qwen1.5b-q8_0) make_model "$m" qwen2.5-1.5b q8_0 qwen2 ;;
     qwen1.5b-q4_k_m) make_model "$m" qwen2.5-1.5b q4_k_m qwen2 ;;
     llama8b-q4_k_m) make_model "$m" llama3-8b q4_k_m starcoder ;;
     llama8b-f16) make_model "$m" llama3-8b f16 starcoder ;;
@@ -333,6 +340,28 @@ if has batched; then
             result FAIL "mlxr bench --parallel $m (mlxr-batched-$m.log)"
         fi
         ! has test || batched_settings "$m"
+    done
+fi
+
+if has folders && [[ -n ${MODEL[${GPU_FOLDERS:=qwen1.5b-f16}]:-} ]]; then
+    stage "folders from $GPU_FOLDERS: F16, BF16, FP8, NF4"
+    F=$WORK/folders
+    rm -rf "$F" && mkdir -p "$F"
+    "$MLXR" convert "${MODEL[$GPU_FOLDERS]}" "$F/f16" --outtype f16 >/dev/null &&
+        "$MLXR" convert "${MODEL[$GPU_FOLDERS]}" "$F/bf16" --outtype bf16 >/dev/null ||
+        result FAIL "mlxr convert $GPU_FOLDERS"
+    python3 "$ROOT/bench/fp8_nf4_folders.py" "$F/f16" "$F/fp8" "$F/nf4" ||
+        result FAIL "bench/fp8_nf4_folders.py"
+    du -sh "$F"/* "${MODEL[$GPU_FOLDERS]}" ${MODEL[qwen1.5b-q8_0]:+"${MODEL[qwen1.5b-q8_0]}"}
+    for m in "$F/f16" "$F/bf16" "$F/fp8" "$F/nf4" "${MODEL[$GPU_FOLDERS]}" ${MODEL[qwen1.5b-q8_0]:+"${MODEL[qwen1.5b-q8_0]}"}; do
+        [[ -e $m ]] || continue
+        stage "bench $(basename "$m")"
+        if timeout 150 "$MLXR" bench --device cuda -m "$m" -p 512 -n 128 -r 3 2>&1 |
+            tee "$OUT/mlxr-bench-folder-$(basename "$m").log"; then
+            result PASS "mlxr bench $(basename "$m")"
+        else
+            result FAIL "mlxr bench $(basename "$m") (mlxr-bench-folder-$(basename "$m").log)"
+        fi
     done
 fi
 

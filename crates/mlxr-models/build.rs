@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 const KERNELS: &[&str] = &[
+    "src/backend/cuda/kernels/decoded_matvec.cu",
     "src/backend/cuda/kernels/flash_prefill.cu",
     "src/backend/cuda/kernels/half_matvec.cu",
     "src/backend/cuda/kernels/mmq.cu",

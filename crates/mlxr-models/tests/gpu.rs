@@ -65,6 +65,16 @@ use mlxr_models::{
 const TOLERANCE: f32 = 3e-3;
 /// What batching or a cache hit may change on one device.
 const SAME_DEVICE: f32 = 1e-4;
+/// F16 safetensors weights and FP8/4-bit codes on the GPU: steps of up to
+/// 8 rows multiply the CPU's f32 values (f32 order noise only); longer ones
+/// round the activations (and decoded codes) to F16 for cuBLAS, as
+/// llama.cpp does for F16 weights, so a row differs from the CPU's, and
+/// from the same row alone, by that rounding (measured up to 8.3e-3 on the
+/// tiny models, bench/results/gpu-2026-12-07-s56.md).
+const SIXTEEN_BIT_TOLERANCE: f32 = 1e-2;
+/// BF16 weights likewise, their activations rounded to BF16 (8 bits of
+/// significand against F16's 11): measured up to 3.7e-2.
+const BF16_TOLERANCE: f32 = 5e-2;
 /// Both sides quantize activations to 8 bits, each its own way (types
 /// without a kernel of ours).
 const QUANTIZED_TOLERANCE: f32 = 0.15;
@@ -156,6 +166,8 @@ struct Pair<'a> {
     /// Whether greedy tokens and batching must agree (f32 weights) or are
     /// only reported (quantized weights).
     exact: bool,
+    /// What batching or a cache hit may change (when `exact`).
+    same_device: f32,
     /// The same model dequantized to f32 on the CPU (quantized pairs).
     reference: Option<&'a DecoderModel>,
 }
@@ -504,11 +516,11 @@ impl Pair<'_> {
         if self.exact {
             stats.check(
                 &format!("prefix hit differs by {hit_diff:.2e}"),
-                hit_diff <= SAME_DEVICE,
+                hit_diff <= self.same_device,
             );
             stats.check(
                 &format!("batched differs from alone by {batch_diff:.2e}"),
-                batch_diff <= SAME_DEVICE,
+                batch_diff <= self.same_device,
             );
             stats.check("too few clear greedy steps", stats.clear >= 20);
         }
@@ -551,6 +563,7 @@ fn pair(
             QUANTIZED_TOLERANCE
         },
         exact,
+        same_device: SAME_DEVICE,
         reference,
     };
     Outcome {
@@ -575,6 +588,18 @@ fn tiny(dir: &Path, device: &Device) -> Vec<Outcome> {
         "qwen3-mlx-q4-g128",
         "gemma3-mlx-q4-g32",
     ] {
+        // Folders stored in 16 bits stay so on the GPU (mistral: BF16, qwen2
+        // partly F16).
+        let tolerance = folder_tolerance(&dir.join(name));
+        if tolerance != TOLERANCE {
+            out.extend(folder_pair(
+                format!("tiny {name}"),
+                &dir.join(name),
+                device,
+                tolerance,
+            ));
+            continue;
+        }
         let cpu = DecoderModel::load_dir(&dir.join(name), &Device::Cpu).unwrap();
         let dev = DecoderModel::load_dir(&dir.join(name), device).unwrap();
         out.push(pair(format!("tiny {name}"), &cpu, &dev, device, true, None));
@@ -596,6 +621,107 @@ fn tiny(dir: &Path, device: &Device) -> Vec<Outcome> {
             true,
             None,
         ));
+    }
+    out
+}
+
+/// What a model folder's pair is held to, by how the GPU multiplies its
+/// matrices (`*.weight`, two dimensions): f32 ones [`TOLERANCE`]; F16 ones
+/// or FP8/4-bit codes [`SIXTEEN_BIT_TOLERANCE`]; BF16 ones
+/// [`BF16_TOLERANCE`]. MLX folders' U32 codes are dequantized to f32.
+fn folder_tolerance(dir: &Path) -> f32 {
+    let config = std::fs::read_to_string(dir.join("config.json")).unwrap_or_default();
+    let mut tolerance =
+        if config.contains("\"quantization_config\"") && !config.contains("\"bits\"") {
+            SIXTEEN_BIT_TOLERANCE
+        } else {
+            TOLERANCE
+        };
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "safetensors") {
+            continue;
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        for (name, view) in file.tensors() {
+            if !name.ends_with(".weight") || view.shape().len() != 2 {
+                continue;
+            }
+            match view.dtype() {
+                safetensors::Dtype::BF16 => return BF16_TOLERANCE,
+                safetensors::Dtype::F16 => tolerance = SIXTEEN_BIT_TOLERANCE,
+                _ => {}
+            }
+        }
+    }
+    tolerance
+}
+
+/// A folder whose matrices the GPU keeps as stored (16-bit or codes),
+/// against the CPU's kernels on the same values, within `tolerance` (see
+/// [`folder_tolerance`]), batching and cache hits within it too.
+fn folder_pair(label: String, dir: &Path, device: &Device, tolerance: f32) -> Vec<Outcome> {
+    let cpu = DecoderModel::load_dir(dir, &Device::Cpu).unwrap();
+    let dev = DecoderModel::load_dir(dir, device).unwrap();
+    let pair = Pair {
+        label: label.clone(),
+        cpu: &cpu,
+        dev: &dev,
+        device: device.clone(),
+        tolerance,
+        exact: true,
+        same_device: tolerance,
+        reference: None,
+    };
+    let mut out = vec![Outcome {
+        label: label.clone(),
+        failures: pair.run().failures,
+    }];
+    if device.is_cuda() {
+        let label = format!("{label} (graphs)");
+        let failures = graphs::check(&label, &dev, device);
+        out.push(Outcome { label, failures });
+    }
+    out
+}
+
+/// FP8 and bitsandbytes 4-bit checkpoints (tests/fixtures/fp8-nf4), which
+/// CUDA keeps in their codes (kernels/decoded_matvec.cu), and tiny models
+/// rewritten as F16 and BF16 folders, kept 16-bit (kernels/half_matvec.cu).
+fn sixteen_bit(tiny_dir: &Path, device: &Device) -> Vec<Outcome> {
+    let fixtures = tiny_dir.parent().unwrap().join("fp8-nf4");
+    let mut out = Vec::new();
+    for name in [
+        "llama-fp8-b128",
+        "qwen2-fp8-b64",
+        "qwen2-fp8-b48x80",
+        "llama-ct-fp8-channel",
+        "qwen2-ct-fp8-tensor",
+        "llama-nf4",
+        "qwen2-nf4-dq",
+        "llama-fp4-dq",
+    ] {
+        let dir = fixtures.join(name);
+        out.extend(folder_pair(
+            format!("tiny {name}"),
+            &dir,
+            device,
+            folder_tolerance(&dir),
+        ));
+    }
+    for name in ["llama", "qwen2", "gemma3"] {
+        for dtype in [safetensors::Dtype::F16, safetensors::Dtype::BF16] {
+            let (half_dir, f32_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+            let src = tiny_dir.join(name);
+            common::rounded::write_rounded(&src, dtype, half_dir.path(), f32_dir.path());
+            out.extend(folder_pair(
+                format!("tiny {name} ({dtype:?})"),
+                half_dir.path(),
+                device,
+                folder_tolerance(half_dir.path()),
+            ));
+        }
     }
     out
 }
@@ -687,6 +813,7 @@ fn main() {
         Vec::new()
     };
     outcomes.extend(tiny(tiny_dir, &device));
+    outcomes.extend(sixteen_bit(tiny_dir, &device));
     for path in ggufs {
         outcomes.extend(gguf(path, &device));
     }

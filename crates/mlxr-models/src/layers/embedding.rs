@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use candle_core::quantized::QTensor;
-use candle_core::{Device, Tensor};
+use candle_core::{DType, Device, Tensor};
 
 use crate::backend::cpu::kernels::affine::AffineWeight;
 use crate::backend::cpu::kernels::decoded::RowDecode;
@@ -51,7 +51,8 @@ impl Embedding {
     pub fn forward_ids(&self, ids: &Tensor) -> Result<Tensor> {
         match self {
             Embedding::Ggml(t) => Ok(t.embedding(ids)?),
-            Embedding::Dense(t) => Ok(t.embedding(ids)?),
+            // 16-bit tables on a GPU give f32 rows like every other.
+            Embedding::Dense(t) => Ok(t.embedding(ids)?.to_dtype(DType::F32)?),
             _ => Err(crate::ModelError::InvalidBatch(
                 "this embedding table gathers rows on the host".into(),
             )),

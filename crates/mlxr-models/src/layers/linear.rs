@@ -36,7 +36,8 @@ enum LinearWeight {
     /// dropped so the weight is in memory once (shared with a tied
     /// embedding that reads its rows from the same tiles).
     Tiled(Arc<QuantMatMul>),
-    /// A float matrix `[out, in]` (safetensors F32/F16/BF16, read as f32).
+    /// A float matrix `[out, in]`: f32, or on a GPU safetensors' F16/BF16
+    /// as stored.
     Dense(Tensor),
     /// MLX affine-quantized integers with per-group scales and biases.
     Affine(Arc<AffineWeight>),
@@ -47,6 +48,9 @@ enum LinearWeight {
     Bnb4(Arc<Bnb4Weight>),
     /// F16/BF16 values (safetensors on the CPU), likewise: 2 bytes a weight.
     Half(Arc<HalfWeight>),
+    /// FP8 or 4-bit codes on a CUDA device, decoded inside its kernels.
+    #[cfg(feature = "cuda")]
+    Coded(Arc<crate::backend::cuda::CodedWeight>),
 }
 
 impl Linear {
@@ -136,7 +140,7 @@ impl Linear {
         Self::new(LinearWeight::Tiled(op))
     }
 
-    /// `w`: `[out, in]`, f32.
+    /// `w`: `[out, in]`, f32 (or F16/BF16 on a GPU).
     pub fn dense(w: Tensor) -> Self {
         Self::new(LinearWeight::Dense(w))
     }
@@ -155,6 +159,11 @@ impl Linear {
 
     pub fn half(w: Arc<HalfWeight>) -> Self {
         Self::new(LinearWeight::Half(w))
+    }
+
+    #[cfg(feature = "cuda")]
+    pub fn coded(w: Arc<crate::backend::cuda::CodedWeight>) -> Self {
+        Self::new(LinearWeight::Coded(w))
     }
 
     fn new(weight: LinearWeight) -> Self {
@@ -202,6 +211,8 @@ impl Linear {
             LinearWeight::Fp8(w) => (w.rows(), w.cols()),
             LinearWeight::Bnb4(w) => (w.rows(), w.cols()),
             LinearWeight::Half(w) => (w.rows(), w.cols()),
+            #[cfg(feature = "cuda")]
+            LinearWeight::Coded(w) => (w.rows(), w.cols()),
         }
     }
 
@@ -230,14 +241,24 @@ impl Linear {
         }
     }
 
-    /// The F16 matrix of an F16 GGML weight kept F16 on a GPU, for a
-    /// backend's own kernels.
+    /// The 16-bit matrix of a weight kept F16 or BF16 on a GPU (GGML F16,
+    /// safetensors F16/BF16), for a backend's own kernels.
     pub fn half_weight(&self) -> Option<&Tensor> {
         match &self.weight {
             LinearWeight::Ggml {
                 inner: QMatMul::TensorF16(t),
                 ..
             } => Some(t),
+            LinearWeight::Dense(t) if matches!(t.dtype(), DType::F16 | DType::BF16) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The codes of an FP8 or 4-bit weight on a CUDA device.
+    #[cfg(feature = "cuda")]
+    pub fn coded_weight(&self) -> Option<&crate::backend::cuda::CodedWeight> {
+        match &self.weight {
+            LinearWeight::Coded(w) => Some(w),
             _ => None,
         }
     }
@@ -259,11 +280,18 @@ impl Linear {
         let y = match &self.weight {
             LinearWeight::Ggml { inner, .. } => inner.forward(&x.contiguous()?)?,
             LinearWeight::Tiled(fast) => fast.forward(&x.to_dtype(DType::F32)?)?,
+            LinearWeight::Dense(w) if w.dtype() != x.dtype() => {
+                // 16-bit weights on a GPU: cuBLAS in their type.
+                let y = x.contiguous()?.to_dtype(w.dtype())?.matmul(&w.t()?)?;
+                y.to_dtype(x.dtype())?
+            }
             LinearWeight::Dense(w) => x.contiguous()?.matmul(&w.t()?)?,
             LinearWeight::Affine(w) => AffineMatMul(w).forward(x)?,
             LinearWeight::Fp8(w) => DecodedMatMul(&**w).forward(x)?,
             LinearWeight::Bnb4(w) => DecodedMatMul(&**w).forward(x)?,
             LinearWeight::Half(w) => DecodedMatMul(&**w).forward(x)?,
+            #[cfg(feature = "cuda")]
+            LinearWeight::Coded(w) => w.forward(&x.to_dtype(DType::F32)?.contiguous()?)?,
         };
         self.with_bias(y)
     }

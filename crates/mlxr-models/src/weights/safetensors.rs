@@ -2,8 +2,9 @@
 //! shards listed by `model.safetensors.index.json`, memory-mapped.
 //!
 //! Float tensors (F32, F16, BF16) are read as f32, except F16/BF16 matrices
-//! (linear layers, embeddings) for the CPU, which stay 16-bit and are
-//! widened inside the matmul ([`HalfWeight`]). A linear layer with
+//! (linear layers, embeddings), which stay 16-bit: for the CPU widened
+//! inside the matmul ([`HalfWeight`]), on CUDA as stored (its 16-bit
+//! kernels and cuBLAS). A linear layer with
 //! `scales` and `biases` beside its `weight` is MLX affine-quantized: the
 //! `uint32` weight holds `bits`-bit integers, and `bits` and the group size
 //! follow from the shapes (`in·bits/32` words and `in/group` scales per row),
@@ -11,8 +12,8 @@
 //!
 //! FP8 (`quant_method: fp8`, compressed-tensors) and bitsandbytes 4-bit
 //! linear weights, as `config.json`'s `quantization_config` declares them
-//! ([`super::hf_quant`]), stay in their codes for the CPU kernels, or are
-//! dequantized to f32 for other devices.
+//! ([`super::hf_quant`]), stay in their codes for the CPU's and CUDA's
+//! kernels, or are dequantized to f32 for other devices.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -104,17 +105,7 @@ impl SafetensorsWeights {
     /// A float tensor as f32, checked against `shape`.
     fn float(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
         self.check_float(name)?;
-        let t = self
-            .files
-            .load(name, &self.device)
-            .map_err(|_| ModelError::MissingTensor(name.to_string()))?;
-        if t.dims() != shape {
-            return Err(ModelError::ShapeMismatch {
-                tensor: name.to_string(),
-                expected: shape.to_vec(),
-                found: t.dims().to_vec(),
-            });
-        }
+        let t = self.stored(name, shape)?;
         match t.dtype() {
             DType::F32 | DType::F16 | DType::BF16 => Ok(t.to_dtype(DType::F32)?),
             other => Err(files_error(format!(
@@ -224,14 +215,28 @@ impl SafetensorsWeights {
     }
 
     /// The FP8 or bitsandbytes 4-bit weight `{stem}.weight` (`hf`) as a
-    /// linear layer: the codes for the CPU kernels, or f32 on other
-    /// devices; `None` when it is stored as floats.
+    /// linear layer: the codes for the CPU's or CUDA's kernels, or f32 on
+    /// other devices (and on CUDA for widths its kernels do not take);
+    /// `None` when it is stored as floats.
     fn hf_quantized(&self, stem: &str, hf: &str, out: usize, inp: usize) -> Result<Option<Linear>> {
-        Ok(match self.hf_quantized_codes(stem, hf, out, inp)? {
-            None => None,
-            Some(HfCodes::Fp8(w)) => Some(self.on_device(*w, Linear::fp8)?),
-            Some(HfCodes::Bnb4(w)) => Some(self.on_device(w, Linear::bnb4)?),
-        })
+        let Some(codes) = self.hf_quantized_codes(stem, hf, out, inp)? else {
+            return Ok(None);
+        };
+        #[cfg(feature = "cuda")]
+        if self.device.is_cuda() {
+            use crate::backend::cuda::CodedWeight;
+            let coded = match &codes {
+                HfCodes::Fp8(w) => CodedWeight::fp8(w, &self.device)?,
+                HfCodes::Bnb4(w) => CodedWeight::bnb4(w, &self.device)?,
+            };
+            if let Some(coded) = coded {
+                return Ok(Some(Linear::coded(Arc::new(coded))));
+            }
+        }
+        Ok(Some(match codes {
+            HfCodes::Fp8(w) => self.on_device(*w, Linear::fp8)?,
+            HfCodes::Bnb4(w) => self.on_device(w, Linear::bnb4)?,
+        }))
     }
 
     /// The FP8 or bitsandbytes 4-bit weight `{stem}.weight` dequantized to
@@ -399,6 +404,32 @@ impl SafetensorsWeights {
         HalfWeight::from_le_bytes(format, shape[0], shape[1], view.data())
             .map(Some)
             .map_err(|e| files_error(format!("tensor '{name}': {e}")))
+    }
+
+    /// The F16/BF16 matrix `name` as stored, on a CUDA device (its kernels
+    /// and cuBLAS take 16-bit weights); `None` for other types and devices.
+    fn half_on_gpu(&self, name: &str, shape: &[usize]) -> Result<Option<Tensor>> {
+        if !self.device.is_cuda() || !matches!(self.dtype(name)?, Dtype::F16 | Dtype::BF16) {
+            return Ok(None);
+        }
+        self.stored(name, shape).map(Some)
+    }
+
+    /// Tensor `name` on this folder's device in its stored type, checked
+    /// to have `shape`.
+    fn stored(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
+        let t = self
+            .files
+            .load(name, &self.device)
+            .map_err(|_| ModelError::MissingTensor(name.to_string()))?;
+        if t.dims() != shape {
+            return Err(ModelError::ShapeMismatch {
+                tensor: name.to_string(),
+                expected: shape.to_vec(),
+                found: t.dims().to_vec(),
+            });
+        }
+        Ok(t)
     }
 
     /// `w` for the CPU kernels, or dequantized to f32 for another device.
@@ -592,6 +623,9 @@ impl Weights for SafetensorsWeights {
         if let Some(w) = self.half(&hf, [out, inp])? {
             return Ok(Linear::half(Arc::new(w)));
         }
+        if let Some(w) = self.half_on_gpu(&hf, &[out, inp])? {
+            return Ok(Linear::dense(w));
+        }
         Ok(Linear::dense(self.float(&hf, &[out, inp])?))
     }
 
@@ -611,6 +645,9 @@ impl Weights for SafetensorsWeights {
         }
         if let Some(w) = self.half(&hf, [vocab, hidden])? {
             return Ok(Embedding::Half(Arc::new(w)));
+        }
+        if let Some(w) = self.half_on_gpu(&hf, &[vocab, hidden])? {
+            return Ok(Embedding::Dense(w));
         }
         Ok(Embedding::Dense(self.float(&hf, &[vocab, hidden])?))
     }

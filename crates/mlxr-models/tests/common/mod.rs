@@ -1,6 +1,8 @@
 //! Sessions over each backend for the model tests.
 #![allow(dead_code)]
 
+pub mod rounded;
+
 use candle_core::{DType, Device};
 use mlxr_models::{CpuBackend, DecoderModel, KvGeometry, ReferenceBackend, Session};
 

@@ -1,5 +1,5 @@
 //! The launch of kernels/half_matvec.cu: decode matmuls (up to 8 rows) of
-//! F16 weights against f32 activations, accumulated in f32. cuBLAS's GEMM
+//! F16 or BF16 weights against f32 activations, accumulated in f32. cuBLAS's GEMM
 //! with one row streamed the 8B model's F16 weights at 2.4 TB/s, these
 //! kernels at 2.9 TB/s (bench/results/gpu-2026-12-03-s33.md).
 
@@ -19,7 +19,7 @@ pub const MAX_TOKENS: usize = 8;
 const ROWS: usize = 4;
 
 /// Whether [`matmul`] takes `x` (`[tokens, k]` f32) against `w` (`[n, k]`
-/// F16) with `bias` (f32 `[n]`) when there is one.
+/// F16 or BF16) with `bias` (f32 `[n]`) when there is one.
 pub fn takes(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> bool {
     let Ok((tokens, k)) = x.dims2() else {
         return false;
@@ -30,7 +30,7 @@ pub fn takes(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> bool {
     x.dtype() == DType::F32
         && (1..=MAX_TOKENS).contains(&tokens)
         && k % 8 == 0
-        && w.dtype() == DType::F16
+        && matches!(w.dtype(), DType::F16 | DType::BF16)
         && w.dims2().is_ok_and(|(_, wk)| wk == k)
         && w.is_contiguous()
         && w.layout().start_offset().is_multiple_of(8)
@@ -41,7 +41,7 @@ pub fn takes(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> bool {
 pub fn matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     if !takes(x, w, bias) {
         return Err(ModelError::InvalidBatch(format!(
-            "an F16 decode matmul of {:?} against {:?}",
+            "a 16-bit decode matmul of {:?} against {:?}",
             x.shape(),
             w.shape()
         )));
@@ -57,13 +57,28 @@ pub fn matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     let (ws, _) = w.storage_and_layout();
     let bias_storage = bias.map(|b| b.storage_and_layout().0);
     let (Storage::Cuda(xc), Storage::Cuda(wc)) = (&*xs, &*ws) else {
-        return Err(ModelError::InvalidBatch("F16 matmul off the GPU".into()));
+        return Err(ModelError::InvalidBatch("16-bit matmul off the GPU".into()));
     };
     let dev = xc.device().clone();
     let x_view = f32_view(&xs, &x)?;
-    let w_view = wc
-        .as_cuda_slice::<half::f16>()?
-        .slice(w.layout().start_offset()..);
+    let start = w.layout().start_offset();
+    let (w_view, name) = match w.dtype() {
+        // SAFETY: the same n·k 16-bit words, read by the kernel as BF16.
+        DType::BF16 => (
+            unsafe {
+                wc.as_cuda_slice::<half::bf16>()?
+                    .slice(start..)
+                    .transmute::<half::f16>(n * k)
+            },
+            "bf16",
+        ),
+        _ => (
+            Some(wc.as_cuda_slice::<half::f16>()?.slice(start..)),
+            "half",
+        ),
+    };
+    let w_view =
+        w_view.ok_or_else(|| ModelError::InvalidBatch("a BF16 weight too short".into()))?;
     let bias_view = match (bias, &bias_storage) {
         (Some(b), Some(storage)) => Some(f32_view(storage, b)?),
         _ => None,
@@ -74,7 +89,7 @@ pub fn matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         3 | 4 => 4,
         _ => 8,
     };
-    let func = dev.get_or_load_custom_func(&format!("half_mv{per}"), MODULE, PTX)?;
+    let func = dev.get_or_load_custom_func(&format!("{name}_mv{per}"), MODULE, PTX)?;
     // SAFETY: the kernel writes every output.
     let mut y = unsafe { dev.alloc::<f32>(tokens * n) }?;
     let cfg = LaunchConfig {
@@ -94,7 +109,7 @@ pub fn matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     for d in &dims {
         b.arg(d);
     }
-    // SAFETY: `w` holds n rows of k F16 and `x` tokens rows of k f32 (checked
+    // SAFETY: `w` holds n rows of k F16 or BF16 and `x` tokens rows of k f32 (checked
     // by `takes`; both from 16-byte aligned starts), the bias (when not null)
     // n f32; warp r of block i writes row 4i + r < n of y's tokens rows.
     unsafe { b.launch(cfg) }.w()?;

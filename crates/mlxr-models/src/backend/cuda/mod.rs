@@ -15,9 +15,13 @@
 //!   arithmetic, a token's result the same for every batch size up to 64;
 //!   Q4_K/Q6_K steps of [`MMQ_FROM`] to [`MMQ_ROWS`] rows on the int8
 //!   tensor cores (kernels/mmq.cu), the same bits as the decode kernels;
-//! - F16 matmuls of up to 8 rows against f32 activations
-//!   (kernels/half_matvec.cu); longer steps go to cuBLAS.
+//! - F16 and BF16 matmuls of up to 8 rows against f32 activations
+//!   (kernels/half_matvec.cu); longer steps go to cuBLAS;
+//! - FP8 and bitsandbytes 4-bit weights kept in their codes, decoded inside
+//!   the matmuls of up to 8 rows (kernels/decoded_matvec.cu); longer steps
+//!   decode them to F16 for cuBLAS.
 
+mod decoded;
 mod graph;
 mod half_matvec;
 mod launch;
@@ -39,6 +43,7 @@ use crate::layers::{Linear, RmsNorm, Rope};
 use crate::step::Step;
 use crate::{ModelError, Result};
 
+pub use decoded::CodedWeight;
 pub use graph::{StepGraphs, MAX_RECORDED};
 pub use launch::Launch;
 pub use ops::PrefillAttention;

@@ -73,6 +73,28 @@ impl Bnb4Weight {
     }
 }
 
+impl Bnb4Weight {
+    /// Elements of the flattened matrix per absmax.
+    pub fn blocksize(&self) -> usize {
+        self.blocksize
+    }
+
+    /// The 16 code values.
+    pub fn code(&self) -> &[f32; 16] {
+        &self.code
+    }
+
+    /// Two codes a byte, the even element in the high nibble.
+    pub fn packed(&self) -> &[u8] {
+        &self.packed
+    }
+
+    /// One absmax per block.
+    pub fn absmax(&self) -> &[f32] {
+        &self.absmax
+    }
+}
+
 impl RowDecode for Bnb4Weight {
     fn rows(&self) -> usize {
         self.rows

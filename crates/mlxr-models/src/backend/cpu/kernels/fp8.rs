@@ -32,7 +32,6 @@ pub struct Fp8Weight {
     codes: Vec<u8>,
     scales: Vec<f32>,
     table: [f32; 256],
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     format: Float8,
     /// `scales` times 2^120 (E4M3) or 2^112 (E5M2) when the arithmetic
     /// decode gives the table's values (see the module docs), else empty.
@@ -101,6 +100,27 @@ impl Fp8Weight {
                 Float8::E5M2 => (21, 0x8fe0_0000_u32 as i32),
             },
         })
+    }
+}
+
+impl Fp8Weight {
+    /// The scale blocks `[bn, bk]`.
+    pub fn block(&self) -> [usize; 2] {
+        self.block
+    }
+
+    pub fn format(&self) -> Float8 {
+        self.format
+    }
+
+    /// One code a weight, row-major.
+    pub fn codes(&self) -> &[u8] {
+        &self.codes
+    }
+
+    /// One scale a block, `[⌈rows/bn⌉, ⌈cols/bk⌉]` row-major.
+    pub fn scales(&self) -> &[f32] {
+        &self.scales
     }
 }
 

@@ -1,6 +1,6 @@
-// Decode matmuls of F16 weights: y[t, n] = Σ_k W[n, k] · x[t, k] (+ b[n])
-// for W f16 [n, k] and up to 8 rows of f32 activations x [tokens, k],
-// accumulated in f32 (the activations are not rounded to f16).
+// Decode matmuls of F16 and BF16 weights: y[t, n] = Σ_k W[n, k] · x[t, k]
+// (+ b[n]) for W f16 or bf16 [n, k] and up to 8 rows of f32 activations
+// x [tokens, k], accumulated in f32 (the activations are not rounded).
 //
 // A warp per weight row, 4 rows to a block. Lane l reads 8 halves (16
 // bytes) at a time, a warp 256 consecutive elements; each lane has UNROLL
@@ -10,6 +10,7 @@
 // __ldcs: bench/results/gpu-2026-12-03-s33.md); the activations by every
 // row, through the caches.
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
 
@@ -21,13 +22,24 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-template <int B>
-__device__ __forceinline__ void row_dot(const uint4 w, const float *__restrict__ x, int k,
-                                        int at, int nb, float (&acc)[B]) {
+// The f32 values of 8 F16 or BF16 weights (exact either way).
+__device__ __forceinline__ void widen(const uint4 w, half, float2 (&wf)[4]) {
     const half2 *h = (const half2 *)&w;
-    float2 wf[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) wf[i] = __half22float2(h[i]);
+}
+
+__device__ __forceinline__ void widen(const uint4 w, __nv_bfloat16, float2 (&wf)[4]) {
+    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&w;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) wf[i] = __bfloat1622float2(h[i]);
+}
+
+template <int B, typename T>
+__device__ __forceinline__ void row_dot(const uint4 w, const float *__restrict__ x, int k,
+                                        int at, int nb, float (&acc)[B]) {
+    float2 wf[4];
+    widen(w, T(), wf);
 #pragma unroll
     for (int b = 0; b < B; ++b) {
         if (b >= nb) break;
@@ -47,8 +59,8 @@ __device__ __forceinline__ void row_dot(const uint4 w, const float *__restrict__
 }
 
 // k a multiple of 8; W, x 16-byte aligned.
-template <int B>
-__device__ __forceinline__ void half_rows(const half *__restrict__ w,
+template <int B, typename T>
+__device__ __forceinline__ void half_rows(const T *__restrict__ w,
                                           const float *__restrict__ x,
                                           const float *__restrict__ bias,
                                           float *__restrict__ y, int n, int k, int tokens) {
@@ -59,7 +71,7 @@ __device__ __forceinline__ void half_rows(const half *__restrict__ w,
     float acc[B];
 #pragma unroll
     for (int b = 0; b < B; ++b) acc[b] = 0.f;
-    const half *wrow = w + (long)row * k;
+    const T *wrow = w + (long)row * k;
     const int step = 32 * 8;
     for (int at0 = lane * 8; at0 < k; at0 += step * UNROLL) {
         uint4 v[UNROLL];
@@ -74,7 +86,7 @@ __device__ __forceinline__ void half_rows(const half *__restrict__ w,
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
             const int at = at0 + u * step;
-            if (at < k) row_dot<B>(v[u], x, k, at, nb, acc);
+            if (at < k) row_dot<B, T>(v[u], x, k, at, nb, acc);
         }
     }
     const float b_row = bias ? bias[row] : 0.f;
@@ -85,14 +97,18 @@ __device__ __forceinline__ void half_rows(const half *__restrict__ w,
     }
 }
 
-#define HALF_MV(B)                                                                            \
-    extern "C" __global__ void __launch_bounds__(32 * ROWS) half_mv##B(                       \
-        const half *__restrict__ w, const float *__restrict__ x,                              \
+#define HALF_MV(B, NAME, T)                                                                   \
+    extern "C" __global__ void __launch_bounds__(32 * ROWS) NAME##_mv##B(                     \
+        const T *__restrict__ w, const float *__restrict__ x,                                 \
         const float *__restrict__ bias, float *__restrict__ y, int n, int k, int tokens) {    \
-        half_rows<B>(w, x, bias, y, n, k, tokens);                                            \
+        half_rows<B, T>(w, x, bias, y, n, k, tokens);                                         \
     }
 
-HALF_MV(1)
-HALF_MV(2)
-HALF_MV(4)
-HALF_MV(8)
+HALF_MV(1, half, half)
+HALF_MV(2, half, half)
+HALF_MV(4, half, half)
+HALF_MV(8, half, half)
+HALF_MV(1, bf16, __nv_bfloat16)
+HALF_MV(2, bf16, __nv_bfloat16)
+HALF_MV(4, bf16, __nv_bfloat16)
+HALF_MV(8, bf16, __nv_bfloat16)
