@@ -20,18 +20,8 @@ const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/decoded_matvec.ptx"));
 const MODULE: &str = "mlxr_decoded_matvec";
 /// Rows of activations the decode kernels take.
 pub const MAX_TOKENS: usize = 8;
-/// Warps per thread block (`ROWS` in the kernels).
+/// Weight rows per thread block (a warp each: `ROWS` in the kernels).
 const ROWS: usize = 4;
-
-/// Weight rows a warp takes in the kernels for up to `per` tokens
-/// (`RW_FOR` there).
-fn rows_per_warp(per: usize) -> usize {
-    if per <= 2 {
-        4
-    } else {
-        2
-    }
-}
 /// Threads per block of the F16 decodes.
 const DECODE_THREADS: usize = 256;
 
@@ -196,7 +186,7 @@ impl CodedWeight {
         // SAFETY: the kernels write every output.
         let mut y = unsafe { dev.alloc::<f32>(tokens * n) }?;
         let cfg = LaunchConfig {
-            grid_dim: (n.div_ceil(ROWS * rows_per_warp(per)) as u32, 1, 1),
+            grid_dim: (n.div_ceil(ROWS) as u32, 1, 1),
             block_dim: (32 * ROWS as u32, 1, 1),
             shared_mem_bytes: 0,
         };
@@ -220,9 +210,8 @@ impl CodedWeight {
                     b.arg(d);
                 }
                 // SAFETY: codes n·k bytes, scales one per block, x tokens
-                // rows of k f32 from a 16-byte aligned start; warp w of
-                // block i writes rows (4i + w)·RW .. +RW below n of y's
-                // tokens rows.
+                // rows of k f32 from a 16-byte aligned start; warp r of
+                // block i writes row 4i + r < n of y's tokens rows.
                 unsafe { b.launch(cfg) }.w()?;
             }
             Codes::Bnb4 { blocksize, table } => {
