@@ -10,6 +10,7 @@ use candle_core::cuda_backend::WrapErr;
 use candle_core::{DType, Device, Storage, Tensor};
 use mlxr_formats::float8::Float8;
 
+use super::half_matvec::{aligned, tokens_variant, warp_per_row};
 use super::quant_matmul::{f32_view, tensor};
 use crate::backend::cpu::kernels::bnb4::Bnb4Weight;
 use crate::backend::cpu::kernels::decoded::RowDecode;
@@ -20,8 +21,6 @@ const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/decoded_matvec.ptx"));
 const MODULE: &str = "mlxr_decoded_matvec";
 /// Rows of activations the decode kernels take.
 pub const MAX_TOKENS: usize = 8;
-/// Weight rows per thread block (a warp each: `ROWS` in the kernels).
-const ROWS: usize = 4;
 /// Threads per block of the F16 decodes.
 const DECODE_THREADS: usize = 256;
 
@@ -161,11 +160,7 @@ impl CodedWeight {
     }
 
     fn matvec(&self, x: &Tensor) -> Result<Tensor> {
-        let x = match x.layout().start_offset() % 4 {
-            0 if x.is_contiguous() => x.clone(),
-            // A fresh copy starts at offset 0, 16-byte aligned.
-            _ => x.copy()?,
-        };
+        let x = aligned(x)?;
         let (tokens, k) = x.dims2()?;
         let n = self.rows;
         let dev = self.bytes.device().as_cuda_device()?.clone();
@@ -177,19 +172,10 @@ impl CodedWeight {
         let x_view = f32_view(&xs, &x)?;
         let bytes = u8_view(&bs, &self.bytes)?;
         let scales = f32_view(&ss, &self.scales)?;
-        let per = match tokens {
-            1 => 1,
-            2 => 2,
-            3 | 4 => 4,
-            _ => 8,
-        };
+        let per = tokens_variant(tokens);
         // SAFETY: the kernels write every output.
         let mut y = unsafe { dev.alloc::<f32>(tokens * n) }?;
-        let cfg = LaunchConfig {
-            grid_dim: (n.div_ceil(ROWS) as u32, 1, 1),
-            block_dim: (32 * ROWS as u32, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg = warp_per_row(n);
         let dims = [n, k, tokens].map(|d| i32::try_from(d).unwrap_or(i32::MAX));
         let no_bias = 0u64;
         match &self.codes {

@@ -46,11 +46,7 @@ pub fn matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
             w.shape()
         )));
     }
-    let x = match x.layout().start_offset() % 4 {
-        0 if x.is_contiguous() => x.clone(),
-        // A fresh copy starts at offset 0, 16-byte aligned.
-        _ => x.copy()?,
-    };
+    let x = aligned(x)?;
     let (tokens, k) = x.dims2()?;
     let n = w.dim(0)?;
     let (xs, _) = x.storage_and_layout();
@@ -83,20 +79,11 @@ pub fn matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         (Some(b), Some(storage)) => Some(f32_view(storage, b)?),
         _ => None,
     };
-    let per = match tokens {
-        1 => 1,
-        2 => 2,
-        3 | 4 => 4,
-        _ => 8,
-    };
+    let per = tokens_variant(tokens);
     let func = dev.get_or_load_custom_func(&format!("{name}_mv{per}"), MODULE, PTX)?;
     // SAFETY: the kernel writes every output.
     let mut y = unsafe { dev.alloc::<f32>(tokens * n) }?;
-    let cfg = LaunchConfig {
-        grid_dim: (n.div_ceil(ROWS) as u32, 1, 1),
-        block_dim: (32 * ROWS as u32, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = warp_per_row(n);
     let dims = [n, k, tokens].map(|d| i32::try_from(d).unwrap_or(i32::MAX));
     let mut b = func.builder();
     let no_bias = 0u64;
@@ -117,4 +104,33 @@ pub fn matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     drop(ws);
     drop(xs);
     Ok(tensor(y, &dev, (tokens, n)))
+}
+
+/// `x`, or a copy of it, contiguous from a 16-byte aligned start (a fresh
+/// copy starts at offset 0).
+pub(super) fn aligned(x: &Tensor) -> Result<Tensor> {
+    Ok(match x.layout().start_offset() % 4 {
+        0 if x.is_contiguous() => x.clone(),
+        _ => x.copy()?,
+    })
+}
+
+/// The kernel variant (its token count: 1, 2, 4 or 8) for `tokens` rows.
+pub(super) fn tokens_variant(tokens: usize) -> usize {
+    match tokens {
+        1 => 1,
+        2 => 2,
+        3 | 4 => 4,
+        _ => 8,
+    }
+}
+
+/// A warp per weight row, `ROWS` warps a block, over `n` rows (this file's
+/// and decoded_matvec.cu's decode kernels).
+pub(super) fn warp_per_row(n: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (n.div_ceil(ROWS) as u32, 1, 1),
+        block_dim: (32 * ROWS as u32, 1, 1),
+        shared_mem_bytes: 0,
+    }
 }
