@@ -254,15 +254,6 @@ impl Linear {
         }
     }
 
-    /// The codes of an FP8 or 4-bit weight on a CUDA device.
-    #[cfg(feature = "cuda")]
-    pub fn coded_weight(&self) -> Option<&crate::backend::cuda::CodedWeight> {
-        match &self.weight {
-            LinearWeight::Coded(w) => Some(w),
-            _ => None,
-        }
-    }
-
     /// Whether a GPU weight has its F16 copy (see [`Self::forward_dequantized_f16`]).
     pub fn has_f16_copy(&self) -> bool {
         matches!(
