@@ -10,7 +10,7 @@ use candle_core::cuda_backend::WrapErr;
 use candle_core::{DType, Device, Storage, Tensor};
 use mlxr_formats::float8::Float8;
 
-use super::half_matvec::{aligned, tokens_variant, warp_per_row};
+use super::half_matvec::{aligned, tokens_variant};
 use super::quant_matmul::{f32_view, tensor};
 use crate::backend::cpu::kernels::bnb4::Bnb4Weight;
 use crate::backend::cpu::kernels::decoded::RowDecode;
@@ -21,6 +21,18 @@ const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/decoded_matvec.ptx"));
 const MODULE: &str = "mlxr_decoded_matvec";
 /// Rows of activations the decode kernels take.
 pub const MAX_TOKENS: usize = 8;
+/// Warps per thread block (`ROWS` in the kernels).
+const ROWS: usize = 4;
+
+/// Weight rows a warp takes in the kernels for up to `per` tokens
+/// (`RW_FOR` there): activations are loaded once for all of them.
+fn rows_per_warp(per: usize) -> usize {
+    if per <= 2 {
+        4
+    } else {
+        2
+    }
+}
 /// Threads per block of the F16 decodes.
 const DECODE_THREADS: usize = 256;
 
@@ -175,7 +187,11 @@ impl CodedWeight {
         let per = tokens_variant(tokens);
         // SAFETY: the kernels write every output.
         let mut y = unsafe { dev.alloc::<f32>(tokens * n) }?;
-        let cfg = warp_per_row(n);
+        let cfg = LaunchConfig {
+            grid_dim: (n.div_ceil(ROWS * rows_per_warp(per)) as u32, 1, 1),
+            block_dim: (32 * ROWS as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
         let dims = [n, k, tokens].map(|d| i32::try_from(d).unwrap_or(i32::MAX));
         let no_bias = 0u64;
         match &self.codes {
@@ -196,8 +212,9 @@ impl CodedWeight {
                     b.arg(d);
                 }
                 // SAFETY: codes n·k bytes, scales one per block, x tokens
-                // rows of k f32 from a 16-byte aligned start; warp r of
-                // block i writes row 4i + r < n of y's tokens rows.
+                // rows of k f32 from a 16-byte aligned start; warp w of
+                // block i writes rows (4i + w)·RW .. +RW below n of y's
+                // tokens rows.
                 unsafe { b.launch(cfg) }.w()?;
             }
             Codes::Bnb4 { blocksize, table } => {

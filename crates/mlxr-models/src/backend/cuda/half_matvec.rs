@@ -127,7 +127,7 @@ pub(super) fn tokens_variant(tokens: usize) -> usize {
 
 /// A warp per weight row, `ROWS` warps a block, over `n` rows (this file's
 /// and decoded_matvec.cu's decode kernels).
-pub(super) fn warp_per_row(n: usize) -> LaunchConfig {
+fn warp_per_row(n: usize) -> LaunchConfig {
     LaunchConfig {
         grid_dim: (n.div_ceil(ROWS) as u32, 1, 1),
         block_dim: (32 * ROWS as u32, 1, 1),

@@ -6,10 +6,10 @@
 // multiply the same values; only the order of the sums differs.
 //
 // Decode matmuls, y[t, n] = Σ_k W[n, k] · x[t, k] (+ b[n]) for up to 8 rows
-// of f32 activations, have half_matvec.cu's shape: a warp per weight row, 4
-// rows a block, each lane streaming 16 bytes of codes at a time with UNROLL
-// loads in flight past L1. Longer steps decode W to F16 once per call
-// (`*_to_f16`) for cuBLAS.
+// of f32 activations: a warp per RW weight rows, 4 warps a block, each lane
+// streaming 16 bytes of codes a row at a time, several loads in flight,
+// past L1. Longer steps decode W to F16 once per call (`*_to_f16`) for
+// cuBLAS.
 //
 // Layouts (see the CPU's fp8.rs and bnb4.rs):
 //   FP8: codes [n, k]; scales [⌈n/bn⌉, ⌈k/bk⌉] for blocks [bn, bk], edge
@@ -23,7 +23,6 @@
 #include <stdint.h>
 
 #define ROWS 4
-#define UNROLL 4
 
 __device__ __forceinline__ uint4 load_stream(const uint8_t *p) {
     uint4 v;
@@ -36,27 +35,6 @@ __device__ __forceinline__ uint4 load_stream(const uint8_t *p) {
 __device__ __forceinline__ float warp_sum(float v) {
     for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffff, v, off);
     return v;
-}
-
-// acc[b] += Σ_i w[i] · x[b, at + i] over N consecutive weights.
-template <int B, int N>
-__device__ __forceinline__ void dot(const float (&w)[N], const float *__restrict__ x, int k,
-                                    int at, int nb, float (&acc)[B]) {
-#pragma unroll
-    for (int b = 0; b < B; ++b) {
-        if (b >= nb) break;
-        const float *xb = x + (long)b * k + at;
-        float s = acc[b];
-#pragma unroll
-        for (int i = 0; i < N; i += 4) {
-            const float4 a = *(const float4 *)(xb + i);
-            s = fmaf(w[i], a.x, s);
-            s = fmaf(w[i + 1], a.y, s);
-            s = fmaf(w[i + 2], a.z, s);
-            s = fmaf(w[i + 3], a.w, s);
-        }
-        acc[b] = s;
-    }
 }
 
 // The f32 values of 16 FP8 codes (exact: every E4M3 and E5M2 value is an
@@ -78,7 +56,7 @@ __device__ __forceinline__ void fp8_values(const uint4 v, float (&f)[16]) {
 }
 
 // Codes [c0, c0 + 16) of a row whose scale row is `srow`, times their
-// scales.
+// scales (the F16 decode's values).
 template <__nv_fp8_interpretation_t F>
 __device__ __forceinline__ void fp8_decode(const uint4 v, const float *__restrict__ srow, int c0,
                                            int bk, float (&w)[16]) {
@@ -93,62 +71,133 @@ __device__ __forceinline__ void fp8_decode(const uint4 v, const float *__restric
     }
 }
 
+// Weight rows a warp takes at once (RW): each token's activations are
+// loaded once for all of them, and the warp has RW rows' loads in flight
+// (a row of 1,536 FP8 codes is 3 loads a lane). The launch
+// (cuda/decoded.rs) uses the same numbers.
+#define RW_FOR(B) ((B) <= 2 ? 4 : 2)
+
+// The warp's first row and its RW rows' starts (rows past n repeat the
+// last, their sums unused).
+#define WARP_ROWS(RW)                                                                         \
+    const int row0 = (blockIdx.x * ROWS + threadIdx.x / 32) * (RW);                           \
+    if (row0 >= n) return;                                                                    \
+    const int lane = threadIdx.x & 31;                                                        \
+    const int nb = min(B, tokens);                                                            \
+    float acc[RW][B];                                                                         \
+    _Pragma("unroll") for (int r = 0; r < (RW); ++r)                                          \
+        _Pragma("unroll") for (int b = 0; b < B; ++b) acc[r][b] = 0.f;
+
+// Each row's sums to y, plus its bias.
+template <int B, int RW>
+__device__ __forceinline__ void store_rows(const float (&acc)[RW][B], const float *__restrict__ bias,
+                                           float *__restrict__ y, int n, int row0, int nb) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int r = 0; r < RW; ++r) {
+        const int row = row0 + r;
+        const float b_row = bias && row < n ? bias[row] : 0.f;
+#pragma unroll
+        for (int b = 0; b < B; ++b) {
+            const float total = warp_sum(acc[r][b]);
+            if (lane == b && b < nb && row < n) y[(long)b * n + row] = total + b_row;
+        }
+    }
+}
+
+// Where a block's 16 columns share one scale (bk a multiple of 16), the
+// codes' values are summed against the activations first and the sum taken
+// times the scale once: the CPU's f32 result up to rounding.
 template <int B, __nv_fp8_interpretation_t F>
 __device__ __forceinline__ void fp8_rows(const uint8_t *__restrict__ codes,
                                          const float *__restrict__ scales,
                                          const float *__restrict__ x,
                                          const float *__restrict__ bias, float *__restrict__ y,
                                          int n, int k, int tokens, int bn, int bk) {
-    const int row = blockIdx.x * ROWS + threadIdx.x / 32;
-    if (row >= n) return;
-    const int lane = threadIdx.x & 31;
-    const int nb = min(B, tokens);
-    const float *srow = scales + (long)(row / bn) * ((k + bk - 1) / bk);
-    const uint8_t *wrow = codes + (long)row * k;
-    float acc[B];
+    constexpr int RW = RW_FOR(B);
+    constexpr int UNROLL_R = 2;
+    WARP_ROWS(RW)
+    const int scale_cols = (k + bk - 1) / bk;
+    const uint8_t *wrow[RW];
+    const float *srow[RW];
 #pragma unroll
-    for (int b = 0; b < B; ++b) acc[b] = 0.f;
+    for (int r = 0; r < RW; ++r) {
+        const int row = min(row0 + r, n - 1);
+        wrow[r] = codes + (long)row * k;
+        srow[r] = scales + (long)(row / bn) * scale_cols;
+    }
     const int step = 32 * 16;
-    for (int c00 = lane * 16; c00 < k; c00 += step * UNROLL) {
-        uint4 v[UNROLL];
+    for (int c00 = lane * 16; c00 < k; c00 += step * UNROLL_R) {
+        uint4 v[UNROLL_R][RW];
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
+        for (int u = 0; u < UNROLL_R; ++u) {
             const int c0 = c00 + u * step;
-            if (c0 < k) v[u] = load_stream(wrow + c0);
+            if (c0 < k)
+#pragma unroll
+                for (int r = 0; r < RW; ++r) v[u][r] = load_stream(wrow[r] + c0);
         }
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
+        for (int u = 0; u < UNROLL_R; ++u) {
             const int c0 = c00 + u * step;
             if (c0 >= k) break;
-            float w[16];
-            fp8_decode<F>(v[u], srow, c0, bk, w);
-            dot<B, 16>(w, x, k, c0, nb, acc);
+            float w[RW][16], s[RW];
+#pragma unroll
+            for (int r = 0; r < RW; ++r) {
+                if (bk % 16 == 0) {
+                    fp8_values<F>(v[u][r], w[r]);
+                    s[r] = srow[r][c0 / bk];
+                } else {
+                    fp8_decode<F>(v[u][r], srow[r], c0, bk, w[r]);
+                    s[r] = 1.f;
+                }
+            }
+#pragma unroll
+            for (int b = 0; b < B; ++b) {
+                if (b >= nb) break;
+                const float *xb = x + (long)b * k + c0;
+                float xv[16];
+#pragma unroll
+                for (int i = 0; i < 16; i += 4) {
+                    const float4 a = *(const float4 *)(xb + i);
+                    xv[i] = a.x; xv[i + 1] = a.y; xv[i + 2] = a.z; xv[i + 3] = a.w;
+                }
+#pragma unroll
+                for (int r = 0; r < RW; ++r) {
+                    float p = 0.f;
+#pragma unroll
+                    for (int i = 0; i < 16; ++i) p = fmaf(w[r][i], xv[i], p);
+                    acc[r][b] = fmaf(p, s[r], acc[r][b]);
+                }
+            }
         }
     }
-    const float b_row = bias ? bias[row] : 0.f;
-#pragma unroll
-    for (int b = 0; b < B; ++b) {
-        const float total = warp_sum(acc[b]);
-        if (lane == b && b < nb) y[(long)b * n + row] = total + b_row;
-    }
+    store_rows<B, RW>(acc, bias, y, n, row0, nb);
 }
 
-// The 32 codes of 16 bytes (high nibble first) looked up in `table`, times
-// `absmax`.
-__device__ __forceinline__ void bnb4_decode(const uint4 v, const float *table, float absmax,
-                                            float (&w)[32]) {
+// The values of 32 codes (16 bytes, high nibble first) from `table`.
+__device__ __forceinline__ void bnb4_values(const uint4 v, const float *table, float (&w)[32]) {
     const uint32_t words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const uint32_t byte = (words[i] >> (8 * j)) & 0xFF;
-            w[8 * i + 2 * j] = __fmul_rn(table[byte >> 4], absmax);
-            w[8 * i + 2 * j + 1] = __fmul_rn(table[byte & 0xF], absmax);
+            w[8 * i + 2 * j] = table[byte >> 4];
+            w[8 * i + 2 * j + 1] = table[byte & 0xF];
         }
     }
 }
 
+// The 32 codes' values times `absmax` (the F16 decode's values).
+__device__ __forceinline__ void bnb4_decode(const uint4 v, const float *table, float absmax,
+                                            float (&w)[32]) {
+    bnb4_values(v, table, w);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) w[i] = __fmul_rn(w[i], absmax);
+}
+
+// A lane's 32 codes share one absmax: summed against the activations
+// first, the sum times the absmax once.
 template <int B>
 __device__ __forceinline__ void bnb4_rows(const uint8_t *__restrict__ packed,
                                           const float *__restrict__ absmax,
@@ -161,42 +210,52 @@ __device__ __forceinline__ void bnb4_rows(const uint8_t *__restrict__ packed,
     __shared__ float table[16];
     if (threadIdx.x < 16) table[threadIdx.x] = code[threadIdx.x];
     __syncthreads();
-    const int row = blockIdx.x * ROWS + threadIdx.x / 32;
-    if (row >= n) return;
-    const int lane = threadIdx.x & 31;
-    const int nb = min(B, tokens);
-    const long first = (long)row * k;
-    const uint8_t *wrow = packed + first / 2;
-    float acc[B];
+    constexpr int RW = RW_FOR(B);
+    WARP_ROWS(RW)
+    long first[RW];
 #pragma unroll
-    for (int b = 0; b < B; ++b) acc[b] = 0.f;
+    for (int r = 0; r < RW; ++r) first[r] = (long)min(row0 + r, n - 1) * k;
     const int step = 32 * 32;
-    for (int c00 = lane * 32; c00 < k; c00 += step * UNROLL) {
-        uint4 v[UNROLL];
-        float am[UNROLL];
+    for (int c00 = lane * 32; c00 < k; c00 += step * 2) {
+        uint4 v[2][RW];
+        float am[2][RW];
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
+        for (int u = 0; u < 2; ++u) {
             const int c0 = c00 + u * step;
-            if (c0 < k) {
-                v[u] = load_stream(wrow + c0 / 2);
-                am[u] = absmax[(first + c0) / bs];
-            }
+            if (c0 < k)
+#pragma unroll
+                for (int r = 0; r < RW; ++r) {
+                    v[u][r] = load_stream(packed + (first[r] + c0) / 2);
+                    am[u][r] = absmax[(first[r] + c0) / bs];
+                }
         }
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
+        for (int u = 0; u < 2; ++u) {
             const int c0 = c00 + u * step;
             if (c0 >= k) break;
-            float w[32];
-            bnb4_decode(v[u], table, am[u], w);
-            dot<B, 32>(w, x, k, c0, nb, acc);
+#pragma unroll
+            for (int r = 0; r < RW; ++r) {
+                float w[32];
+                bnb4_values(v[u][r], table, w);
+#pragma unroll
+                for (int b = 0; b < B; ++b) {
+                    if (b >= nb) break;
+                    const float *xb = x + (long)b * k + c0;
+                    float p = 0.f;
+#pragma unroll
+                    for (int i = 0; i < 32; i += 4) {
+                        const float4 a = *(const float4 *)(xb + i);
+                        p = fmaf(w[i], a.x, p);
+                        p = fmaf(w[i + 1], a.y, p);
+                        p = fmaf(w[i + 2], a.z, p);
+                        p = fmaf(w[i + 3], a.w, p);
+                    }
+                    acc[r][b] = fmaf(p, am[u][r], acc[r][b]);
+                }
+            }
         }
     }
-    const float b_row = bias ? bias[row] : 0.f;
-#pragma unroll
-    for (int b = 0; b < B; ++b) {
-        const float total = warp_sum(acc[b]);
-        if (lane == b && b < nb) y[(long)b * n + row] = total + b_row;
-    }
+    store_rows<B, RW>(acc, bias, y, n, row0, nb);
 }
 
 #define FP8_MV(B, NAME, F)                                                                    \
