@@ -23,19 +23,8 @@ use serde::Deserialize;
 
 const TOLERANCE: f32 = 5e-4;
 
-const FOLDERS: [&str; 11] = [
-    "llama-fp8-b128",
-    "qwen2-fp8-b64",
-    "qwen2-fp8-b48x80",
-    "llama-ct-fp8-channel",
-    "qwen2-ct-fp8-tensor",
-    "llama-nf4",
-    "qwen2-nf4-dq",
-    "llama-fp4-dq",
-    "llama-mlx-q3-g32",
-    "qwen2-mlx-q5-g64",
-    "llama-mlx-q6-g64",
-];
+/// MLX affine checkpoints beside [`common::CODED_FOLDERS`].
+const MLX_FOLDERS: [&str; 3] = ["llama-mlx-q3-g32", "qwen2-mlx-q5-g64", "llama-mlx-q6-g64"];
 
 #[derive(Deserialize)]
 struct Reference {
@@ -80,7 +69,7 @@ fn worst<B: Backend>(model: &DecoderModel, reference: &Reference, session: &mut 
 
 #[test]
 fn quantized_folders_match_their_reference() {
-    for name in FOLDERS {
+    for name in common::CODED_FOLDERS.into_iter().chain(MLX_FOLDERS) {
         let model = DecoderModel::load_dir(&fixtures().join(name), &Device::Cpu)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let reference = reference(name);

@@ -692,16 +692,7 @@ fn folder_pair(label: String, dir: &Path, device: &Device, tolerance: f32) -> Ve
 fn sixteen_bit(tiny_dir: &Path, device: &Device) -> Vec<Outcome> {
     let fixtures = tiny_dir.parent().unwrap().join("fp8-nf4");
     let mut out = Vec::new();
-    for name in [
-        "llama-fp8-b128",
-        "qwen2-fp8-b64",
-        "qwen2-fp8-b48x80",
-        "llama-ct-fp8-channel",
-        "qwen2-ct-fp8-tensor",
-        "llama-nf4",
-        "qwen2-nf4-dq",
-        "llama-fp4-dq",
-    ] {
+    for name in common::CODED_FOLDERS {
         let dir = fixtures.join(name);
         out.extend(folder_pair(
             format!("tiny {name}"),

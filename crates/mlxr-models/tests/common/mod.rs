@@ -8,6 +8,19 @@ use mlxr_models::{CpuBackend, DecoderModel, KvGeometry, ReferenceBackend, Sessio
 
 pub const BLOCK: usize = 16;
 
+/// The FP8 and bitsandbytes 4-bit checkpoints of tests/fixtures/fp8-nf4
+/// (scripts/fixtures/fp8-nf4.py).
+pub const CODED_FOLDERS: [&str; 8] = [
+    "llama-fp8-b128",
+    "qwen2-fp8-b64",
+    "qwen2-fp8-b48x80",
+    "llama-ct-fp8-channel",
+    "qwen2-ct-fp8-tensor",
+    "llama-nf4",
+    "qwen2-nf4-dq",
+    "llama-fp4-dq",
+];
+
 fn geometry(model: &DecoderModel, n_seqs: usize, blocks_per_seq: usize) -> KvGeometry {
     KvGeometry::new(model.config(), n_seqs * blocks_per_seq, BLOCK)
 }

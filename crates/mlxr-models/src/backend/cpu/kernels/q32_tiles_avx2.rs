@@ -17,6 +17,7 @@
 #[cfg(target_arch = "x86_64")]
 pub mod x86 {
     use std::arch::x86_64::*;
+    use std::mem::MaybeUninit;
 
     use crate::backend::cpu::kernels::dot::x86::fifth_bits;
     use crate::backend::cpu::kernels::prefetch;
@@ -248,7 +249,9 @@ pub mod x86 {
         unsafe {
             let mut acc = [[[_mm256_setzero_ps(); T]; 8]; 2];
             let mut summs = [[_mm256_setzero_ps(); T]; 2];
-            let mut dd = [[_mm256_setzero_ps(); T]; CHUNK];
+            // Written for a chunk's blocks before its lanes read them: not
+            // zeroed (an 8 KiB memset per call was 3% of a Gemma 3 prefill).
+            let mut dd = [[MaybeUninit::<__m256>::uninit(); T]; CHUNK];
             for b0 in (0..blocks).step_by(CHUNK) {
                 let chunk = b0..(b0 + CHUNK).min(blocks);
                 for h in 0..2 {
@@ -258,7 +261,7 @@ pub mod x86 {
                         let d = _mm256_cvtph_ps(_mm_loadu_si128(scales as *const __m128i));
                         for t in 0..T {
                             let yb = ys[t].get_unchecked(b);
-                            dd[b - b0][t] = _mm256_mul_ps(d, _mm256_set1_ps(yb.d));
+                            dd[b - b0][t].write(_mm256_mul_ps(d, _mm256_set1_ps(yb.d)));
                             if with_sum(KIND) {
                                 let m = _mm256_cvtph_ps(_mm_loadu_si128(
                                     scales.add(32) as *const __m128i
@@ -286,8 +289,8 @@ pub mod x86 {
                                 let x = _mm256_set1_epi32(std::ptr::read_unaligned(q.add(l)));
                                 let start = lane_start::<KIND>(offsets[t], b, l);
                                 let sum = lane_sum::<KIND, VNNI>(w, x, start);
-                                a[t] =
-                                    _mm256_fmadd_ps(dd[b - b0][t], _mm256_cvtepi32_ps(sum), a[t]);
+                                let dd = dd[b - b0][t].assume_init();
+                                a[t] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(sum), a[t]);
                             }
                         }
                         acc[h][l] = a;
