@@ -1,4 +1,4 @@
-import { fireEvent, render, screen, within } from "@testing-library/react";
+import { fireEvent, render, screen, waitFor, within } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { jsonResponse } from "../../test/fakeStream";
 import { SettingsPage } from "./SettingsPage";
@@ -53,19 +53,32 @@ describe("SettingsPage", () => {
     });
     vi.stubGlobal("fetch", fetch);
     render(<SettingsPage />);
-    const form = await screen.findByRole("region", { name: "Default keep-alive" });
-    const input = within(form).getByRole("textbox", { name: "Keep models loaded after a request for" });
-    expect((input as HTMLInputElement).value).toBe("5m");
-    const save = within(form).getByRole("button", { name: "Save" });
-    expect((save as HTMLButtonElement).disabled).toBe(true);
+    // Queried afresh each time: a busy host once found the form before a
+    // re-render, and a change sent to that copy was lost.
+    const parts = () => {
+      const form = screen.getByRole("region", { name: "Default keep-alive" });
+      const input = within(form).getByRole("textbox", { name: "Keep models loaded after a request for" });
+      const save = within(form).getByRole("button", { name: "Save" });
+      return { form, input: input as HTMLInputElement, save: save as HTMLButtonElement };
+    };
+    const submit = async (value: string) => {
+      await waitFor(() => {
+        const { input, save } = parts();
+        if (input.value !== value) fireEvent.change(input, { target: { value } });
+        expect(save.disabled).toBe(false);
+      });
+      fireEvent.click(parts().save);
+    };
+    await screen.findByRole("region", { name: "Default keep-alive" });
+    expect(parts().input.value).toBe("5m");
+    expect(parts().save.disabled).toBe(true);
 
-    fireEvent.change(input, { target: { value: "soon" } });
-    fireEvent.click(save);
-    expect((await within(form).findByRole("alert")).textContent).toContain("invalid duration");
+    await submit("soon");
+    const slow = { timeout: 5000 };
+    expect((await within(parts().form).findByRole("alert", {}, slow)).textContent).toContain("invalid duration");
 
-    fireEvent.change(input, { target: { value: "1h" } });
-    fireEvent.click(save);
-    expect((await within(form).findByRole("status")).textContent).toBe("Saved: 1h.");
+    await submit("1h");
+    expect((await within(parts().form).findByRole("status", {}, slow)).textContent).toBe("Saved: 1h.");
     expect(fetch).toHaveBeenCalledWith("/api/mlxr/config", expect.objectContaining({ method: "PATCH", body: '{"keep_alive":"1h"}' }));
     const models = screen.getByRole("region", { name: "Models" });
     expect(within(models).getByText("Keep alive").nextElementSibling?.textContent).toBe("1h");
