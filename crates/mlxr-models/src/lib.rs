@@ -65,6 +65,18 @@ pub enum ModelError {
 }
 
 impl ModelError {
+    /// `ShapeMismatch` for `tensor` unless `found` is `expected`.
+    pub(crate) fn check_shape(tensor: &str, expected: &[usize], found: &[usize]) -> Result<()> {
+        if found == expected {
+            return Ok(());
+        }
+        Err(ModelError::ShapeMismatch {
+            tensor: tensor.to_string(),
+            expected: expected.to_vec(),
+            found: found.to_vec(),
+        })
+    }
+
     pub fn candle(context: impl Into<String>, source: candle_core::Error) -> Self {
         ModelError::Candle {
             context: context.into(),

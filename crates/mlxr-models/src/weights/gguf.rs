@@ -63,13 +63,7 @@ impl<'a> GgufWeights<'a> {
             .tensor(name)
             .ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
         let stored: Vec<usize> = info.dims.iter().rev().map(|&d| d as usize).collect();
-        if stored != shape {
-            return Err(ModelError::ShapeMismatch {
-                tensor: name.to_string(),
-                expected: shape.to_vec(),
-                found: stored,
-            });
-        }
+        ModelError::check_shape(name, shape, &stored)?;
         let dtype = candle_dtype(info.ggml_type).ok_or_else(|| {
             ModelError::Gguf(mlxr_formats::gguf::GgufError::UnsupportedTensorType {
                 tensor: name.to_string(),

@@ -183,12 +183,15 @@ impl SafetensorsWeights {
         self.has(&format!("{stem}.scales"))
     }
 
-    fn dtype(&self, name: &str) -> Result<Dtype> {
-        Ok(self
-            .files
+    /// Tensor `name`'s stored bytes, type and shape.
+    fn view(&self, name: &str) -> Result<safetensors::tensor::TensorView<'_>> {
+        self.files
             .get(name)
-            .map_err(|_| ModelError::MissingTensor(name.to_string()))?
-            .dtype())
+            .map_err(|_| ModelError::MissingTensor(name.to_string()))
+    }
+
+    fn dtype(&self, name: &str) -> Result<Dtype> {
+        Ok(self.view(name)?.dtype())
     }
 
     fn check_float(&self, name: &str) -> Result<()> {
@@ -207,11 +210,7 @@ impl SafetensorsWeights {
     }
 
     fn bytes(&self, name: &str) -> Result<&[u8]> {
-        Ok(self
-            .files
-            .get(name)
-            .map_err(|_| ModelError::MissingTensor(name.to_string()))?
-            .data())
+        Ok(self.view(name)?.data())
     }
 
     /// The FP8 or bitsandbytes 4-bit weight `{stem}.weight` (`hf`) as a
@@ -264,20 +263,14 @@ impl SafetensorsWeights {
     pub fn quantized_weight_shape(&self, stem: &str) -> Result<Option<[usize; 2]>> {
         let hf = format!("{stem}.weight");
         Ok(Some(match self.dtype(&hf)? {
-            Dtype::F8_E4M3 | Dtype::F8_E5M2 => {
-                let view = self
-                    .files
-                    .get(&hf)
-                    .map_err(|_| ModelError::MissingTensor(hf.clone()))?;
-                match view.shape() {
-                    &[out, inp] => [out, inp],
-                    other => {
-                        return Err(files_error(format!(
-                            "FP8 tensor '{hf}' has shape {other:?}; only 2-D weights are FP8"
-                        )))
-                    }
+            Dtype::F8_E4M3 | Dtype::F8_E5M2 => match self.view(&hf)?.shape() {
+                &[out, inp] => [out, inp],
+                other => {
+                    return Err(files_error(format!(
+                        "FP8 tensor '{hf}' has shape {other:?}; only 2-D weights are FP8"
+                    )))
                 }
-            }
+            },
             Dtype::U8 => {
                 let Some(HfQuantization::Bnb4 { kind, .. }) = self.quantization.as_ref() else {
                     return Err(files_error(format!(
@@ -390,17 +383,8 @@ impl SafetensorsWeights {
         if !self.device.is_cpu() {
             return Ok(None);
         }
-        let view = self
-            .files
-            .get(name)
-            .map_err(|_| ModelError::MissingTensor(name.to_string()))?;
-        if view.shape() != shape {
-            return Err(ModelError::ShapeMismatch {
-                tensor: name.to_string(),
-                expected: shape.to_vec(),
-                found: view.shape().to_vec(),
-            });
-        }
+        let view = self.view(name)?;
+        ModelError::check_shape(name, &shape, view.shape())?;
         HalfWeight::from_le_bytes(format, shape[0], shape[1], view.data())
             .map(Some)
             .map_err(|e| files_error(format!("tensor '{name}': {e}")))
@@ -422,13 +406,7 @@ impl SafetensorsWeights {
             .files
             .load(name, &self.device)
             .map_err(|_| ModelError::MissingTensor(name.to_string()))?;
-        if t.dims() != shape {
-            return Err(ModelError::ShapeMismatch {
-                tensor: name.to_string(),
-                expected: shape.to_vec(),
-                found: t.dims().to_vec(),
-            });
-        }
+        ModelError::check_shape(name, shape, t.dims())?;
         Ok(t)
     }
 
@@ -455,17 +433,8 @@ impl SafetensorsWeights {
         scale: &str,
         block: [usize; 2],
     ) -> Result<Fp8Weight> {
-        let view = self
-            .files
-            .get(hf)
-            .map_err(|_| ModelError::MissingTensor(hf.to_string()))?;
-        if view.shape() != [out, inp] {
-            return Err(ModelError::ShapeMismatch {
-                tensor: hf.to_string(),
-                expected: vec![out, inp],
-                found: view.shape().to_vec(),
-            });
-        }
+        let view = self.view(hf)?;
+        ModelError::check_shape(hf, &[out, inp], view.shape())?;
         if !self.has(scale) {
             return Err(files_error(format!(
                 "FP8 tensor '{hf}' has no scale tensor '{scale}'"
@@ -508,13 +477,7 @@ impl SafetensorsWeights {
     /// A bitsandbytes 4-bit weight `hf` with its quant state beside it.
     fn bnb4(&self, hf: &str, kind: Bnb4Kind, out: usize, inp: usize) -> Result<Bnb4Weight> {
         let (state_name, state) = self.bnb4_state(hf, kind)?;
-        if state.shape != [out, inp] {
-            return Err(ModelError::ShapeMismatch {
-                tensor: state_name,
-                expected: vec![out, inp],
-                found: state.shape,
-            });
-        }
+        ModelError::check_shape(&state_name, &[out, inp], &state.shape)?;
         let n = out * inp;
         let packed = self.bytes(hf)?;
         if packed.len() != n.div_ceil(2) {
