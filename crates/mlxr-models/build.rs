@@ -24,6 +24,7 @@ fn main() {
     println!("cargo::rerun-if-changed=src/backend/cuda/kernels/q8_k.cuh");
     println!("cargo::rerun-if-changed=src/backend/cuda/kernels/k_quants.cuh");
     println!("cargo::rerun-if-changed=src/backend/cuda/kernels/pdl.cuh");
+    println!("cargo::rerun-if-changed=src/backend/cuda/kernels/matvec.cuh");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
     let cap = std::env::var("CUDA_COMPUTE_CAP").unwrap_or_else(|_| "80".into());
     let nvcc = ["CUDA_HOME", "CUDA_PATH"]

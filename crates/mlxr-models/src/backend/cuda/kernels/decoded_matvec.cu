@@ -22,20 +22,7 @@
 #include <cuda_fp8.h>
 #include <stdint.h>
 
-#define ROWS 4
-
-__device__ __forceinline__ uint4 load_stream(const uint8_t *p) {
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p));
-    return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffff, v, off);
-    return v;
-}
+#include "matvec.cuh"
 
 // The f32 values of 16 FP8 codes (exact: every E4M3 and E5M2 value is an
 // F16 one; sm_89 and later convert two a instruction).
@@ -266,7 +253,7 @@ __device__ __forceinline__ void bnb4_rows(const uint8_t *__restrict__ packed,
         fp8_rows<B, F>(codes, scales, x, bias, y, n, k, tokens, bn, bk);                      \
     }
 
-#define BNB4_MV(B)                                                                            \
+#define BNB4_MV(B, ...)                                                                       \
     extern "C" __global__ void __launch_bounds__(32 * ROWS) bnb4_mv##B(                       \
         const uint8_t *__restrict__ packed, const float *__restrict__ absmax,                \
         const float *__restrict__ code, const float *__restrict__ x,                         \
@@ -275,18 +262,9 @@ __device__ __forceinline__ void bnb4_rows(const uint8_t *__restrict__ packed,
         bnb4_rows<B>(packed, absmax, code, x, bias, y, n, k, tokens, bs);                     \
     }
 
-FP8_MV(1, e4m3, __NV_E4M3)
-FP8_MV(2, e4m3, __NV_E4M3)
-FP8_MV(4, e4m3, __NV_E4M3)
-FP8_MV(8, e4m3, __NV_E4M3)
-FP8_MV(1, e5m2, __NV_E5M2)
-FP8_MV(2, e5m2, __NV_E5M2)
-FP8_MV(4, e5m2, __NV_E5M2)
-FP8_MV(8, e5m2, __NV_E5M2)
-BNB4_MV(1)
-BNB4_MV(2)
-BNB4_MV(4)
-BNB4_MV(8)
+EACH_TOKENS(FP8_MV, e4m3, __NV_E4M3)
+EACH_TOKENS(FP8_MV, e5m2, __NV_E5M2)
+EACH_TOKENS(BNB4_MV)
 
 __device__ __forceinline__ void store_f16(half *dst, const float *w, int count) {
 #pragma unroll

@@ -14,13 +14,9 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-#define ROWS 4
-#define UNROLL 4
+#include "matvec.cuh"
 
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffff, v, off);
-    return v;
-}
+#define UNROLL 4
 
 // The f32 values of 8 F16 or BF16 weights (exact either way).
 __device__ __forceinline__ void widen(const uint4 w, half, float2 (&wf)[4]) {
@@ -78,10 +74,7 @@ __device__ __forceinline__ void half_rows(const T *__restrict__ w,
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
             const int at = at0 + u * step;
-            if (at < k)
-                asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-                    : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w)
-                    : "l"(wrow + at));
+            if (at < k) v[u] = load_stream(wrow + at);
         }
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
@@ -104,11 +97,5 @@ __device__ __forceinline__ void half_rows(const T *__restrict__ w,
         half_rows<B, T>(w, x, bias, y, n, k, tokens);                                         \
     }
 
-HALF_MV(1, half, half)
-HALF_MV(2, half, half)
-HALF_MV(4, half, half)
-HALF_MV(8, half, half)
-HALF_MV(1, bf16, __nv_bfloat16)
-HALF_MV(2, bf16, __nv_bfloat16)
-HALF_MV(4, bf16, __nv_bfloat16)
-HALF_MV(8, bf16, __nv_bfloat16)
+EACH_TOKENS(HALF_MV, half, half)
+EACH_TOKENS(HALF_MV, bf16, __nv_bfloat16)
