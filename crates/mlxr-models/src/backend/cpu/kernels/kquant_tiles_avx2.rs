@@ -67,18 +67,6 @@ pub mod x86 {
         _mm256_add_ps(_mm256_add_ps(r0, r2), _mm256_add_ps(r1, r3))
     }
 
-    /// Prefetches line `i` (of 64 bytes) of the tile [`prefetch::AHEAD`]
-    /// after `tile` in memory, if the tile has that many lines.
-    #[inline(always)]
-    fn prefetch_line<U>(tile: &U, i: usize) {
-        if i * 64 < std::mem::size_of::<U>() {
-            prefetch::line(
-                (tile as *const U as *const u8)
-                    .wrapping_add(prefetch::AHEAD * std::mem::size_of::<U>() + 64 * i),
-            );
-        }
-    }
-
     /// Rows `8h..8h + 8` of the four value lines `m + 16q` (`q` 0..4) of
     /// a Q6_K tile, with the tile's lane group of `m` (and the group
     /// [`prefetch::AHEAD`] tiles on, once per tile) asked for.
@@ -90,7 +78,7 @@ pub mod x86 {
         let (g, ..) = line_place(m);
         if h == 0 {
             for j in 0..3 {
-                prefetch_line(t, 3 * g + j);
+                prefetch::tile_line(t, 3 * g + j);
             }
         }
         let line = |j: usize| t.groups[g][j].as_ptr().wrapping_add(32 * h) as *const __m256i;
@@ -179,7 +167,7 @@ pub mod x86 {
             let mut ia = [_mm256_setzero_si256(); T];
             let mut ib = [_mm256_setzero_si256(); T];
             for g in 0..8 {
-                prefetch_line(t, 8 * p + g + 32 * h);
+                prefetch::tile_line(t, 8 * p + g + 32 * h);
                 // SAFETY: `qs[8p + g]` is a 64-byte aligned line.
                 let w = unsafe {
                     _mm256_load_si256(t.qs[8 * p + g].as_ptr().add(32 * h) as *const __m256i)
@@ -316,7 +304,7 @@ pub mod x86 {
         if h == 0 {
             // The scales and d.
             for i in 48..53 {
-                prefetch_line(t, i);
+                prefetch::tile_line(t, i);
             }
         }
         if TILED {
@@ -463,7 +451,7 @@ pub mod x86 {
         let mut lanes = [[_mm256_setzero_si256(); 8]; T];
         for (s, &scale) in sc.iter().enumerate() {
             for g in 0..8 {
-                prefetch_line(t, 8 * s + g + 64 * h);
+                prefetch::tile_line(t, 8 * s + g + 64 * h);
                 // SAFETY: `qs[8s + g]` is a 64-byte aligned line.
                 let w = unsafe {
                     _mm256_load_si256(t.qs[8 * s + g].as_ptr().add(32 * h) as *const __m256i)

@@ -19,3 +19,14 @@ pub fn line(at: *const u8) {
     // part of x86-64's baseline.
     unsafe { _mm_prefetch::<_MM_HINT_T0>(at as *const i8) };
 }
+
+/// Asks for line `i` (of 64 bytes) of the tile [`AHEAD`] tiles after
+/// `tile` in memory, if a tile has that many lines.
+#[inline(always)]
+pub fn tile_line<U>(tile: &U, i: usize) {
+    if i * 64 < std::mem::size_of::<U>() {
+        line(
+            (tile as *const U as *const u8).wrapping_add(AHEAD * std::mem::size_of::<U>() + 64 * i),
+        );
+    }
+}

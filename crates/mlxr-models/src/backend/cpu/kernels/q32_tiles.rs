@@ -275,7 +275,7 @@ pub mod x86 {
     use std::arch::x86_64::*;
 
     use super::{BlockQ8, Line, TileShape};
-    use crate::backend::cpu::kernels::WeightKind;
+    use crate::backend::cpu::kernels::{prefetch, WeightKind};
 
     // The kernels' `KIND` codes (the AVX2 kernels, q32_tiles_avx2.rs, take
     // the same).
@@ -353,6 +353,15 @@ pub mod x86 {
             // SAFETY: tile `b` and block `b` of every token exist (see above).
             unsafe {
                 let (first, scale_line, d_at) = s.locate(b);
+                if b % 2 == 0 {
+                    // The pair of tiles prefetch::AHEAD pairs ahead, as the
+                    // AVX2 kernel asks for it.
+                    let ahead = (tiles.as_ptr() as *const u8)
+                        .wrapping_add(64 * (first + prefetch::AHEAD * s.pair_lines()));
+                    for i in 0..s.pair_lines() {
+                        prefetch::line(ahead.wrapping_add(64 * i));
+                    }
+                }
                 let w = lanes::<KIND>(tiles.as_ptr().add(first), s);
                 let scales = (tiles.as_ptr().add(scale_line) as *const u8).add(d_at);
                 let d = _mm512_cvtph_ps(_mm256_load_si256(scales as *const __m256i));

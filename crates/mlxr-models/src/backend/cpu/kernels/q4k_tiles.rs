@@ -124,6 +124,7 @@ pub(super) fn row_group_tiles<U>(
 pub mod x86 {
     use std::arch::x86_64::*;
 
+    use super::super::prefetch;
     use super::super::q8k::BlockQ8K;
     use super::Tile;
 
@@ -187,6 +188,12 @@ pub mod x86 {
                 let mut ia = [_mm512_setzero_si512(); T];
                 let mut ib = [_mm512_setzero_si512(); T];
                 for g in 0..8 {
+                    // The tile AHEAD on: its 32 value lines, then its 6
+                    // lines of scales, mins, d and dmin.
+                    prefetch::tile_line(t, 8 * p + g);
+                    if 8 * p + g < 6 {
+                        prefetch::tile_line(t, 32 + 8 * p + g);
+                    }
                     // SAFETY: `qs[8p + g]` is 64 readable bytes.
                     let w = unsafe { _mm512_loadu_si512(t.qs[8 * p + g].as_ptr() as *const _) };
                     let lo = _mm512_and_si512(w, mask);

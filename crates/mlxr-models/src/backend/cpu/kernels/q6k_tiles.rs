@@ -136,6 +136,7 @@ pub mod x86 {
     use std::arch::x86_64::*;
 
     use super::super::kquant_tiles_avx2::x86::q6k_tiles as avx2;
+    use super::super::prefetch;
     use super::super::q4k_tiles::x86::bcast4;
     use super::super::q8k::{blocks_at, BlockQ8K};
     use super::{line_place, Tile6};
@@ -236,6 +237,9 @@ pub mod x86 {
                 let mut lane = [_mm512_setzero_si512(); T];
                 for m in [l, l + 8] {
                     let (g, ..) = line_place(m);
+                    for j in 0..3 {
+                        prefetch::tile_line(t, 3 * g + j);
+                    }
                     for (q, w) in unpack(&t.groups[g]).into_iter().enumerate() {
                         let i = m + 16 * q;
                         for r in 0..T {
