@@ -342,6 +342,15 @@ __device__ __forceinline__ void q4_K_rows(const uint8_t *__restrict__ w,
 // elements l, l + 32, l + 64, l + 96, with scale 8h + l/16 + 0, 2, 4, 6.
 // Lane (h, r) takes l = 4r .. 4r + 4: 16 elements. The 16 lanes' sums are
 // added up before the float step, as in Q4_K. RW rows as in Q4_K.
+//
+// A warp sums two super-blocks at a time, 420 contiguous bytes a row, only
+// 2-byte aligned (210-byte blocks): they come in as aligned 16-byte chunks,
+// one a lane, through shared memory, the next pair's chunks loaded while
+// this pair is summed. Read straight from global memory, 1-2 bytes a load,
+// a super-block took eleven loads a lane: one-token steps of the
+// Qwen2.5-1.5B shape's norms and matmuls 1.046 → 0.970 ms, the 8B's equal
+// (H100, bench/results/gpu-2026-12-07-s58.md; the same bits, checked
+// against mmq.cu for 1-64 tokens). Two pairs ahead was slower.
 template <int B, int W, int R, int RW>
 __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
                                           const int8_t *__restrict__ xq,
@@ -362,15 +371,57 @@ __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
 #pragma unroll
     for (int i = 0; i < RW; ++i)
         wrows[i] = w + (long)(row + min(i, nrows - 1)) * nsb * Q6_K_BYTES;
-    // Unrolled so that a lane has several super-blocks' loads in flight
-    // (decode is bound by how many bytes are in flight, not by arithmetic).
-#pragma unroll 4
-    for (int sb = 2 * warp + (lane >> 4); sb < nsb; sb += 2 * W) {
+    // Every launch has 4 warps a block (W · R = 4).
+    __shared__ __align__(16) uint8_t stage[4][RW][512];
+    const int wb = threadIdx.x >> 5;
+    const uint8_t *end = w + (long)n * nsb * Q6_K_BYTES;
+    // Lane l's chunk of the pair at `base` of each row, and where the pair
+    // starts in the chunks.
+    auto load = [&](int4 (&c)[RW], int base, int (&skip)[RW]) {
+        const int span = min(2, nsb - base) * Q6_K_BYTES;
+#pragma unroll
+        for (int i = 0; i < RW; ++i) {
+            const uint8_t *start = wrows[i] + (long)base * Q6_K_BYTES;
+            const uint8_t *a0 = (const uint8_t *)((uintptr_t)start & ~(uintptr_t)15);
+            skip[i] = (int)(start - a0);
+            const uint8_t *chunk = a0 + 16 * lane;
+            c[i] = make_int4(0, 0, 0, 0);
+            if (chunk < start + span) {
+                if (chunk + 16 <= end) {
+                    c[i] = *(const int4 *)chunk;
+                } else {
+                    // The matrix's last chunk: not past its (2-byte aligned) end.
+                    unsigned short hw[8];
+#pragma unroll
+                    for (int j = 0; j < 8; ++j)
+                        hw[j] = chunk + 2 * j < end ? ((const unsigned short *)chunk)[j] : 0;
+                    c[i] = make_int4(hw[0] | hw[1] << 16, hw[2] | hw[3] << 16,
+                                     hw[4] | hw[5] << 16, hw[6] | hw[7] << 16);
+                }
+            }
+        }
+    };
+    int4 next[RW];
+    int next_skip[RW];
+    if (2 * warp < nsb) load(next, 2 * warp, next_skip);
+    // The same trip count on every lane: all of them load and stage chunks.
+    for (int base = 2 * warp; base < nsb; base += 2 * W) {
+        const bool valid = base + (lane >> 4) < nsb;
+        const int sb = min(base + (lane >> 4), nsb - 1);
+        int skip[RW];
+        __syncwarp();
+#pragma unroll
+        for (int i = 0; i < RW; ++i) {
+            *(int4 *)&stage[wb][i][16 * lane] = next[i];
+            skip[i] = next_skip[i];
+        }
+        __syncwarp();
+        if (base + 2 * W < nsb) load(next, base + 2 * W, next_skip);
         int sc[RW][4], qv[RW][4];
         float dw[RW];
 #pragma unroll
         for (int i = 0; i < RW; ++i) {
-            const uint8_t *blk = wrows[i] + (long)sb * Q6_K_BYTES;
+            const uint8_t *blk = &stage[wb][i][skip[i] + (sb - base) * Q6_K_BYTES];
             const int lo_a = load_u32_2aligned(blk + 64 * h + 4 * r);
             const int lo_b = load_u32_2aligned(blk + 64 * h + 32 + 4 * r);
             const int hi = load_u32_2aligned(blk + 128 + 32 * h + 4 * r);
@@ -401,7 +452,7 @@ __device__ __forceinline__ void q6_K_rows(const uint8_t *__restrict__ w,
                 for (int j = 0; j < 4; ++j) sum += sc[i][j] * __dp4a(qv[i][j], xv[j], 0);
 #pragma unroll
                 for (int off = 1; off < 16; off <<= 1) sum += __shfl_xor_sync(group, sum, off);
-                if (l16 == 0) acc[i][b] = q6_K_step(acc[i][b], dx, dw[i], sum);
+                if (l16 == 0 && valid) acc[i][b] = q6_K_step(acc[i][b], dx, dw[i], sum);
             }
         }
     }
