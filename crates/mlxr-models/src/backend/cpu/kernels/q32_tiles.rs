@@ -353,9 +353,10 @@ pub mod x86 {
             // SAFETY: tile `b` and block `b` of every token exist (see above).
             unsafe {
                 let (first, scale_line, d_at) = s.locate(b);
-                if b % 2 == 0 {
+                if T <= 2 && b % 2 == 0 {
                     // The pair of tiles prefetch::AHEAD pairs ahead, as the
-                    // AVX2 kernel asks for it.
+                    // AVX2 kernel asks for it (decode-sized passes only, as
+                    // in the Q4_K tiles).
                     let ahead = (tiles.as_ptr() as *const u8)
                         .wrapping_add(64 * (first + prefetch::AHEAD * s.pair_lines()));
                     for i in 0..s.pair_lines() {

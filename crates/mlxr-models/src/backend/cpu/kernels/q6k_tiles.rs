@@ -237,8 +237,11 @@ pub mod x86 {
                 let mut lane = [_mm512_setzero_si512(); T];
                 for m in [l, l + 8] {
                     let (g, ..) = line_place(m);
-                    for j in 0..3 {
-                        prefetch::tile_line(t, 3 * g + j);
+                    // As in the Q4_K tiles: decode-sized passes only.
+                    if T <= 2 {
+                        for j in 0..3 {
+                            prefetch::tile_line(t, 3 * g + j);
+                        }
                     }
                     for (q, w) in unpack(&t.groups[g]).into_iter().enumerate() {
                         let i = m + 16 * q;
