@@ -1,7 +1,9 @@
 // What the decode matmuls of 16-bit and coded weights share
 // (half_matvec.cu, decoded_matvec.cu): warps per block, the warp's sum, the
 // weights' streaming load, and the kernels' token counts (1, 2, 4 and 8
-// activation rows; cuda/half_matvec.rs `tokens_variant`).
+// activation rows; cuda/half_matvec.rs `tokens_variant`). The quantized
+// matmuls (quant_matmul.cu) and the attention kernels (paged_attention.cu)
+// take their warp sums from here too.
 #pragma once
 #include <stdint.h>
 

@@ -45,6 +45,7 @@
 #include <climits>
 
 #include "q8_k.cuh"
+#include "matvec.cuh"
 #include "pdl.cuh"
 
 #define MAX_GROUP 8
@@ -61,12 +62,6 @@ __device__ __forceinline__ float through(float x) {
     T y;
     from_f32(y, x);
     return to_f32(y);
-}
-
-__device__ __forceinline__ float warp_sum(float x) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffff, x, o);
-    return x;
 }
 
 // N consecutive values at p (aligned to N values) as f32, in the widest

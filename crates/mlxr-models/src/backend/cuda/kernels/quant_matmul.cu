@@ -24,6 +24,7 @@
 #define QK_K 256
 #include "q8_k.cuh"
 #include "k_quants.cuh"
+#include "matvec.cuh"
 #include "pdl.cuh"
 #define QK 32
 #define WARPS_PER_ROW 4
@@ -202,11 +203,6 @@ extern "C" __global__ void swiglu_q8(const float *__restrict__ gate,
     for (int i = 0; i < 8; ++i) g[i] = __fmul_rn(__fdiv_rn(g[i], 1.f + expf(-g[i])), u[i]);
     if (at < k) store8(y + t * k + at, g);
     quantize_sb(g, qs, d, bsums, t, sb, k);
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffff, v, off);
-    return v;
 }
 
 // The row's sums of its W warps, in a fixed order (the same for every batch
