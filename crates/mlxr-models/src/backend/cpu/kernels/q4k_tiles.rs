@@ -154,7 +154,7 @@ pub mod x86 {
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     pub unsafe fn gemv_tile(tiles: &[Tile], y: &[BlockQ8K], pairs: bool) -> [f32; 16] {
         // SAFETY: forwarded.
-        unsafe { gemv_tiles::<1>(tiles, [y], [pairs])[0] }
+        unsafe { gemv_tiles::<1>(tiles, [y], [pairs], true)[0] }
     }
 
     /// [`gemv_tile`] for `T` activation rows at once: each weight group is
@@ -168,6 +168,7 @@ pub mod x86 {
         tiles: &[Tile],
         ys: [&[BlockQ8K]; T],
         pairs: [bool; T],
+        prefetch: bool,
     ) -> [[f32; 16]; T] {
         let mask = _mm512_set1_epi8(0x0F);
         let mut acc = [_mm512_setzero_ps(); T];
@@ -189,11 +190,12 @@ pub mod x86 {
                 let mut ib = [_mm512_setzero_si512(); T];
                 for g in 0..8 {
                     // The tile AHEAD on: its 32 value lines, then its 6
-                    // lines of scales, mins, d and dmin. Passes of more
-                    // tokens (prefill, many sequences) walk a row group
-                    // again for the next tokens: there the prefetches cost
-                    // more than they bring (Qwen2.5-Coder-1.5B pp512 0.83x).
-                    if T <= 2 {
+                    // lines of scales, mins, d and dmin; with `prefetch`,
+                    // which the callers give passes that read a row group
+                    // first (the later passes over it for more tokens find
+                    // it in cache: prefetching in every pass cost
+                    // Qwen2.5-Coder-1.5B pp512 17%).
+                    if prefetch {
                         prefetch::tile_line(t, 8 * p + g);
                         if 8 * p + g < 6 {
                             prefetch::tile_line(t, 32 + 8 * p + g);

@@ -185,12 +185,13 @@ pub mod x86 {
         (tiled, avx512): (bool, bool),
         tiles: &[Tile6],
         ys: [&[BlockQ8K]; T],
+        prefetch: bool,
     ) -> [[f32; 16]; T] {
         // SAFETY: forwarded.
         unsafe {
             match (avx512, tiled) {
-                (true, true) => q6k_tiles::<T, true>(tiles, ys),
-                (true, false) => q6k_tiles::<T, false>(tiles, ys),
+                (true, true) => q6k_tiles::<T, true>(tiles, ys, prefetch),
+                (true, false) => q6k_tiles::<T, false>(tiles, ys, prefetch),
                 (false, true) => avx2::<T, true>(tiles, ys),
                 (false, false) => avx2::<T, false>(tiles, ys),
             }
@@ -213,6 +214,7 @@ pub mod x86 {
     pub unsafe fn q6k_tiles<const T: usize, const TILED: bool>(
         tiles: &[Tile6],
         ys: [&[BlockQ8K]; T],
+        prefetch: bool,
     ) -> [[f32; 16]; T] {
         let low16 = _mm512_set1_epi32(0xFFFF);
         let mut acc = [[_mm512_setzero_ps(); 8]; T];
@@ -237,8 +239,8 @@ pub mod x86 {
                 let mut lane = [_mm512_setzero_si512(); T];
                 for m in [l, l + 8] {
                     let (g, ..) = line_place(m);
-                    // As in the Q4_K tiles: decode-sized passes only.
-                    if T <= 2 {
+                    // As in the Q4_K tiles: passes that read a row group first.
+                    if prefetch {
                         for j in 0..3 {
                             prefetch::tile_line(t, 3 * g + j);
                         }

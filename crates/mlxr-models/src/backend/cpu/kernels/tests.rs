@@ -681,7 +681,7 @@ fn check_q6k_tiles(
         ys: [&[super::q8k::BlockQ8K]; T],
     ) -> [[f32; 16]; T] {
         // SAFETY: the caller checked the features; one tile per block.
-        unsafe { q6k_tiles::x86::pass::<T>(how, group, ys) }
+        unsafe { q6k_tiles::x86::pass::<T>(how, group, ys, true) }
     }
     let isa = if avx512 { "AVX-512" } else { "AVX2" };
     let row_bytes = kb * kquants::Q6_K_BYTES;
