@@ -159,7 +159,8 @@ pub mod x86 {
 
     /// [`gemv_tile`] for `T` activation rows at once: each weight group is
     /// loaded and unpacked once for all of them; every row's float
-    /// operations are those of [`gemv_tile`] alone.
+    /// operations are those of [`gemv_tile`] alone. `prefetch`: ask for
+    /// the tiles ahead (`matmul::first_pass` decides).
     ///
     /// # Safety
     /// The CPU must support AVX-512 F/BW/VNNI; `tiles.len() == ys[t].len()`.

@@ -176,7 +176,9 @@ pub mod x86 {
     }
 
     /// [`q6k_tiles`] (`avx512`) or its AVX2 twin, in the tiled order
-    /// (`tiled`) or the vec_dot one.
+    /// (`tiled`) or the vec_dot one; `prefetch` as in
+    /// [`super::super::q4k_tiles::x86::gemv_tiles`] (the AVX2 twin always
+    /// prefetches).
     ///
     /// # Safety
     /// This CPU has the kernel's features; `tiles.len() == ys[t].len()`.
@@ -204,7 +206,7 @@ pub mod x86 {
     /// sub-blocks `s` with `s % 2 == l / 4`, less `32·(bsums·scales)` of
     /// sub-blocks `2l` and `2l + 1`). Each line is unpacked once for all
     /// `T` rows and every row's arithmetic is that of the kernel alone.
-    /// Returns `[token][row]`.
+    /// `prefetch`: ask for the tiles ahead. Returns `[token][row]`.
     ///
     /// # Safety
     /// The CPU must support AVX-512 F/BW/VNNI; `tiles.len() == ys[t].len()`.
