@@ -1,8 +1,10 @@
-//! Software prefetch for the tile kernels. Decode waits on memory on
-//! AVX2-only hosts (a quarter of Qwen2.5-1.5B's Q4_K tile-kernel samples on
-//! a Zen 1 EPYC stalled right after a tile's first load), so each kernel asks
-//! for the lines of the tiles [`AHEAD`] ahead as it reads the current ones.
-//! Past a row group's slice those are the next group's tiles, which a thread
+//! Software prefetch for the tile kernels. Decode waits on memory without
+//! it (a quarter of Qwen2.5-1.5B's Q4_K tile-kernel samples on a Zen 1 EPYC
+//! under AVX2 stalled right after a tile's first load; under AVX-512 on a
+//! Zen 5 its decode ran at 0.6x of the AVX2 path's), so each kernel asks
+//! for the lines of the tiles [`AHEAD`] ahead as it reads the current ones
+//! (the AVX-512 K-quant ones only in the passes `matmul::first_pass` picks). Past a
+//! row group's slice those are the next group's tiles, which a thread
 //! usually takes next.
 
 /// How many tiles ahead (pairs of tiles for the 32-element kernels, which
