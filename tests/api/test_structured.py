@@ -3,7 +3,9 @@ serve` with Qwen2.5-Coder-0.5B: OpenAI `response_format` (json_schema on 24
 schemas, every reply validated by the `jsonschema` package; json_object) on
 chat, streamed and not, and on completions; Ollama `format` (a schema and
 "json") on /api/chat and /api/generate; MLXR's `grammar` extension (regex
-and Lark); malformed schemas and grammars are a 400 that names the problem.
+and Lark); malformed schemas and grammars are a 400 that names the problem;
+`--grammar-masks ahead` (masks computed while the forward pass runs) replies
+as the CPU's default lazy masks do.
 """
 
 import json
@@ -16,7 +18,7 @@ import openai
 import pytest
 import requests
 
-from conftest import QWEN
+from conftest import MODEL, QWEN, Server
 
 
 NAME = {"type": "string", "maxLength": 40}
@@ -161,6 +163,32 @@ def test_json_schema_streamed_and_sampled(oai):
                 finish = chunk.choices[0].finish_reason or finish
         assert finish == "stop", text
         jsonschema.validate(json.loads(text), schema)
+
+
+def test_masks_ahead_reply_as_lazy_masks(server, tmp_path):
+    """Seeded sampling at a high temperature (the grammar refuses many drawn
+    tokens), 4 requests at once: the same replies from a daemon that computes
+    every mask ahead as from the default one (lazy on the CPU)."""
+    ahead = Server(tmp_path, "--grammar-masks", "ahead")
+    try:
+        def replies(url):
+            client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
+
+            def one(seed):
+                what, schema = SCHEMAS[seed % 3]
+                r = client.chat.completions.create(
+                    model=MODEL, messages=messages(what), temperature=1.3, seed=seed, max_tokens=60,
+                    response_format=schema_format(schema))
+                return r.choices[0].message.content
+
+            with ThreadPoolExecutor(4) as pool:
+                return list(pool.map(one, range(4)))
+
+        lazy = replies(server.url)
+        assert all(lazy), lazy
+        assert replies(ahead.url) == lazy
+    finally:
+        ahead.stop()
 
 
 def test_json_object_and_completions(oai):

@@ -142,6 +142,8 @@ pub struct EngineConfig {
     /// Steps in which more sequences than this decode verify no drafts:
     /// the batch already keeps the hardware busy.
     pub spec_disable_batch: usize,
+    /// When constrained sequences' grammar masks are computed.
+    pub grammar_masks: crate::GrammarMasks,
 }
 
 impl Default for EngineConfig {
@@ -158,6 +160,7 @@ impl Default for EngineConfig {
             speculation: SpecOverrides::default(),
             draft_model: None,
             spec_disable_batch: 4,
+            grammar_masks: crate::GrammarMasks::Auto,
         }
     }
 }

@@ -10,6 +10,7 @@ use mlxr_models::{Step as ForwardStep, StepRunner};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::events::{Event, FinishReason};
+use crate::grammar_masks::{self, GrammarMasks};
 use crate::kv::SeqId;
 use crate::metrics::{EngineGauges, EngineMetrics};
 use crate::scheduler::{ScheduledChunk, Scheduler};
@@ -44,6 +45,10 @@ pub(crate) struct EngineLoop {
     pub draft: Option<DraftModel>,
     /// What target steps and draft passes have cost, for the draft lengths.
     pub costs: StepCosts,
+    /// `Lazy` or `Ahead` (resolved for the model's device).
+    pub grammar_masks: GrammarMasks,
+    /// Threads that compute masks ahead.
+    pub mask_threads: usize,
 }
 
 impl EngineLoop {
@@ -180,6 +185,12 @@ impl EngineLoop {
             .expect("the runner is back after each step");
         let start = Instant::now();
         let logits = match step.finish(self.block_size) {
+            Ok(()) if self.grammar_masks == GrammarMasks::Ahead => std::thread::scope(|s| {
+                let (scheduler, chunks) = (&mut self.scheduler, &chunks);
+                let threads = self.mask_threads;
+                s.spawn(move || grammar_masks::compute_ahead(scheduler, chunks, threads));
+                runner.execute(&model.model, &step)
+            }),
             Ok(()) => runner.execute(&model.model, &step),
             Err(e) => Err(e),
         };

@@ -179,6 +179,11 @@ impl EngineHandle {
             draft_tokens: Vec::new(),
             draft,
             costs: Default::default(),
+            grammar_masks: config
+                .grammar_masks
+                .resolve(DeviceChoice::of(model.model.device())),
+            // The engine thread waits on the forward pass meanwhile.
+            mask_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
         let worker = std::thread::Builder::new()
             .name("mlxr-engine".into())

@@ -12,6 +12,8 @@
 //! - [`device`]: `--device`, and which devices this build supports.
 //! - [`spec`]: speculative decoding (prompt lookup drafts, verified in
 //!   the sequence's next step).
+//! - [`grammar_masks`]: when constrained sequences' grammar masks are
+//!   computed (lazily, or ahead while the forward pass runs).
 
 pub mod byte_size;
 pub mod config;
@@ -19,6 +21,7 @@ pub mod device;
 mod engine;
 pub mod error;
 pub mod events;
+pub mod grammar_masks;
 pub mod handle;
 pub mod kv;
 pub mod loaded_model;
@@ -33,6 +36,7 @@ pub use config::{EngineConfig, KvBudget, KvDtype};
 pub use device::DeviceChoice;
 pub use error::EngineError;
 pub use events::{Event, FinishReason, Timings, TokenEvent, TokenLogprob, Usage};
+pub use grammar_masks::GrammarMasks;
 pub use handle::{EngineHandle, Generation, RequestId, RequestStream};
 pub use loaded_model::{file_key, LoadedModel};
 pub use metrics::EngineMetrics;

@@ -100,6 +100,11 @@ impl Scheduler {
         self.seqs.get_mut(&id)
     }
 
+    /// Every sequence, waiting or running.
+    pub fn seqs_mut(&mut self) -> impl Iterator<Item = &mut Sequence> {
+        self.seqs.values_mut()
+    }
+
     pub fn block_table(&self, id: SeqId) -> &[BlockId] {
         self.blocks.block_table(id).unwrap_or_default()
     }

@@ -128,6 +128,21 @@ impl Sequence {
         self
     }
 
+    pub fn is_constrained(&self) -> bool {
+        self.constraint.is_some()
+    }
+
+    /// Computes the grammar's mask for the next token before the logits
+    /// come ([`crate::grammar_masks`]); a failure ends the sequence when it
+    /// samples.
+    pub fn mask_ahead(&mut self) {
+        if let Some(grammar) = &mut self.constraint {
+            if let Err(e) = grammar.c.mask_ahead() {
+                grammar.error.get_or_insert(e.to_string());
+            }
+        }
+    }
+
     pub fn num_generated(&self) -> usize {
         self.tokens.len() - self.prompt_len
     }

@@ -1,8 +1,8 @@
 //! Constrained generation through the engine on real models: the output
 //! follows the regex or JSON schema (checked here without llguidance),
 //! ends when the constraint is complete, is the same batched as alone and
-//! with prompt-lookup speculation, and a constraint that does not compile
-//! is the request's error.
+//! with prompt-lookup speculation and with masks computed ahead, and a
+//! constraint that does not compile is the request's error.
 
 mod common;
 
@@ -11,7 +11,7 @@ use std::sync::Arc;
 use common::{batch_variants, load};
 use mlxr_engine::{
     ChatMessage, Constraint, DraftLength, EngineConfig, EngineError, EngineHandle, FinishReason,
-    GenerateRequest, KvBudget, LoadedModel, Prompt, SamplingParams, SpecOverrides,
+    GenerateRequest, GrammarMasks, KvBudget, LoadedModel, Prompt, SamplingParams, SpecOverrides,
 };
 use mlxr_testkit::{QWEN_CODER_05B, SMOLLM2};
 use serde_json::{json, Value};
@@ -158,6 +158,61 @@ fn constrained_sequences_batch_like_they_run_alone() {
             assert_eq!(tokens, alone[i], "{name}: request {i}");
         }
     }
+}
+
+/// Masks computed ahead (while the forward pass runs) sample the tokens
+/// lazy masks do, greedy and seeded at high temperature (where the grammar
+/// refuses many drawn tokens), in one batch.
+#[test]
+fn masks_computed_ahead_sample_what_lazy_masks_do() {
+    let Some(lm) = load(SMOLLM2) else { return };
+    let requests: Vec<GenerateRequest> = (0..6u64)
+        .map(|i| {
+            let constraint = match i % 3 {
+                0 => Constraint::JsonSchema(person_schema()),
+                1 => Constraint::Regex("[A-Z][a-z]+( [a-z]+){2,5}\\.".into()),
+                _ => Constraint::JsonObject,
+            };
+            let mut req = chat(
+                &format!("Tell me about person number {i}."),
+                Some(constraint),
+                40,
+            );
+            if i >= 3 {
+                req.sampling = SamplingParams {
+                    temperature: 1.5,
+                    seed: Some(i),
+                    ..SamplingParams::default()
+                };
+            }
+            req
+        })
+        .collect();
+    let run = |grammar_masks| {
+        let config = EngineConfig {
+            grammar_masks,
+            ..config()
+        };
+        let engine = EngineHandle::start(lm.clone(), config).unwrap();
+        let streams: Vec<_> = requests.iter().map(|r| engine.submit(r).unwrap()).collect();
+        streams
+            .into_iter()
+            .map(|mut stream| {
+                let mut tokens = Vec::new();
+                while let Some(event) = stream.blocking_next() {
+                    match event {
+                        mlxr_engine::Event::Token(t) => tokens.push(t.id),
+                        mlxr_engine::Event::Done { .. } => break,
+                        mlxr_engine::Event::Error(e) => panic!("{grammar_masks}: {e}"),
+                    }
+                }
+                tokens
+            })
+            .collect::<Vec<_>>()
+    };
+    let lazy = run(GrammarMasks::Lazy);
+    assert!(lazy.iter().all(|t| !t.is_empty()));
+    assert_eq!(run(GrammarMasks::Ahead), lazy);
 }
 
 fn run_alone(lm: &Arc<LoadedModel>, requests: &[GenerateRequest]) -> Vec<Vec<u32>> {

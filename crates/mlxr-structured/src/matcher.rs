@@ -1,5 +1,6 @@
 //! One sequence's position in its grammar.
 
+use llguidance::toktrie::SimpleVob;
 use llguidance::Matcher;
 use mlxr_tokenizer::TokenId;
 
@@ -11,6 +12,9 @@ pub struct TokenConstraint {
     matcher: Matcher,
     /// A grammar that holds only from a trigger token on ([`crate::Constraint::Triggered`]).
     trigger: Option<Trigger>,
+    /// The allowed tokens of the next position, computed before they are
+    /// asked for ([`Self::mask_ahead`]); gone with the next committed token.
+    ahead: Option<SimpleVob>,
 }
 
 struct Trigger {
@@ -32,6 +36,7 @@ impl TokenConstraint {
         Self {
             matcher,
             trigger: None,
+            ahead: None,
         }
     }
 
@@ -43,6 +48,7 @@ impl TokenConstraint {
                 fresh: matcher.clone(),
             }),
             matcher,
+            ahead: None,
         }
     }
 
@@ -52,9 +58,33 @@ impl TokenConstraint {
     }
 
     /// Whether `token` may come next (end-of-generation tokens: once the
-    /// output is complete). Cheap next to [`Self::mask`].
+    /// output is complete). Cheap next to [`Self::mask`], and a bit test
+    /// where the mask was computed ahead.
     pub fn allows(&mut self, token: TokenId) -> bool {
-        self.free() || self.matcher.validate_tokens(&[token]).is_ok_and(|n| n == 1)
+        if self.free() {
+            return true;
+        }
+        if self.ahead.as_ref().is_some_and(|m| m.is_allowed(token)) {
+            return true;
+        }
+        self.matcher.validate_tokens(&[token]).is_ok_and(|n| n == 1)
+    }
+
+    /// Computes the next position's mask now (e.g. while the forward pass
+    /// that scores that position runs), for [`Self::allows`] and
+    /// [`Self::mask`] to use: they answer as they would without it.
+    pub fn mask_ahead(&mut self) -> Result<(), StructuredError> {
+        if self.free() || self.ahead.is_some() {
+            return Ok(());
+        }
+        self.ahead = Some(self.next_mask()?);
+        Ok(())
+    }
+
+    fn next_mask(&mut self) -> Result<SimpleVob, StructuredError> {
+        self.matcher
+            .compute_mask_or_eos()
+            .map_err(|e| StructuredError::Matcher(e.to_string()))
     }
 
     /// Sets every token that may not come next to -inf in `scores` (one
@@ -63,20 +93,22 @@ impl TokenConstraint {
         if self.free() {
             return Ok(());
         }
-        let allowed = self
-            .matcher
-            .compute_mask_or_eos()
-            .map_err(|e| StructuredError::Matcher(e.to_string()))?;
+        let allowed = match self.ahead.take() {
+            Some(mask) => mask,
+            None => self.next_mask()?,
+        };
         allowed.iter_unset_entries(|i| {
             if let Some(s) = scores.get_mut(i) {
                 *s = f32::NEG_INFINITY;
             }
         });
+        self.ahead = Some(allowed);
         Ok(())
     }
 
     /// Moves past `token`, which the sequence keeps.
     pub fn commit(&mut self, token: TokenId) -> Result<(), StructuredError> {
+        self.ahead = None;
         if let Some(t) = &mut self.trigger {
             if !t.armed {
                 t.armed = t.token == Some(token);

@@ -4,7 +4,8 @@
 //! (the detokenizer's) is still the start of a word of a finite language,
 //! and an end-of-generation token exactly when the text is a whole word
 //! (a vocabulary without forced tokens, which narrow the mask where the
-//! grammar determines the bytes: tested on their own below).
+//! grammar determines the bytes: tested on their own below). Every other
+//! walk computes its masks ahead (`mask_ahead`), which changes no answer.
 
 use mlxr_formats::gguf::GgufFile;
 use mlxr_structured::{Constraint, Grammars, Tokenization, Vocab};
@@ -104,6 +105,11 @@ fn check_model(name: &str) {
         let mut ended = false;
         for step in 0..64 {
             scores.fill(0.0);
+            // Odd walks compute each mask ahead, as the engine does while
+            // a forward pass runs: the answers must not change.
+            if walk % 2 == 1 {
+                matcher.mask_ahead().unwrap();
+            }
             matcher.mask(&mut scores).unwrap();
             let allowed: Vec<TokenId> = (0..n_vocab as TokenId)
                 .filter(|&t| scores[t as usize] == 0.0)
@@ -131,6 +137,14 @@ fn check_model(name: &str) {
                 assert!(
                     matcher.allows(t),
                     "{name}: allows({t}) disagrees with the mask"
+                );
+            }
+            for _ in 0..16 {
+                let t = rng.below(n_vocab) as TokenId;
+                assert_eq!(
+                    matcher.allows(t),
+                    allowed.contains(&t),
+                    "{name}: walk {walk}: allows({t}) disagrees with the mask"
                 );
             }
             let t = allowed[rng.below(allowed.len())];

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::builder::BoolishValueParser;
 use clap::{Args, Parser, Subcommand};
-use mlxr_engine::{DeviceChoice, DraftLength, KvBudget, KvDtype, SpecType};
+use mlxr_engine::{DeviceChoice, DraftLength, GrammarMasks, KvBudget, KvDtype, SpecType};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -361,6 +361,12 @@ pub struct ServeArgs {
         value_name = "DEVICE"
     )]
     pub device: DeviceChoice,
+    /// When constrained requests' grammar masks are computed: ahead (on
+    /// other threads while the forward pass runs), lazy (only when the
+    /// grammar refuses the token drawn) or auto (ahead on a GPU, lazy on
+    /// the CPU, whose cores the forward pass uses). Outputs are the same.
+    #[arg(long, default_value = "auto", value_name = "WHEN")]
+    pub grammar_masks: GrammarMasks,
     /// Largest request body, in bytes.
     #[arg(long, default_value_t = 32 << 20)]
     pub body_limit: usize,

@@ -34,6 +34,7 @@ pub struct ServeFile {
     kv_cache_mem: Option<String>,
     kv_dtype: Option<String>,
     device: Option<String>,
+    grammar_masks: Option<String>,
     body_limit: Option<usize>,
     max_blob_size: Option<String>,
     allow_local_pulls: Option<bool>,
@@ -142,6 +143,13 @@ pub fn apply(args: &mut ServeArgs, file: ServeFile, given: Option<&ArgMatches>) 
             args.kv_dtype = v
                 .parse()
                 .map_err(|e: String| anyhow::anyhow!("kv_dtype: {e}"))?;
+        }
+    }
+    if let Some(v) = file.grammar_masks {
+        if from_default("grammar_masks") {
+            args.grammar_masks = v
+                .parse()
+                .map_err(|e: String| anyhow::anyhow!("grammar_masks: {e}"))?;
         }
     }
     if let Some(v) = file.device {

@@ -1,0 +1,111 @@
+//! When a constrained sequence's grammar mask is computed. The sampler
+//! keeps a drawn token the grammar allows and needs the mask (llguidance's
+//! walk of the token trie, the costly part) only when the grammar refuses
+//! it. Computed lazily, the mask waits until then; computed ahead, it runs
+//! on other threads while the forward pass that scores the position runs,
+//! which is free where that pass waits on a GPU and steals cores from it on
+//! the CPU. Either way a sequence samples the same tokens.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::scheduler::{ScheduledChunk, Scheduler};
+use crate::DeviceChoice;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GrammarMasks {
+    /// Ahead on a GPU, lazily on the CPU.
+    #[default]
+    Auto,
+    /// Only when the grammar refuses a drawn token.
+    Lazy,
+    /// For every constrained sequence of a step, while its forward pass runs.
+    Ahead,
+}
+
+impl GrammarMasks {
+    /// `Auto` made concrete for a model on `device`.
+    pub fn resolve(self, device: DeviceChoice) -> Self {
+        match (self, device) {
+            (Self::Auto, DeviceChoice::Cpu) => Self::Lazy,
+            (Self::Auto, _) => Self::Ahead,
+            (timing, _) => timing,
+        }
+    }
+}
+
+impl FromStr for GrammarMasks {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(Self::Auto),
+            "lazy" => Ok(Self::Lazy),
+            "ahead" => Ok(Self::Ahead),
+            _ => Err(format!("'{s}' is not a mask timing (auto, lazy, ahead)")),
+        }
+    }
+}
+
+impl fmt::Display for GrammarMasks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Auto => "auto",
+            Self::Lazy => "lazy",
+            Self::Ahead => "ahead",
+        })
+    }
+}
+
+/// Computes the masks of the constrained sequences that `chunks` sample
+/// from one row (drafts verify row by row and keep the lazy order), spread
+/// over up to `threads` threads.
+pub(crate) fn compute_ahead(scheduler: &mut Scheduler, chunks: &[ScheduledChunk], threads: usize) {
+    let sampling: std::collections::HashSet<_> = chunks
+        .iter()
+        .filter(|c| c.samples && c.draft == 0)
+        .map(|c| c.seq)
+        .collect();
+    let mut seqs: Vec<_> = scheduler
+        .seqs_mut()
+        .filter(|s| s.is_constrained() && sampling.contains(&s.id))
+        .collect();
+    let per_thread = seqs.len().div_ceil(threads.max(1)).max(1);
+    std::thread::scope(|scope| {
+        let mut groups = seqs.chunks_mut(per_thread);
+        let own = groups.next();
+        for group in groups {
+            scope.spawn(move || group.iter_mut().for_each(|s| s.mask_ahead()));
+        }
+        own.into_iter().flatten().for_each(|s| s.mask_ahead());
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_is_ahead_on_a_gpu_and_lazy_on_the_cpu() {
+        assert_eq!(
+            GrammarMasks::Auto.resolve(DeviceChoice::Cpu),
+            GrammarMasks::Lazy
+        );
+        assert_eq!(
+            GrammarMasks::Auto.resolve(DeviceChoice::Cuda(0)),
+            GrammarMasks::Ahead
+        );
+        assert_eq!(
+            GrammarMasks::Lazy.resolve(DeviceChoice::Cuda(0)),
+            GrammarMasks::Lazy
+        );
+        assert_eq!(
+            GrammarMasks::Ahead.resolve(DeviceChoice::Cpu),
+            GrammarMasks::Ahead
+        );
+        for t in [GrammarMasks::Auto, GrammarMasks::Lazy, GrammarMasks::Ahead] {
+            assert_eq!(t.to_string().parse(), Ok(t));
+        }
+        assert!("eager".parse::<GrammarMasks>().is_err());
+    }
+}
