@@ -6,6 +6,8 @@
 #
 #   bench/structured.sh                                   SmolLM2 and Qwen2.5-Coder-0.5B, 2 threads
 #   bench/structured.sh -t 2 -n 128 -c "1 16" -o /tmp/s.md
+#   bench/structured.sh --grammar-masks ahead   masks computed while the forward
+#                                               pass runs (serve's default on the CPU: lazy)
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -16,7 +18,7 @@ source bench/host.sh
 source bench/servers.sh
 
 models_dir="${MLXR_MODELS_DIR:-$HOME/.cache/mlxr/models}"
-threads=2 max_tokens=128 concurrency="1 16" out=""
+threads=2 max_tokens=128 concurrency="1 16" out="" masks=auto
 models="$models_dir/SmolLM2-135M-Instruct.Q4_1.gguf $models_dir/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -25,6 +27,7 @@ while [ $# -gt 0 ]; do
     -c|--concurrency) concurrency="$2"; shift 2 ;;
     -m|--models) models="$2"; shift 2 ;;
     -o|--out) out="$2"; shift 2 ;;
+    --grammar-masks) masks="$2"; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -36,7 +39,7 @@ port=18390
 rows=()
 for model in $models; do
   name="$(basename "$model" .gguf)"
-  "$MLXR" serve -m "$model" --name "$name" --threads "$threads" --max-num-seqs 16 \
+  "$MLXR" serve -m "$model" --name "$name" --threads "$threads" --max-num-seqs 16 --grammar-masks "$masks" \
     --host "127.0.0.1:$port" --home "$work/home" > "$work/server.log" 2>&1 &
   server_pid=$!
   wait_ready "http://127.0.0.1:$port"
@@ -51,7 +54,7 @@ done
   echo "# Structured output: decode with a JSON-schema constraint vs without ($(date +%F))"
   echo
   echo "- Host: $(cpu_cores); load before: $(load_avg); flags: $(cpu_flags | tr ' ' '\n' | grep -E '^(avx2|avx512f|avx512_vnni|avx_vnni|amx_int8)$' | tr '\n' ' ')"
-  echo "- Binary: $built; \`mlxr serve --threads $threads --max-num-seqs 16\`"
+  echo "- Binary: $built; \`mlxr serve --threads $threads --max-num-seqs 16 --grammar-masks $masks\`"
   echo "- Each request: max_tokens $max_tokens, greedy; free ones with ignore_eos, constrained ones under a"
   echo "  schema that cannot close before max_tokens (an array of >= 200 strings of <= 24 characters)."
   echo "  Output tok/s = completion tokens / wall time; per stream: the server's median decode tok/s."

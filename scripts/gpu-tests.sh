@@ -13,6 +13,9 @@
 #   serve  mlxr serve --device cuda answering HTTP (plain, streamed, aborted)
 #   spec   greedy tokens with speculative decoding (lookup, self-draft)
 #          equal those without, on CUDA
+#   structured  decode under a JSON schema beside free decode on CUDA
+#          (bench/structured.py; GPU_STRUCTURED models), grammar masks
+#          computed lazily and ahead
 #   ncu    hardware counters of one decode step's kernels (GPU_NCU model) and
 #          of the decode matmul kernels alone (GPU_NCU_KERNELS, ncu's -k:
 #          regex:mmvq by default, regex:mmvq8 for the 5-8-token ones, none:
@@ -188,6 +191,44 @@ PY
         else
             result FAIL "speculative decoding on CUDA, $m (spec-$m.err)"
         fi
+    done
+fi
+
+# Structured output on the GPU (bench/structured.py against mlxr serve):
+# decode under a JSON schema beside free decode and the first token of a
+# 50-property schema, with the grammar masks computed lazily and ahead
+# (--grammar-masks). A random-weight model's greedy token is almost never
+# one the schema allows, so every step needs every constrained sequence's
+# mask: the worst case for lazy masks.
+if has structured; then
+    for m in ${GPU_STRUCTURED:-qwen1.5b-q4_k_m}; do
+        [[ -n ${MODEL[$m]:-} ]] || continue
+        for when in lazy ahead; do
+            stage "structured output on CUDA: $m, --grammar-masks $when"
+            port=18436
+            "$MLXR" serve --device cuda --home "$WORK/home-structured" --host 127.0.0.1:$port \
+                --max-num-seqs 16 --grammar-masks "$when" -m "${MODEL[$m]}" --name "$m" \
+                >"$OUT/serve-structured-$m-$when.log" 2>&1 &
+            pid=$!
+            python3 - "http://127.0.0.1:$port/v1/models" <<'PY'
+import sys, time, urllib.request
+for _ in range(120):
+    try:
+        urllib.request.urlopen(sys.argv[1], timeout=2)
+        break
+    except OSError:
+        time.sleep(0.5)
+PY
+            if timeout 300 python3 "$ROOT/bench/structured.py" --url "http://127.0.0.1:$port" \
+                --model "$m" -c 1 16 -n 128 2>&1 | tee "$OUT/structured-$m-$when.log" &&
+                grep -q ' 16 streams ' "$OUT/structured-$m-$when.log"; then
+                result PASS "structured output on CUDA, $m, masks $when (structured-$m-$when.log)"
+            else
+                result FAIL "structured output on CUDA, $m, masks $when (structured-$m-$when.log)"
+            fi
+            kill "$pid" 2>/dev/null
+            wait "$pid" 2>/dev/null
+        done
     done
 fi
 
