@@ -89,6 +89,19 @@ impl TileShape {
         }
     }
 
+    /// Asks for the lines of the pair of tiles [`super::prefetch::AHEAD`]
+    /// pairs after the one starting at line `first` of the row group at
+    /// `group` (past the group's end: the next group's, which a thread
+    /// usually reads next).
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    pub(super) fn prefetch_pair(self, group: *const u8, first: usize) {
+        let ahead = group.wrapping_add(64 * (first + super::prefetch::AHEAD * self.pair_lines()));
+        for i in 0..self.pair_lines() {
+            super::prefetch::line(ahead.wrapping_add(64 * i));
+        }
+    }
+
     /// Lines of one row group of `blocks` tiles.
     pub(super) fn group_lines(self, blocks: usize) -> usize {
         blocks.div_ceil(2) * self.pair_lines()
@@ -275,7 +288,7 @@ pub mod x86 {
     use std::arch::x86_64::*;
 
     use super::{BlockQ8, Line, TileShape};
-    use crate::backend::cpu::kernels::{prefetch, WeightKind};
+    use crate::backend::cpu::kernels::WeightKind;
 
     // The kernels' `KIND` codes (the AVX2 kernels, q32_tiles_avx2.rs, take
     // the same).
@@ -353,15 +366,10 @@ pub mod x86 {
             // SAFETY: tile `b` and block `b` of every token exist (see above).
             unsafe {
                 let (first, scale_line, d_at) = s.locate(b);
-                if T <= 2 && b % 2 == 0 {
-                    // The pair of tiles prefetch::AHEAD pairs ahead, as the
-                    // AVX2 kernel asks for it (decode-sized passes only, as
-                    // in the Q4_K tiles).
-                    let ahead = (tiles.as_ptr() as *const u8)
-                        .wrapping_add(64 * (first + prefetch::AHEAD * s.pair_lines()));
-                    for i in 0..s.pair_lines() {
-                        prefetch::line(ahead.wrapping_add(64 * i));
-                    }
+                if b % 2 == 0 {
+                    // As the AVX2 kernel does (the AVX-512 one runs only
+                    // passes of one or two tokens).
+                    s.prefetch_pair(tiles.as_ptr() as *const u8, first);
                 }
                 let w = lanes::<KIND>(tiles.as_ptr().add(first), s);
                 let scales = (tiles.as_ptr().add(scale_line) as *const u8).add(d_at);

@@ -20,7 +20,6 @@ pub mod x86 {
     use std::mem::MaybeUninit;
 
     use crate::backend::cpu::kernels::dot::x86::fifth_bits;
-    use crate::backend::cpu::kernels::prefetch;
     use crate::backend::cpu::kernels::q32_tiles::x86::{kind_of, with_sum, Q4_0, Q5_0, Q5_1, Q8_0};
     use crate::backend::cpu::kernels::q32_tiles::{Line, TileShape};
     use crate::backend::cpu::kernels::q8::BlockQ8;
@@ -187,12 +186,9 @@ pub mod x86 {
             for b in 0..blocks {
                 let (first, scale_line, d_at) = s.locate(b);
                 if h == 0 && b % 2 == 0 {
-                    // The pair of tiles prefetch::AHEAD pairs ahead; the
+                    // The pair of tiles two pairs ahead; the
                     // second half re-reads lines already in cache.
-                    let ahead = base.wrapping_add(64 * (first + prefetch::AHEAD * s.pair_lines()));
-                    for i in 0..s.pair_lines() {
-                        prefetch::line(ahead.wrapping_add(64 * i));
-                    }
+                    s.prefetch_pair(base, first);
                 }
                 let tile = base.add(64 * first + 32 * h);
                 let scales = base.add(64 * scale_line + d_at + 16 * h);
@@ -277,11 +273,7 @@ pub mod x86 {
                             if h == 0 && l == 0 && b % 2 == 0 {
                                 // As in `half_rows`: the first pass reads
                                 // the tiles from memory, the others from cache.
-                                let ahead = base
-                                    .wrapping_add(64 * (first + prefetch::AHEAD * s.pair_lines()));
-                                for i in 0..s.pair_lines() {
-                                    prefetch::line(ahead.wrapping_add(64 * i));
-                                }
+                                s.prefetch_pair(base, first);
                             }
                             let w = lane::<KIND>(base.add(64 * first + 32 * h), s, h, l);
                             for t in 0..T {
