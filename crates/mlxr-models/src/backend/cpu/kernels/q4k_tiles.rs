@@ -160,7 +160,9 @@ pub mod x86 {
     /// [`gemv_tile`] for `T` activation rows at once: each weight group is
     /// loaded and unpacked once for all of them; every row's float
     /// operations are those of [`gemv_tile`] alone. `prefetch`: ask for
-    /// the tiles ahead (`matmul::first_pass` decides).
+    /// the tiles ahead (`matmul::first_pass` decides). The mins' products,
+    /// which need no weight values, come in a pass of their own ([`mins`]):
+    /// in this loop their sums spilled.
     ///
     /// # Safety
     /// The CPU must support AVX-512 F/BW/VNNI; `tiles.len() == ys[t].len()`.
@@ -173,19 +175,14 @@ pub mod x86 {
     ) -> [[f32; 16]; T] {
         let mask = _mm512_set1_epi8(0x0F);
         let mut acc = [_mm512_setzero_ps(); T];
-        let mut accm = [_mm512_setzero_ps(); T];
         for (b, t) in tiles.iter().enumerate() {
             // SAFETY: 64-byte aligned tile fields.
-            let (d, dmin) = unsafe {
-                (
-                    _mm512_load_ps(t.d.as_ptr()),
-                    _mm512_load_ps(t.dmin.as_ptr()),
-                )
-            };
-            let mut isum_blk = [_mm512_setzero_si512(); T];
-            let mut imin_blk = [_mm512_setzero_si512(); T];
-            let mut isums = [[_mm512_setzero_si512(); T]; 4];
-            let mut imins = [[_mm512_setzero_si512(); T]; 4];
+            let d = unsafe { _mm512_load_ps(t.d.as_ptr()) };
+            // SAFETY: every row has one block per tile.
+            let yd = |r: usize| _mm512_set1_ps(unsafe { ys[r].get_unchecked(b) }.d);
+            // Per token the block's integer sum (ggml's gemv order), or an
+            // FMA per pair of sub-blocks (its gemm order).
+            let mut isum = [_mm512_setzero_si512(); T];
             for p in 0..4 {
                 let mut ia = [_mm512_setzero_si512(); T];
                 let mut ib = [_mm512_setzero_si512(); T];
@@ -214,52 +211,90 @@ pub mod x86 {
                     }
                 }
                 let (a, bb) = (2 * p, 2 * p + 1);
-                let (sa, sb, ma, mb) = {
-                    (
-                        widen_u8(&t.scales[a]),
-                        widen_u8(&t.scales[bb]),
-                        widen_u8(&t.mins[a]),
-                        widen_u8(&t.mins[bb]),
-                    )
-                };
+                let (sa, sb) = (widen_u8(&t.scales[a]), widen_u8(&t.scales[bb]));
                 for r in 0..T {
-                    // SAFETY: as above.
-                    let yb = unsafe { ys[r].get_unchecked(b) };
-                    let b32 = |j: usize| yb.bsums[2 * j] as i32 + yb.bsums[2 * j + 1] as i32;
-                    isums[p][r] = _mm512_add_epi32(
+                    let pair = _mm512_add_epi32(
                         _mm512_mullo_epi32(sa, ia[r]),
                         _mm512_mullo_epi32(sb, ib[r]),
                     );
-                    imins[p][r] = _mm512_add_epi32(
-                        _mm512_mullo_epi32(ma, _mm512_set1_epi32(b32(a))),
-                        _mm512_mullo_epi32(mb, _mm512_set1_epi32(b32(bb))),
-                    );
+                    if pairs[r] {
+                        let dd = _mm512_mul_ps(d, yd(r));
+                        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pair), dd, acc[r]);
+                    } else {
+                        isum[r] = _mm512_add_epi32(isum[r], pair);
+                    }
                 }
             }
             for r in 0..T {
-                // SAFETY: as above.
-                let yd = _mm512_set1_ps(unsafe { ys[r].get_unchecked(b) }.d);
-                let (dd, dm) = (_mm512_mul_ps(d, yd), _mm512_mul_ps(dmin, yd));
-                if pairs[r] {
-                    for p in 0..4 {
-                        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isums[p][r]), dd, acc[r]);
-                        accm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imins[p][r]), dm, accm[r]);
-                    }
-                } else {
-                    for p in 0..4 {
-                        isum_blk[r] = _mm512_add_epi32(isum_blk[r], isums[p][r]);
-                        imin_blk[r] = _mm512_add_epi32(imin_blk[r], imins[p][r]);
-                    }
-                    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum_blk[r]), dd, acc[r]);
-                    accm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin_blk[r]), dm, accm[r]);
+                if !pairs[r] {
+                    let dd = _mm512_mul_ps(d, yd(r));
+                    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]), dd, acc[r]);
                 }
             }
         }
+        let accm = mins(tiles, ys, pairs);
         let mut out = [[0.0f32; 16]; T];
         for r in 0..T {
             // SAFETY: 64 writable bytes.
             unsafe { _mm512_storeu_ps(out[r].as_mut_ptr(), _mm512_sub_ps(acc[r], accm[r])) };
         }
         out
+    }
+
+    /// The mins' side of [`gemv_tiles`] per token: `Σ dmin·d_x·(Σ_s
+    /// min_s·bsum_s)`, with its FMAs in the same order (per pair of
+    /// sub-blocks where `pairs`, else per block). Each pair's integer sum
+    /// is one `vpdpwssd`: the two mins as i16 against the two bsums.
+    ///
+    /// # Safety
+    /// As [`gemv_tiles`].
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn mins<const T: usize>(
+        tiles: &[Tile],
+        ys: [&[BlockQ8K]; T],
+        pairs: [bool; T],
+    ) -> [__m512; T] {
+        let mut accm = [_mm512_setzero_ps(); T];
+        for (b, t) in tiles.iter().enumerate() {
+            // SAFETY: 64-byte aligned tile field.
+            let dmin = unsafe { _mm512_load_ps(t.dmin.as_ptr()) };
+            // SAFETY: every row has one block per tile.
+            let yb = |r: usize| unsafe { ys[r].get_unchecked(b) };
+            let mut iblk = [_mm512_setzero_si512(); T];
+            for p in 0..4 {
+                // Row c's i32 lane: (min of sub-block 2p, of 2p + 1) as i16.
+                // SAFETY: 16 readable bytes each.
+                let (lo, hi) = unsafe {
+                    (
+                        _mm_loadu_si128(t.mins[2 * p].as_ptr() as *const __m128i),
+                        _mm_loadu_si128(t.mins[2 * p + 1].as_ptr() as *const __m128i),
+                    )
+                };
+                let m = _mm512_cvtepu8_epi16(_mm256_set_m128i(
+                    _mm_unpackhi_epi8(lo, hi),
+                    _mm_unpacklo_epi8(lo, hi),
+                ));
+                for r in 0..T {
+                    let bs = &yb(r).bsums;
+                    let b32 = |j: usize| (bs[2 * j] as i32 + bs[2 * j + 1] as i32) as u16 as u32;
+                    let x = _mm512_set1_epi32((b32(2 * p) | (b32(2 * p + 1) << 16)) as i32);
+                    if pairs[r] {
+                        let dm = _mm512_mul_ps(dmin, _mm512_set1_ps(yb(r).d));
+                        let im = _mm512_dpwssd_epi32(_mm512_setzero_si512(), m, x);
+                        accm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(im), dm, accm[r]);
+                    } else {
+                        iblk[r] = _mm512_dpwssd_epi32(iblk[r], m, x);
+                    }
+                }
+            }
+            for r in 0..T {
+                if !pairs[r] {
+                    let dm = _mm512_mul_ps(dmin, _mm512_set1_ps(yb(r).d));
+                    accm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iblk[r]), dm, accm[r]);
+                }
+            }
+        }
+        accm
     }
 }
