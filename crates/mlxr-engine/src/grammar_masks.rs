@@ -2,9 +2,10 @@
 //! keeps a drawn token the grammar allows and needs the mask (llguidance's
 //! walk of the token trie, the costly part) only when the grammar refuses
 //! it. Computed lazily, the mask waits until then; computed ahead, it runs
-//! on other threads while the forward pass that scores the position runs,
-//! which is free where that pass waits on a GPU and steals cores from it on
-//! the CPU. Either way a sequence samples the same tokens.
+//! on other threads while the forward pass that scores the position runs
+//! (for the sequences whose grammar refused their last token: those likely
+//! to need it), which is free where that pass waits on a GPU and steals
+//! cores from it on the CPU. Either way a sequence samples the same tokens.
 
 use std::fmt;
 use std::str::FromStr;
@@ -58,8 +59,9 @@ impl fmt::Display for GrammarMasks {
 }
 
 /// Computes the masks of the constrained sequences that `chunks` sample
-/// from one row (drafts verify row by row and keep the lazy order), spread
-/// over up to `threads` threads.
+/// from one row (drafts verify row by row and keep the lazy order) and
+/// whose grammar refused their last drawn token, spread over up to
+/// `threads` threads.
 pub(crate) fn compute_ahead(scheduler: &mut Scheduler, chunks: &[ScheduledChunk], threads: usize) {
     let sampling: std::collections::HashSet<_> = chunks
         .iter()
@@ -68,7 +70,7 @@ pub(crate) fn compute_ahead(scheduler: &mut Scheduler, chunks: &[ScheduledChunk]
         .collect();
     let mut seqs: Vec<_> = scheduler
         .seqs_mut()
-        .filter(|s| s.is_constrained() && sampling.contains(&s.id))
+        .filter(|s| s.wants_mask_ahead() && sampling.contains(&s.id))
         .collect();
     let per_thread = seqs.len().div_ceil(threads.max(1)).max(1);
     std::thread::scope(|scope| {

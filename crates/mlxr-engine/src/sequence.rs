@@ -59,6 +59,11 @@ pub struct Sequence {
 struct Grammar {
     c: TokenConstraint,
     error: Option<String>,
+    /// The grammar refused the token drawn for this position (so far).
+    refusing: bool,
+    /// It refused the one drawn for the last position: the next position
+    /// will likely need its mask too ([`Sequence::mask_ahead`]).
+    refused: bool,
 }
 
 impl TokenFilter for Grammar {
@@ -67,12 +72,14 @@ impl TokenFilter for Grammar {
     }
 
     fn restrict(&mut self, scores: &mut [f32]) {
+        self.refusing = true;
         if let Err(e) = self.c.mask(scores) {
             self.error.get_or_insert(e.to_string());
         }
     }
 
     fn accept(&mut self, token: TokenId) {
+        self.refused = std::mem::take(&mut self.refusing);
         if let Err(e) = self.c.commit(token) {
             self.error.get_or_insert(e.to_string());
         }
@@ -122,14 +129,22 @@ impl Sequence {
     /// they are verified), and ends when the constraint is complete.
     pub fn constrained(mut self, constraint: Option<TokenConstraint>) -> Self {
         if let Some(c) = constraint {
-            self.constraint = Some(Grammar { c, error: None });
+            self.constraint = Some(Grammar {
+                c,
+                error: None,
+                refusing: false,
+                refused: false,
+            });
             self.ignore_eos = false;
         }
         self
     }
 
-    pub fn is_constrained(&self) -> bool {
-        self.constraint.is_some()
+    /// Whether to compute the grammar's next mask ahead: where it refused
+    /// the token drawn for the last position (inside a JSON string, say,
+    /// it refuses few, and a mask nobody asks for only costs).
+    pub fn wants_mask_ahead(&self) -> bool {
+        self.constraint.as_ref().is_some_and(|g| g.refused)
     }
 
     /// Computes the grammar's mask for the next token before the logits
