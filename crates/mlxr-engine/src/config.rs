@@ -144,6 +144,9 @@ pub struct EngineConfig {
     pub spec_disable_batch: usize,
     /// When constrained sequences' grammar masks are computed.
     pub grammar_masks: crate::GrammarMasks,
+    /// Threads that sample a step's sequences (`None`: every core for a
+    /// model on a GPU, whose forward pass leaves them idle; one on the CPU).
+    pub sample_threads: Option<usize>,
 }
 
 impl Default for EngineConfig {
@@ -161,6 +164,7 @@ impl Default for EngineConfig {
             draft_model: None,
             spec_disable_batch: 4,
             grammar_masks: crate::GrammarMasks::Auto,
+            sample_threads: None,
         }
     }
 }

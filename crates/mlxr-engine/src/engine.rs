@@ -13,6 +13,7 @@ use crate::events::{Event, FinishReason};
 use crate::grammar_masks::{self, GrammarMasks};
 use crate::kv::SeqId;
 use crate::metrics::{EngineGauges, EngineMetrics};
+use crate::sampling::{self, SampleInputs};
 use crate::scheduler::{ScheduledChunk, Scheduler};
 use crate::sequence::{Sequence, Step};
 use crate::spec::cost::StepCosts;
@@ -49,6 +50,8 @@ pub(crate) struct EngineLoop {
     pub grammar_masks: GrammarMasks,
     /// Threads that compute masks ahead.
     pub mask_threads: usize,
+    /// Threads that sample a step's sequences.
+    pub sample_threads: usize,
 }
 
 impl EngineLoop {
@@ -219,41 +222,42 @@ impl EngineLoop {
     /// a draft, `[rows, vocab]` row-major.
     fn process_outputs(&mut self, chunks: &[ScheduledChunk], logits: &[f32]) {
         let vocab = self.model.model.config().vocab_size;
-        let mut rows = logits.chunks_exact(vocab);
-        for chunk in chunks {
-            let chunk_rows: Vec<&[f32]> = rows.by_ref().take(1 + chunk.draft).collect();
+        let mut all_rows = logits.chunks_exact(vocab);
+        let rows: Vec<Vec<&[f32]>> = chunks
+            .iter()
+            .map(|c| all_rows.by_ref().take(1 + c.draft).collect())
+            .collect();
+        let inputs = SampleInputs {
+            chunks,
+            rows: &rows,
+            tokenizer: &self.model.tokenizer,
+            context_limit: self.seq_limit,
+        };
+        let sampled = sampling::sample_all(&mut self.scheduler, &inputs, self.sample_threads);
+        for (chunk, sampled) in chunks.iter().zip(sampled) {
             if !chunk.samples {
                 self.scheduler.chunk_computed(chunk, 0);
                 continue;
             }
-            let Some(seq) = self.scheduler.seq_mut(chunk.seq) else {
-                continue;
-            };
-            let previous = seq.last_token_at();
-            let speculated = chunk.draft > 0 && !seq.draft_is_forced();
-            let (steps, accepted) = if chunk.draft == 0 {
-                let step = seq.sample(chunk_rows[0], &self.model.tokenizer, self.seq_limit);
-                (vec![step], 0)
-            } else {
-                seq.verify(&chunk_rows, &self.model.tokenizer, self.seq_limit)
-            };
+            let Some(sampled) = sampled else { continue };
             let now = Instant::now();
-            match previous {
+            match sampled.previous {
                 Some(t) => self
                     .metrics
                     .observe_inter_token(now.duration_since(t).as_secs_f64()),
                 None => {
+                    let seq = self.scheduler.seq(chunk.seq).expect("sampled above");
                     self.metrics
                         .observe_ttft(now.duration_since(seq.arrived_at()).as_secs_f64());
                     self.metrics.add_prompt_tokens(seq.prompt_len);
                 }
             }
-            self.metrics.add_generation_tokens(steps.len());
-            if speculated {
-                self.metrics.observe_draft(chunk.draft, accepted);
+            self.metrics.add_generation_tokens(sampled.steps.len());
+            if sampled.speculated {
+                self.metrics.observe_draft(chunk.draft, sampled.accepted);
             }
-            self.scheduler.chunk_computed(chunk, accepted);
-            for step in steps {
+            self.scheduler.chunk_computed(chunk, sampled.accepted);
+            for step in sampled.steps {
                 let (token, done) = match step {
                     Step::Continue(event) => (Some(event), None),
                     Step::Finished(event, done) => (event, Some(done)),

@@ -166,6 +166,8 @@ impl EngineHandle {
         let draft_model = draft.as_ref().map(|d| d.model.clone());
         let metrics = Arc::new(EngineMetrics::default());
         let (commands, rx) = mpsc::channel();
+        let device = DeviceChoice::of(model.model.device());
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let engine = EngineLoop {
             model: model.clone(),
             runner: Some(runner),
@@ -179,11 +181,13 @@ impl EngineHandle {
             draft_tokens: Vec::new(),
             draft,
             costs: Default::default(),
-            grammar_masks: config
-                .grammar_masks
-                .resolve(DeviceChoice::of(model.model.device())),
+            grammar_masks: config.grammar_masks.resolve(device),
             // The engine thread waits on the forward pass meanwhile.
-            mask_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            mask_threads: cores,
+            sample_threads: config.sample_threads.unwrap_or(match device {
+                DeviceChoice::Cpu => 1,
+                _ => cores,
+            }),
         };
         let worker = std::thread::Builder::new()
             .name("mlxr-engine".into())

@@ -14,6 +14,8 @@
 //!   the sequence's next step).
 //! - [`grammar_masks`]: when constrained sequences' grammar masks are
 //!   computed (lazily, or ahead while the forward pass runs).
+//! - `sampling`: a step's sequences sample, on several threads for a model
+//!   on a GPU.
 
 pub mod byte_size;
 pub mod config;
@@ -27,6 +29,7 @@ pub mod kv;
 pub mod loaded_model;
 pub mod metrics;
 pub mod request;
+mod sampling;
 pub mod scheduler;
 pub mod sequence;
 pub mod spec;

@@ -1,8 +1,9 @@
 //! Constrained generation through the engine on real models: the output
 //! follows the regex or JSON schema (checked here without llguidance),
 //! ends when the constraint is complete, is the same batched as alone and
-//! with prompt-lookup speculation and with masks computed ahead, and a
-//! constraint that does not compile is the request's error.
+//! with prompt-lookup speculation, with masks computed ahead and sampled on
+//! several threads, and a constraint that does not compile is the
+//! request's error.
 
 mod common;
 
@@ -160,13 +161,11 @@ fn constrained_sequences_batch_like_they_run_alone() {
     }
 }
 
-/// Masks computed ahead (while the forward pass runs) sample the tokens
-/// lazy masks do, greedy and seeded at high temperature (where the grammar
-/// refuses many drawn tokens), in one batch.
-#[test]
-fn masks_computed_ahead_sample_what_lazy_masks_do() {
-    let Some(lm) = load(SMOLLM2) else { return };
-    let requests: Vec<GenerateRequest> = (0..6u64)
+/// Constrained requests (two of each kind) for the tests below: greedy,
+/// then seeded at a high temperature, where the grammar refuses many drawn
+/// tokens.
+fn mixed_constrained() -> Vec<GenerateRequest> {
+    (0..6u64)
         .map(|i| {
             let constraint = match i % 3 {
                 0 => Constraint::JsonSchema(person_schema()),
@@ -187,32 +186,63 @@ fn masks_computed_ahead_sample_what_lazy_masks_do() {
             }
             req
         })
-        .collect();
-    let run = |grammar_masks| {
-        let config = EngineConfig {
-            grammar_masks,
-            ..config()
-        };
-        let engine = EngineHandle::start(lm.clone(), config).unwrap();
-        let streams: Vec<_> = requests.iter().map(|r| engine.submit(r).unwrap()).collect();
-        streams
-            .into_iter()
-            .map(|mut stream| {
-                let mut tokens = Vec::new();
-                while let Some(event) = stream.blocking_next() {
-                    match event {
-                        mlxr_engine::Event::Token(t) => tokens.push(t.id),
-                        mlxr_engine::Event::Done { .. } => break,
-                        mlxr_engine::Event::Error(e) => panic!("{grammar_masks}: {e}"),
-                    }
+        .collect()
+}
+
+/// `requests` submitted at once to an engine of `config`: each one's tokens.
+fn run_batch(
+    lm: &Arc<LoadedModel>,
+    requests: &[GenerateRequest],
+    config: EngineConfig,
+) -> Vec<Vec<u32>> {
+    let engine = EngineHandle::start(lm.clone(), config).unwrap();
+    let streams: Vec<_> = requests.iter().map(|r| engine.submit(r).unwrap()).collect();
+    streams
+        .into_iter()
+        .map(|mut stream| {
+            let mut tokens = Vec::new();
+            while let Some(event) = stream.blocking_next() {
+                match event {
+                    mlxr_engine::Event::Token(t) => tokens.push(t.id),
+                    mlxr_engine::Event::Done { .. } => break,
+                    mlxr_engine::Event::Error(e) => panic!("{e}"),
                 }
-                tokens
-            })
-            .collect::<Vec<_>>()
+            }
+            tokens
+        })
+        .collect()
+}
+
+/// Masks computed ahead (while the forward pass runs) sample the tokens
+/// lazy masks do, in one batch.
+#[test]
+fn masks_computed_ahead_sample_what_lazy_masks_do() {
+    let Some(lm) = load(SMOLLM2) else { return };
+    let requests = mixed_constrained();
+    let with = |grammar_masks| EngineConfig {
+        grammar_masks,
+        ..config()
     };
-    let lazy = run(GrammarMasks::Lazy);
+    let lazy = run_batch(&lm, &requests, with(GrammarMasks::Lazy));
     assert!(lazy.iter().all(|t| !t.is_empty()));
-    assert_eq!(run(GrammarMasks::Ahead), lazy);
+    assert_eq!(run_batch(&lm, &requests, with(GrammarMasks::Ahead)), lazy);
+}
+
+/// A step's sequences sampled on several threads (as for a model on a GPU)
+/// give the tokens of one thread, constrained, seeded and speculating.
+#[test]
+fn sampling_on_several_threads_gives_the_tokens_of_one() {
+    let Some(lm) = load(SMOLLM2) else { return };
+    let mut requests = mixed_constrained();
+    let mut free = chat("Count from one to twenty in words.", None, 40);
+    free.speculation = SpecOverrides::ngram(4);
+    requests.push(free);
+    let with = |sample_threads| EngineConfig {
+        sample_threads: Some(sample_threads),
+        ..config()
+    };
+    let one = run_batch(&lm, &requests, with(1));
+    assert_eq!(run_batch(&lm, &requests, with(3)), one);
 }
 
 fn run_alone(lm: &Arc<LoadedModel>, requests: &[GenerateRequest]) -> Vec<Vec<u32>> {

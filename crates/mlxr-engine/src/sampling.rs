@@ -1,0 +1,102 @@
+//! A step's sampling: each sequence that samples draws its next token (or
+//! verifies its draft) from its logit rows, on several threads where the
+//! forward pass runs on a GPU. A sequence's sampling touches only its own
+//! state (sampler, grammar, tokens), so the split changes no token; on the
+//! CPU the kernel threads own the cores and one thread samples.
+
+use std::time::Instant;
+
+use mlxr_tokenizer::Tokenizer;
+
+use crate::scheduler::{ScheduledChunk, Scheduler};
+use crate::sequence::{Sequence, Step};
+
+/// One sequence's sampling in a step.
+pub(crate) struct Sampled {
+    pub steps: Vec<Step>,
+    /// Draft tokens that stood.
+    pub accepted: usize,
+    /// When its previous token came (none: this is its first).
+    pub previous: Option<Instant>,
+    /// It verified a proposer's draft (not one the grammar forced).
+    pub speculated: bool,
+}
+
+/// What the step's forward pass gives each sampling chunk and the
+/// sequences sample with.
+pub(crate) struct SampleInputs<'a> {
+    pub chunks: &'a [ScheduledChunk],
+    /// Per chunk: its logit rows (`1 + draft` of them).
+    pub rows: &'a [Vec<&'a [f32]>],
+    pub tokenizer: &'a Tokenizer,
+    pub context_limit: usize,
+}
+
+/// Samples every chunk that `samples`, on up to `threads` threads; per
+/// chunk index, `None` where the chunk samples nothing (or its sequence is
+/// gone).
+pub(crate) fn sample_all(
+    scheduler: &mut Scheduler,
+    inputs: &SampleInputs,
+    threads: usize,
+) -> Vec<Option<Sampled>> {
+    let index: std::collections::HashMap<_, _> = inputs
+        .chunks
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.samples)
+        .map(|(i, c)| (c.seq, i))
+        .collect();
+    let mut seqs: Vec<(usize, &mut Sequence)> = scheduler
+        .seqs_mut()
+        .filter_map(|s| index.get(&s.id).map(|&i| (i, s)))
+        .collect();
+    let mut out: Vec<Option<Sampled>> = (0..inputs.chunks.len()).map(|_| None).collect();
+    let per_thread = seqs.len().div_ceil(threads.max(1)).max(1);
+    let sample_group = |group: &mut [(usize, &mut Sequence)]| {
+        group
+            .iter_mut()
+            .map(|(i, seq)| (*i, sample_one(seq, *i, inputs)))
+            .collect::<Vec<_>>()
+    };
+    if per_thread >= seqs.len() {
+        for (i, s) in sample_group(&mut seqs) {
+            out[i] = Some(s);
+        }
+        return out;
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = seqs
+            .chunks_mut(per_thread)
+            .map(|group| scope.spawn(move || sample_group(group)))
+            .collect();
+        for handle in handles {
+            // A panic fails the step as one on this thread would.
+            let sampled = handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            for (i, s) in sampled {
+                out[i] = Some(s);
+            }
+        }
+    });
+    out
+}
+
+fn sample_one(seq: &mut Sequence, i: usize, inputs: &SampleInputs) -> Sampled {
+    let (chunk, rows) = (&inputs.chunks[i], &inputs.rows[i]);
+    let previous = seq.last_token_at();
+    let speculated = chunk.draft > 0 && !seq.draft_is_forced();
+    let (steps, accepted) = if chunk.draft == 0 {
+        let step = seq.sample(rows[0], inputs.tokenizer, inputs.context_limit);
+        (vec![step], 0)
+    } else {
+        seq.verify(rows, inputs.tokenizer, inputs.context_limit)
+    };
+    Sampled {
+        steps,
+        accepted,
+        previous,
+        speculated,
+    }
+}
