@@ -10,6 +10,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use rayon::prelude::*;
+
 use crate::scheduler::{ScheduledChunk, Scheduler};
 use crate::DeviceChoice;
 
@@ -60,8 +62,8 @@ impl fmt::Display for GrammarMasks {
 
 /// Computes the masks of the constrained sequences that `chunks` sample
 /// from one row (drafts verify row by row and keep the lazy order) and
-/// whose grammar refused their last drawn token, spread over up to
-/// `threads` threads.
+/// whose grammar refused their last drawn token, on rayon's threads where
+/// `threads` is more than one.
 pub(crate) fn compute_ahead(scheduler: &mut Scheduler, chunks: &[ScheduledChunk], threads: usize) {
     let sampling: std::collections::HashSet<_> = chunks
         .iter()
@@ -72,15 +74,11 @@ pub(crate) fn compute_ahead(scheduler: &mut Scheduler, chunks: &[ScheduledChunk]
         .seqs_mut()
         .filter(|s| s.wants_mask_ahead() && sampling.contains(&s.id))
         .collect();
-    let per_thread = seqs.len().div_ceil(threads.max(1)).max(1);
-    std::thread::scope(|scope| {
-        let mut groups = seqs.chunks_mut(per_thread);
-        let own = groups.next();
-        for group in groups {
-            scope.spawn(move || group.iter_mut().for_each(|s| s.mask_ahead()));
-        }
-        own.into_iter().flatten().for_each(|s| s.mask_ahead());
-    });
+    if threads > 1 {
+        seqs.par_iter_mut().for_each(|s| s.mask_ahead());
+    } else {
+        seqs.iter_mut().for_each(|s| s.mask_ahead());
+    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 use std::time::Instant;
 
 use mlxr_tokenizer::Tokenizer;
+use rayon::prelude::*;
 
 use crate::scheduler::{ScheduledChunk, Scheduler};
 use crate::sequence::{Sequence, Step};
@@ -32,9 +33,9 @@ pub(crate) struct SampleInputs<'a> {
     pub context_limit: usize,
 }
 
-/// Samples every chunk that `samples`, on up to `threads` threads; per
-/// chunk index, `None` where the chunk samples nothing (or its sequence is
-/// gone).
+/// Samples every chunk that `samples`, on rayon's threads where `threads`
+/// is more than one; per chunk index, `None` where the chunk samples
+/// nothing (or its sequence is gone).
 pub(crate) fn sample_all(
     scheduler: &mut Scheduler,
     inputs: &SampleInputs,
@@ -51,35 +52,21 @@ pub(crate) fn sample_all(
         .seqs_mut()
         .filter_map(|s| index.get(&s.id).map(|&i| (i, s)))
         .collect();
-    let mut out: Vec<Option<Sampled>> = (0..inputs.chunks.len()).map(|_| None).collect();
-    let per_thread = seqs.len().div_ceil(threads.max(1)).max(1);
-    let sample_group = |group: &mut [(usize, &mut Sequence)]| {
-        group
-            .iter_mut()
+    let sampled: Vec<(usize, Sampled)> = if threads > 1 && seqs.len() > 1 {
+        // Rayon's threads: idle while the model runs on a GPU. A panic
+        // fails the step as one on this thread would.
+        seqs.par_iter_mut()
             .map(|(i, seq)| (*i, sample_one(seq, *i, inputs)))
-            .collect::<Vec<_>>()
+            .collect()
+    } else {
+        seqs.iter_mut()
+            .map(|(i, seq)| (*i, sample_one(seq, *i, inputs)))
+            .collect()
     };
-    if per_thread >= seqs.len() {
-        for (i, s) in sample_group(&mut seqs) {
-            out[i] = Some(s);
-        }
-        return out;
+    let mut out: Vec<Option<Sampled>> = (0..inputs.chunks.len()).map(|_| None).collect();
+    for (i, s) in sampled {
+        out[i] = Some(s);
     }
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = seqs
-            .chunks_mut(per_thread)
-            .map(|group| scope.spawn(move || sample_group(group)))
-            .collect();
-        for handle in handles {
-            // A panic fails the step as one on this thread would.
-            let sampled = handle
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            for (i, s) in sampled {
-                out[i] = Some(s);
-            }
-        }
-    });
     out
 }
 
