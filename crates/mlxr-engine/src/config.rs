@@ -144,8 +144,9 @@ pub struct EngineConfig {
     pub spec_disable_batch: usize,
     /// When constrained sequences' grammar masks are computed.
     pub grammar_masks: crate::GrammarMasks,
-    /// Threads that sample a step's sequences (`None`: every core for a
-    /// model on a GPU, whose forward pass leaves them idle; one on the CPU).
+    /// Whether a step's sequences sample on rayon's threads (more than one)
+    /// or on the engine thread (one). `None`: rayon's for a model on a GPU,
+    /// whose forward pass leaves the cores idle; the engine thread on the CPU.
     pub sample_threads: Option<usize>,
 }
 

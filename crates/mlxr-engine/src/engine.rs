@@ -48,9 +48,8 @@ pub(crate) struct EngineLoop {
     pub costs: StepCosts,
     /// `Lazy` or `Ahead` (resolved for the model's device).
     pub grammar_masks: GrammarMasks,
-    /// Threads that compute masks ahead.
+    /// Masks ahead and sampling: on rayon's threads where more than one.
     pub mask_threads: usize,
-    /// Threads that sample a step's sequences.
     pub sample_threads: usize,
 }
 
