@@ -144,9 +144,10 @@ pub struct EngineConfig {
     pub spec_disable_batch: usize,
     /// When constrained sequences' grammar masks are computed.
     pub grammar_masks: crate::GrammarMasks,
-    /// Whether a step's sequences sample on rayon's threads (more than one)
-    /// or on the engine thread (one). `None`: rayon's for a model on a GPU,
-    /// whose forward pass leaves the cores idle; the engine thread on the CPU.
+    /// Whether a step's sequences sample (and compute masks ahead) on
+    /// rayon's threads (more than one) or on one thread. `None`: rayon's for
+    /// a model on a GPU, whose forward pass leaves the cores idle; one
+    /// thread on the CPU.
     pub sample_threads: Option<usize>,
 }
 

@@ -48,9 +48,9 @@ pub(crate) struct EngineLoop {
     pub costs: StepCosts,
     /// `Lazy` or `Ahead` (resolved for the model's device).
     pub grammar_masks: GrammarMasks,
-    /// Masks ahead and sampling: on rayon's threads where more than one.
-    pub mask_threads: usize,
-    pub sample_threads: usize,
+    /// A step's per-sequence host work (masks ahead, sampling): on rayon's
+    /// threads where more than one.
+    pub host_threads: usize,
 }
 
 impl EngineLoop {
@@ -189,7 +189,7 @@ impl EngineLoop {
         let logits = match step.finish(self.block_size) {
             Ok(()) if self.grammar_masks == GrammarMasks::Ahead => std::thread::scope(|s| {
                 let (scheduler, chunks) = (&mut self.scheduler, &chunks);
-                let threads = self.mask_threads;
+                let threads = self.host_threads;
                 s.spawn(move || grammar_masks::compute_ahead(scheduler, chunks, threads));
                 runner.execute(&model.model, &step)
             }),
@@ -232,7 +232,7 @@ impl EngineLoop {
             tokenizer: &self.model.tokenizer,
             context_limit: self.seq_limit,
         };
-        let sampled = sampling::sample_all(&mut self.scheduler, &inputs, self.sample_threads);
+        let sampled = sampling::sample_all(&mut self.scheduler, &inputs, self.host_threads);
         for (chunk, sampled) in chunks.iter().zip(sampled) {
             if !chunk.samples {
                 self.scheduler.chunk_computed(chunk, 0);

@@ -65,19 +65,12 @@ impl fmt::Display for GrammarMasks {
 /// whose grammar refused their last drawn token, on rayon's threads where
 /// `threads` is more than one.
 pub(crate) fn compute_ahead(scheduler: &mut Scheduler, chunks: &[ScheduledChunk], threads: usize) {
-    let sampling: std::collections::HashSet<_> = chunks
-        .iter()
-        .filter(|c| c.samples && c.draft == 0)
-        .map(|c| c.seq)
-        .collect();
-    let mut seqs: Vec<_> = scheduler
-        .seqs_mut()
-        .filter(|s| s.wants_mask_ahead() && sampling.contains(&s.id))
-        .collect();
+    let mut seqs = scheduler.sampling_seqs_mut(chunks, |c| c.draft == 0);
+    seqs.retain(|(_, s)| s.wants_mask_ahead());
     if threads > 1 {
-        seqs.par_iter_mut().for_each(|s| s.mask_ahead());
+        seqs.par_iter_mut().for_each(|(_, s)| s.mask_ahead());
     } else {
-        seqs.iter_mut().for_each(|s| s.mask_ahead());
+        seqs.iter_mut().for_each(|(_, s)| s.mask_ahead());
     }
 }
 

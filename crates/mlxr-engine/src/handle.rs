@@ -182,9 +182,7 @@ impl EngineHandle {
             draft,
             costs: Default::default(),
             grammar_masks: config.grammar_masks.resolve(device),
-            // The engine thread waits on the forward pass meanwhile.
-            mask_threads: cores,
-            sample_threads: config.sample_threads.unwrap_or(match device {
+            host_threads: config.sample_threads.unwrap_or(match device {
                 DeviceChoice::Cpu => 1,
                 _ => cores,
             }),

@@ -41,17 +41,7 @@ pub(crate) fn sample_all(
     inputs: &SampleInputs,
     threads: usize,
 ) -> Vec<Option<Sampled>> {
-    let index: std::collections::HashMap<_, _> = inputs
-        .chunks
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| c.samples)
-        .map(|(i, c)| (c.seq, i))
-        .collect();
-    let mut seqs: Vec<(usize, &mut Sequence)> = scheduler
-        .seqs_mut()
-        .filter_map(|s| index.get(&s.id).map(|&i| (i, s)))
-        .collect();
+    let mut seqs = scheduler.sampling_seqs_mut(inputs.chunks, |_| true);
     let sampled: Vec<(usize, Sampled)> = if threads > 1 && seqs.len() > 1 {
         // Rayon's threads: idle while the model runs on a GPU. A panic
         // fails the step as one on this thread would.

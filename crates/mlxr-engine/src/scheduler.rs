@@ -105,6 +105,29 @@ impl Scheduler {
         self.seqs.values_mut()
     }
 
+    /// The sequences of the chunks that sample this step and that `keep`
+    /// takes, each with its chunk's index in `chunks`.
+    pub fn sampling_seqs_mut(
+        &mut self,
+        chunks: &[ScheduledChunk],
+        keep: impl Fn(&ScheduledChunk) -> bool,
+    ) -> Vec<(usize, &mut Sequence)> {
+        let mut index: Vec<(SeqId, usize)> = chunks
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.samples && keep(c))
+            .map(|(i, c)| (c.seq, i))
+            .collect();
+        index.sort_unstable();
+        self.seqs
+            .values_mut()
+            .filter_map(|s| {
+                let at = index.binary_search_by_key(&s.id, |&(id, _)| id).ok()?;
+                Some((index[at].1, s))
+            })
+            .collect()
+    }
+
     pub fn block_table(&self, id: SeqId) -> &[BlockId] {
         self.blocks.block_table(id).unwrap_or_default()
     }

@@ -145,18 +145,8 @@ fn constrained_sequences_batch_like_they_run_alone() {
         .collect();
     let alone = run_alone(&lm, &requests);
     for (name, config) in batch_variants(config(), &lm, 24) {
-        let engine = EngineHandle::start(lm.clone(), config).unwrap();
-        let mut streams: Vec<_> = requests.iter().map(|r| engine.submit(r).unwrap()).collect();
-        for (i, stream) in streams.iter_mut().enumerate() {
-            let mut tokens = Vec::new();
-            while let Some(event) = stream.blocking_next() {
-                match event {
-                    mlxr_engine::Event::Token(t) => tokens.push(t.id),
-                    mlxr_engine::Event::Done { .. } => break,
-                    mlxr_engine::Event::Error(e) => panic!("{name}: {e}"),
-                }
-            }
-            assert_eq!(tokens, alone[i], "{name}: request {i}");
+        for (i, tokens) in run_batch(&lm, &requests, config).iter().enumerate() {
+            assert_eq!(tokens, &alone[i], "{name}: request {i}");
         }
     }
 }
@@ -213,19 +203,23 @@ fn run_batch(
         .collect()
 }
 
-/// Masks computed ahead (while the forward pass runs) sample the tokens
-/// lazy masks do, in one batch.
+/// Masks computed ahead (while the forward pass runs, on one thread or
+/// several) sample the tokens lazy masks do, in one batch.
 #[test]
 fn masks_computed_ahead_sample_what_lazy_masks_do() {
     let Some(lm) = load(SMOLLM2) else { return };
     let requests = mixed_constrained();
-    let with = |grammar_masks| EngineConfig {
+    let with = |grammar_masks, threads| EngineConfig {
         grammar_masks,
+        sample_threads: Some(threads),
         ..config()
     };
-    let lazy = run_batch(&lm, &requests, with(GrammarMasks::Lazy));
+    let lazy = run_batch(&lm, &requests, with(GrammarMasks::Lazy, 1));
     assert!(lazy.iter().all(|t| !t.is_empty()));
-    assert_eq!(run_batch(&lm, &requests, with(GrammarMasks::Ahead)), lazy);
+    for threads in [1, 3] {
+        let ahead = run_batch(&lm, &requests, with(GrammarMasks::Ahead, threads));
+        assert_eq!(ahead, lazy, "{threads} threads");
+    }
 }
 
 /// A step's sequences sampled on several threads (as for a model on a GPU)

@@ -93,16 +93,14 @@ impl TokenConstraint {
         if self.free() {
             return Ok(());
         }
-        let allowed = match self.ahead.take() {
-            Some(mask) => mask,
-            None => self.next_mask()?,
-        };
-        allowed.iter_unset_entries(|i| {
-            if let Some(s) = scores.get_mut(i) {
-                *s = f32::NEG_INFINITY;
-            }
-        });
-        self.ahead = Some(allowed);
+        self.mask_ahead()?;
+        if let Some(allowed) = &self.ahead {
+            allowed.iter_unset_entries(|i| {
+                if let Some(s) = scores.get_mut(i) {
+                    *s = f32::NEG_INFINITY;
+                }
+            });
+        }
         Ok(())
     }
 
