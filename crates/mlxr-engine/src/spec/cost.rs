@@ -96,7 +96,18 @@ pub struct StepCosts {
     /// Seconds of one draft-model pass (one draft token for every drafting
     /// sequence).
     draft_pass: Option<f64>,
+    /// Target steps since the draft model last ran. Past
+    /// [`DRAFT_STALE_STEPS`] its cost counts as unknown: drafting measures
+    /// it afresh. Else a draft pass timed while the host was busy could
+    /// keep drafting off for good (only drafting updates the cost): on a
+    /// 2-core host, a 0.5B draft measured beside a compiler turned it off
+    /// for a whole benchmark run.
+    steps_since_draft: usize,
 }
+
+/// Target steps after which an unused draft cost is measured again (at most
+/// one round of drafts per this many steps that might not pay).
+const DRAFT_STALE_STEPS: usize = 256;
 
 impl StepCosts {
     /// A target step of `rows` query rows took `secs`.
@@ -104,6 +115,13 @@ impl StepCosts {
         if (1..=FIT_MAX_ROWS).contains(&rows) {
             self.target.observe(rows as f64, secs);
         }
+        self.steps_since_draft = self.steps_since_draft.saturating_add(1);
+    }
+
+    /// The draft pass's cost, unless unmeasured or stale.
+    fn draft_pass(&self) -> Option<f64> {
+        self.draft_pass
+            .filter(|_| self.steps_since_draft <= DRAFT_STALE_STEPS)
     }
 
     /// The draft model made `passes` passes in `secs`.
@@ -112,10 +130,11 @@ impl StepCosts {
             return;
         }
         let per_pass = secs / passes as f64;
-        self.draft_pass = Some(match self.draft_pass {
+        self.draft_pass = Some(match self.draft_pass() {
             Some(t) => t * DECAY + per_pass * (1.0 - DECAY),
             None => per_pass,
         });
+        self.steps_since_draft = 0;
     }
 
     /// The draft length with the most expected tokens per second for a
@@ -143,7 +162,7 @@ impl StepCosts {
                 most
             };
         };
-        let per_draft = match (with_model, self.draft_pass) {
+        let per_draft = match (with_model, self.draft_pass()) {
             (false, _) => 0.0,
             (true, Some(t)) => t,
             (true, None) => return most,
@@ -278,6 +297,32 @@ mod tests {
         assert_eq!(c.best_draft_len(0.1, 5, true, 0), 5);
         c.observe_draft(1, 0.029);
         assert_eq!(c.best_draft_len(0.1, 5, true, 0), 0);
+    }
+
+    #[test]
+    fn a_draft_cost_unused_for_long_is_measured_again() {
+        // Timed on a busy host: drafting does not pay.
+        let mut c = cpu_costs(0.2);
+        assert_eq!(c.best_draft_len(0.99, 8, true, 0), 0);
+        for _ in 0..DRAFT_STALE_STEPS {
+            c.observe_target(1, 0.060);
+        }
+        assert_eq!(c.best_draft_len(0.99, 8, true, 0), 0);
+        // Stale: the next step drafts the most, and its passes replace the
+        // old cost rather than move it a little.
+        c.observe_target(1, 0.060);
+        assert_eq!(c.best_draft_len(0.99, 8, true, 0), 8);
+        assert_eq!(c.best_draft_len(0.99, 8, false, 0), 8);
+        c.observe_draft(7, 7.0 * 0.029);
+        let k = c.best_draft_len(0.99, 8, true, 0);
+        assert!(k > 0, "{k}");
+        // A cost kept measured does not go stale.
+        let mut c = cpu_costs(0.2);
+        for _ in 0..2 * DRAFT_STALE_STEPS {
+            c.observe_target(1, 0.060);
+            c.observe_draft(1, 0.2);
+        }
+        assert_eq!(c.best_draft_len(0.99, 8, true, 0), 0);
     }
 
     #[test]
