@@ -105,9 +105,11 @@ pub struct StepCosts {
     steps_since_draft: usize,
 }
 
-/// Target steps after which an unused draft cost is measured again (at most
-/// one round of drafts per this many steps that might not pay).
+/// Target steps after which an unused draft cost is measured again, by
+/// [`STALE_DRAFT_LEN`] draft tokens (the first pass of a round is not
+/// timed: it feeds the draft model the tokens since its last draft).
 const DRAFT_STALE_STEPS: usize = 256;
+const STALE_DRAFT_LEN: usize = 2;
 
 impl StepCosts {
     /// A target step of `rows` query rows took `secs`.
@@ -118,10 +120,8 @@ impl StepCosts {
         self.steps_since_draft = self.steps_since_draft.saturating_add(1);
     }
 
-    /// The draft pass's cost, unless unmeasured or stale.
-    fn draft_pass(&self) -> Option<f64> {
-        self.draft_pass
-            .filter(|_| self.steps_since_draft <= DRAFT_STALE_STEPS)
+    fn draft_stale(&self) -> bool {
+        self.steps_since_draft > DRAFT_STALE_STEPS
     }
 
     /// The draft model made `passes` passes in `secs`.
@@ -130,9 +130,9 @@ impl StepCosts {
             return;
         }
         let per_pass = secs / passes as f64;
-        self.draft_pass = Some(match self.draft_pass() {
-            Some(t) => t * DECAY + per_pass * (1.0 - DECAY),
-            None => per_pass,
+        self.draft_pass = Some(match self.draft_pass {
+            Some(t) if !self.draft_stale() => t * DECAY + per_pass * (1.0 - DECAY),
+            _ => per_pass,
         });
         self.steps_since_draft = 0;
     }
@@ -162,10 +162,11 @@ impl StepCosts {
                 most
             };
         };
-        let per_draft = match (with_model, self.draft_pass()) {
+        let per_draft = match (with_model, self.draft_pass) {
             (false, _) => 0.0,
-            (true, Some(t)) => t,
             (true, None) => return most,
+            (true, Some(_)) if self.draft_stale() => return most.min(STALE_DRAFT_LEN),
+            (true, Some(t)) => t,
         };
         let alpha = alpha.clamp(0.0, 0.999);
         let (mut best, mut best_rate) = (0, rows / plain);
@@ -308,12 +309,14 @@ mod tests {
             c.observe_target(1, 0.060);
         }
         assert_eq!(c.best_draft_len(0.99, 8, true, 0), 0);
-        // Stale: the next step drafts the most, and its passes replace the
-        // old cost rather than move it a little.
+        // Stale: the next step drafts two tokens, whatever the acceptance
+        // or the batch, and its timed pass replaces the old cost rather
+        // than move it a little.
         c.observe_target(1, 0.060);
-        assert_eq!(c.best_draft_len(0.99, 8, true, 0), 8);
+        assert_eq!(c.best_draft_len(0.99, 8, true, 0), STALE_DRAFT_LEN);
+        assert_eq!(c.best_draft_len(0.1, 8, true, 15), STALE_DRAFT_LEN);
         assert_eq!(c.best_draft_len(0.99, 8, false, 0), 8);
-        c.observe_draft(7, 7.0 * 0.029);
+        c.observe_draft(1, 0.029);
         let k = c.best_draft_len(0.99, 8, true, 0);
         assert!(k > 0, "{k}");
         // A cost kept measured does not go stale.
