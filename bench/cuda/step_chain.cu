@@ -4,10 +4,15 @@
 // and replayed: launched plainly, and with programmatic dependent launch
 // (each kernel may start while the one before ends: kernels/pdl.cuh). Also
 // each matmul alone, its weights rotated so that it reads DRAM.
+// Each of it for four launch layouts: as quant_matmul.rs launches them, with
+// the Q6_K weight of a launch first (its rows, the slowest, start in the
+// first wave instead of making the last), and with a block of 4 warps a row
+// up to 8,192 rows rather than 2,048 (BLOCK_PER_ROW_MOST), each way.
 // Built and run by bench/cuda/step-chain.sh on a GPU machine.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -66,6 +71,8 @@ static float *make_f32(size_t n, float v) {
 }
 
 static bool g_pdl = false;
+static bool g_six_first = false;
+static int g_block_most = 2048;
 
 template <typename... Params, typename... Args>
 static void launch(void (*kernel)(Params...), int blocks, int threads, cudaStream_t s,
@@ -92,8 +99,11 @@ struct Mat {
 static void matvec(cudaStream_t s, const Q8 &x, int k, std::vector<Mat> ms) {
     int rows = 0;
     for (auto &m : ms) rows += m.n;
+    if (g_six_first)
+        std::stable_sort(ms.begin(), ms.end(),
+                         [](const Mat &a, const Mat &b) { return a.type > b.type; });
     while (ms.size() < 3) ms.push_back(Mat{0, 0, nullptr, nullptr});
-    if (rows <= 2048) {
+    if (rows <= g_block_most) {
         launch(mmvq1, rows, 128, s, (const int8_t *)x.qs, (const float *)x.d,
                (const int *)x.sums, k, 1, (const uint8_t *)ms[0].w, ms[0].y,
                (const float *)nullptr, ms[0].n, ms[0].type, (const uint8_t *)ms[1].w, ms[1].y,
@@ -261,13 +271,19 @@ int main(int argc, char **argv) {
         Model m = make_model(sh, rng);
         double gb = bytes_of(m) / 1e9;
         printf("%s: %d layers, %.2f GB of matmul weights\n", sh.name, sh.layers, gb);
-        matmuls_alone(m, 3);
-        for (int pass = 0; pass < 2; ++pass) {
-            float plain = replay_ms(m, false, reps);
-            float pdl = replay_ms(m, true, reps);
-            printf("  step graph: plain %.3f ms (%.0f GB/s), pdl %.3f ms (%.0f GB/s): %.3fx\n",
-                   plain, gb / plain * 1e3, pdl, gb / pdl * 1e3, plain / pdl);
-        }
+        for (int pass = 0; pass < 2; ++pass)
+            for (int layout = 0; layout < 4; ++layout) {
+                g_six_first = layout & 1;
+                g_block_most = layout & 2 ? 8192 : 2048;
+                printf(" round %d: Q6_K %s, a block a row up to %d rows\n", pass + 1,
+                       g_six_first ? "first" : "in place", g_block_most);
+                matmuls_alone(m, 3);
+                float plain = replay_ms(m, false, reps);
+                float pdl = replay_ms(m, true, reps);
+                printf("  step graph: plain %.3f ms (%.0f GB/s), pdl %.3f ms (%.0f GB/s): "
+                       "%.3fx\n",
+                       plain, gb / plain * 1e3, pdl, gb / pdl * 1e3, plain / pdl);
+            }
         CHECK(cudaDeviceSynchronize());
         // Freed with the process.
     }

@@ -346,9 +346,16 @@ fn launch_group(
     if tensor_cores {
         b.arg(&w4);
     }
-    for (j, y) in y_ptrs.iter().enumerate() {
+    // Q6_K weights first: the grid's blocks go to weights in order, and
+    // their rows, the slowest, then start in the first wave rather than
+    // make the last. The 8B shape's one-token q+k+v (Q4_K, Q4_K, Q6_K)
+    // 12.3 → 11.3 µs, the step's norms and matmuls 2.606 → 2.570 ms (H100,
+    // bench/results/gpu-2026-12-07-s60.md); each row's sums are unchanged.
+    let mut order: Vec<usize> = (0..3).collect();
+    order.sort_by_key(|&j| weights.get(j).is_none_or(|&(_, _, kind)| kind != 1));
+    for j in order {
         let (w, n, kind) = weights.get(j).unwrap_or(&unused);
-        b.arg(w).arg(y).arg(&bias_ptrs[j]).arg(n).arg(kind);
+        b.arg(w).arg(&y_ptrs[j]).arg(&bias_ptrs[j]).arg(n).arg(kind);
     }
     // SAFETY: weight j holds n_j rows of k / 256 (K-quants) or k / 32 blocks of its type
     // (candle's storage of a `[n_j, k]` tensor, kept alive by `guards`),
