@@ -71,9 +71,7 @@ impl Bnb4Weight {
             absmax,
         })
     }
-}
 
-impl Bnb4Weight {
     /// Elements of the flattened matrix per absmax.
     pub fn blocksize(&self) -> usize {
         self.blocksize
