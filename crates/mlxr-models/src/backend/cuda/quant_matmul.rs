@@ -351,7 +351,7 @@ fn launch_group(
     // make the last. The 8B shape's one-token q+k+v (Q4_K, Q4_K, Q6_K)
     // 12.3 → 11.3 µs, the step's norms and matmuls 2.606 → 2.570 ms (H100,
     // bench/results/gpu-2026-12-07-s60.md); each row's sums are unchanged.
-    let mut order: Vec<usize> = (0..3).collect();
+    let mut order = [0, 1, 2];
     order.sort_by_key(|&j| weights.get(j).is_none_or(|&(_, _, kind)| kind != 1));
     for j in order {
         let (w, n, kind) = weights.get(j).unwrap_or(&unused);
