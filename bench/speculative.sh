@@ -20,6 +20,9 @@
 #   bench/speculative.sh --variants "none draft draft-max" --no-llama
 #                                                       ngram and draft choose each draft's length by
 #                                                       goodput; ngram-max and draft-max always draft k
+#   bench/speculative.sh --variants "none draft draft-whole" --no-llama
+#                                                       draft-whole: the draft scores every token
+#                                                       (--draft-vocab 0), not its 32,768 most frequent
 #   bench/speculative.sh -c 16 --no-llama -s rewrite    16 requests in flight (aggregate tok/s; the
 #                                                       servers' decode tok/s is then per stream)
 set -euo pipefail
@@ -50,7 +53,7 @@ while [ $# -gt 0 ]; do
     --no-llama) llama_variants=""; shift ;;
     --isa) isa="$2"; shift 2 ;;
     -o|--out) out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -79,13 +82,16 @@ for set in $sets; do
     serve_flags=()
     case "$variant" in
       none) label="mlxr"; body='{"speculative.type": "none"}' ;;
-      ngram|ngram-max|draft|draft-max)
-        type="${variant%-max}" length=goodput
-        [ "$variant" = "$type" ] || length=max
+      ngram|ngram-max|draft|draft-max|draft-whole)
+        type="${variant%-*}" length=goodput
+        [ "$variant" = "$type-max" ] && length=max
         if [ "$type" = ngram ]; then
           label="mlxr lookup"
         else
           label="mlxr draft $(basename "$draft")"; serve_flags=(--model-draft "$draft")
+          if [ "$variant" = draft-whole ]; then
+            label="$label whole-vocabulary head"; serve_flags+=(--draft-vocab 0)
+          fi
         fi
         label="$label k<=$k $length"
         body="{\"speculative.type\": \"$type\", \"speculative.n_max\": $k, \"speculative.draft_length\": \"$length\"}" ;;
@@ -163,18 +169,19 @@ for s in sets:
         if "mlxr" not in table or not ours:
             continue
         plain = runs["mlxr"]
-        spec = runs[ours[0]]
-        same = sum(a["text"] == b["text"] for a, b in zip(plain, spec))
-        print(f"\nmlxr's text with {ours[0][5:]} equals its text without on {same} of {len(plain)} prompts.")
-        print(f"\n**{ours[0]} / mlxr: {table[ours[0]]['e2e_tps'] / table['mlxr']['e2e_tps']:.2f}× e2e, "
-              f"{table[ours[0]]['decode_tps'] / table['mlxr']['decode_tps']:.2f}× decode**")
-        prefix = "llama-server ngram" if kind == "lookup" else "llama-server draft"
-        llama_spec = {k: v for k, v in table.items() if k.startswith(prefix)}
-        if llama_spec:
-            best = max(llama_spec, key=lambda k: llama_spec[k]["e2e_tps"])
-            print(f"\n**{ours[0]} / {best} (llama.cpp's faster setting of this kind here): "
-                  f"{table[ours[0]]['e2e_tps'] / table[best]['e2e_tps']:.2f}× e2e, "
-                  f"{table[ours[0]]['decode_tps'] / table[best]['decode_tps']:.2f}× decode**")
+        for o in ours:
+            spec = runs[o]
+            same = sum(a["text"] == b["text"] for a, b in zip(plain, spec))
+            print(f"\nmlxr's text with {o[5:]} equals its text without on {same} of {len(plain)} prompts.")
+            print(f"\n**{o} / mlxr: {table[o]['e2e_tps'] / table['mlxr']['e2e_tps']:.2f}× e2e, "
+                  f"{table[o]['decode_tps'] / table['mlxr']['decode_tps']:.2f}× decode**")
+            prefix = "llama-server ngram" if kind == "lookup" else "llama-server draft"
+            llama_spec = {k: v for k, v in table.items() if k.startswith(prefix)}
+            if llama_spec:
+                best = max(llama_spec, key=lambda k: llama_spec[k]["e2e_tps"])
+                print(f"\n**{o} / {best} (llama.cpp's faster setting of this kind here): "
+                      f"{table[o]['e2e_tps'] / table[best]['e2e_tps']:.2f}× e2e, "
+                      f"{table[o]['decode_tps'] / table[best]['decode_tps']:.2f}× decode**")
         if "llama-server none" in table:
             print(f"\nmlxr / llama-server without speculation: "
                   f"{table['mlxr']['e2e_tps'] / table['llama-server none']['e2e_tps']:.2f}× e2e")

@@ -46,7 +46,8 @@
 # GPU_STAGES="llama test serve bench" by default; GPU_MODELS picks the random
 # models (see random-gguf.py), GPU_BENCH the ones benchmarked (GPU_PROFILE
 # profiled, by default the same; GPU_MATVEC="block" also times decode with
-# that matmul shape). Writes logs to
+# that matmul shape; GPU_BENCH_PROMPTS the prompt lengths, default 512, e.g.
+# "512,4096" for a long prompt's first token too). Writes logs to
 # $OUT when set. GPU_TEST_TIMEOUT bounds the test stage (seconds).
 set -uo pipefail
 
@@ -303,10 +304,10 @@ if has bench; then
         [[ -n ${MODEL[$m]:-} ]] || continue
         stage "bench $m"
         if [[ -x $LLAMA_BENCH ]]; then
-            timeout 120 "$LLAMA_BENCH" -m "${MODEL[$m]}" -p 512 -n 128 -fa 1 -ngl 99 -r 3 2>&1 |
+            timeout 240 "$LLAMA_BENCH" -m "${MODEL[$m]}" -p "${GPU_BENCH_PROMPTS:-512}" -n 128 -fa 1 -ngl 99 -r 3 2>&1 |
                 tee "$OUT/llama-bench-$m.log" | grep -E '^\|'
         fi
-        if timeout 150 "$MLXR" bench --device cuda -m "${MODEL[$m]}" -p 512 -n 128 -r 3 2>&1 | tee "$OUT/mlxr-bench-$m.log"; then
+        if timeout 240 "$MLXR" bench --device cuda -m "${MODEL[$m]}" -p "${GPU_BENCH_PROMPTS:-512}" -n 128 -r 3 2>&1 | tee "$OUT/mlxr-bench-$m.log"; then
             result PASS "mlxr bench $m"
         else
             result FAIL "mlxr bench $m (mlxr-bench-$m.log)"

@@ -139,6 +139,10 @@ pub struct EngineConfig {
     /// `speculative.type: draft`, loaded with the engine onto its device;
     /// its KV cache shares the budget and the block ids.
     pub draft_model: Option<std::path::PathBuf>,
+    /// The draft model scores only this many of its vocabulary's most
+    /// frequent tokens (FR-Spec) when a ranking ships for its vocabulary
+    /// ([`crate::spec::frequent_tokens`]; GGUF drafts); `None`: all of them.
+    pub draft_vocab: Option<usize>,
     /// Steps in which more sequences than this decode verify no drafts:
     /// the batch already keeps the hardware busy.
     pub spec_disable_batch: usize,
@@ -164,6 +168,7 @@ impl Default for EngineConfig {
             prefix_caching: true,
             speculation: SpecOverrides::default(),
             draft_model: None,
+            draft_vocab: Some(crate::spec::frequent_tokens::DEFAULT_DRAFT_VOCAB),
             spec_disable_batch: 4,
             grammar_masks: crate::GrammarMasks::Auto,
             sample_threads: None,

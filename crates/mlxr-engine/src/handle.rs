@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use candle_core::Device;
+use mlxr_formats::gguf::GgufFile;
 use mlxr_models::backend::cpu::paged::PagedKvStore;
 use mlxr_models::{
-    CpuBackend, DecoderModel, KvGeometry, ModelRunner, ReferenceBackend, StepRunner,
+    CpuBackend, DecoderModel, KvGeometry, ModelRunner, PartialHead, ReferenceBackend, StepRunner,
 };
 use mlxr_tokenizer::TokenId;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
@@ -18,12 +19,13 @@ use crate::config::EngineConfig;
 use crate::engine::{Command, EngineLoop};
 use crate::events::{Event, FinishReason, Timings, TokenLogprob, Usage};
 use crate::kv::SeqId;
-use crate::loaded_model::file_key;
+use crate::loaded_model::{file_key, kernels_for};
 use crate::metrics::EngineMetrics;
 use crate::request::GenerateRequest;
 use crate::scheduler::Scheduler;
 use crate::sequence::Sequence;
 use crate::spec::draft_model::{check_compatible, DraftModel};
+use crate::spec::frequent_tokens::frequent_tokens;
 use crate::spec::{SpecOverrides, SpecType, Speculation};
 use crate::DeviceChoice;
 use crate::{EngineError, LoadedModel};
@@ -69,6 +71,8 @@ struct Shared {
     speculation: Speculation,
     /// The draft model, when one is loaded (`speculative.type: draft` is possible).
     draft: Option<Arc<LoadedModel>>,
+    /// The tokens the draft model scores, when not all of them.
+    draft_vocab: Option<usize>,
     worker: JoinHandle<()>,
 }
 
@@ -102,6 +106,29 @@ fn checked(speculation: Speculation, has_draft: bool) -> Result<Speculation, Eng
         ));
     }
     Ok(speculation)
+}
+
+/// The draft model's head over its `n` most frequent tokens, when a
+/// ranking ships for its vocabulary and it is a GGUF file.
+fn draft_head(lm: &LoadedModel, n: Option<usize>) -> Result<Option<PartialHead>, EngineError> {
+    let Some(tokens) = n.and_then(|n| frequent_tokens(&lm.tokenizer, n)) else {
+        return Ok(None);
+    };
+    if lm.path.is_dir() {
+        return Ok(None);
+    }
+    let model_err = |source| EngineError::Model {
+        path: lm.path.clone(),
+        source,
+    };
+    let file = GgufFile::open(&lm.path).map_err(|source| EngineError::Open {
+        path: lm.path.clone(),
+        source,
+    })?;
+    let (config, device) = (lm.model.config(), lm.model.device());
+    PartialHead::from_gguf(&file, config, device, kernels_for(device), tokens)
+        .map(Some)
+        .map_err(model_err)
 }
 
 impl EngineHandle {
@@ -155,6 +182,7 @@ impl EngineHandle {
             Some(lm) => Some(DraftModel::new(
                 lm.clone(),
                 runner_for(&lm, num_blocks, block_size, dtype)?,
+                draft_head(&lm, config.draft_vocab)?,
             )),
             None => None,
         };
@@ -164,6 +192,10 @@ impl EngineHandle {
             .min(model.context_size)
             .min(num_blocks * block_size);
         let draft_model = draft.as_ref().map(|d| d.model.clone());
+        let draft_vocab = draft
+            .as_ref()
+            .and_then(|d| d.head_tokens())
+            .map(<[u32]>::len);
         let metrics = Arc::new(EngineMetrics::default());
         let (commands, rx) = mpsc::channel();
         let device = DeviceChoice::of(model.model.device());
@@ -202,6 +234,7 @@ impl EngineHandle {
                 block_size,
                 speculation,
                 draft: draft_model,
+                draft_vocab,
                 worker,
             }),
         })
@@ -232,6 +265,12 @@ impl EngineHandle {
     /// The draft model, when the engine has one.
     pub fn draft_model(&self) -> Option<&Arc<LoadedModel>> {
         self.shared.draft.as_ref()
+    }
+
+    /// How many tokens the draft model scores, when not its whole
+    /// vocabulary ([`crate::spec::frequent_tokens`]).
+    pub fn draft_vocab(&self) -> Option<usize> {
+        self.shared.draft_vocab
     }
 
     pub fn metrics(&self) -> &EngineMetrics {

@@ -12,6 +12,13 @@ use mlxr_tokenizer::{TokenId, Tokenizer};
 
 use crate::{DeviceChoice, EngineError};
 
+/// The engine batches requests: each row's arithmetic must not depend on
+/// what else is in the batch (batched equals alone). Other devices than the
+/// CPU take the weights in candle's form.
+pub(crate) fn kernels_for(device: &Device) -> Option<RowOrder> {
+    device.is_cpu().then_some(RowOrder::Independent)
+}
+
 pub struct LoadedModel {
     pub path: PathBuf,
     /// The weights, which another engine loaded from the same file may share.
@@ -76,10 +83,7 @@ impl LoadedModel {
             Ok(Some(source)) => template_for(&tokenizer, source)?,
             _ => ChatTemplate::fallback(),
         };
-        // The engine batches requests: each row's arithmetic must not depend on
-        // what else is in the batch (batched equals alone). Other devices
-        // than the CPU take the weights in candle's form.
-        let kernels = device.is_cpu().then_some(RowOrder::Independent);
+        let kernels = kernels_for(&device);
         let model = match weights {
             Some(weights) => weights,
             None => Arc::new(

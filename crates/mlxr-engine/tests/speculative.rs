@@ -11,6 +11,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{batch_variants, load};
+use mlxr_engine::spec::frequent_tokens::{frequent_tokens, DEFAULT_DRAFT_VOCAB};
 use mlxr_engine::{
     DraftLength, EngineConfig, EngineHandle, Event, FinishReason, GenerateRequest, KvBudget,
     LoadedModel, Prompt, SamplingParams, SpecOverrides, SpecType,
@@ -300,6 +301,51 @@ fn qwen_coder_drafting_for_itself_and_a_foreign_vocabulary_refused() {
     let drafting = engine.draft_model().expect("a draft model");
     assert!(Arc::ptr_eq(&drafting.model, &served.model));
     assert_eq!(drafting.path, served.path);
+}
+
+/// A Qwen2.5 draft scores its vocabulary's 32,768 most frequent tokens
+/// (whole tiles of 16, its control tokens too) unless told to score every
+/// one; SmolLM2's vocabulary has no ranking. (That the drafts stay
+/// lossless is `qwen_coder_drafting_for_itself_...`, which runs with it.)
+#[test]
+fn a_qwen_draft_scores_its_most_frequent_tokens() {
+    let (Some(qwen), Some(path)) = (load(QWEN_CODER_05B), model_path(QWEN_CODER_05B)) else {
+        return;
+    };
+    let start = |draft_vocab| {
+        let config = EngineConfig {
+            draft_model: Some(path.clone()),
+            draft_vocab,
+            ..config()
+        };
+        EngineHandle::start(qwen.clone(), config).unwrap()
+    };
+    let n = start(EngineConfig::default().draft_vocab)
+        .draft_vocab()
+        .expect("a partial head");
+    assert!(
+        (DEFAULT_DRAFT_VOCAB..DEFAULT_DRAFT_VOCAB + 64).contains(&n) && n.is_multiple_of(16),
+        "{n} tokens"
+    );
+    assert_eq!(start(None).draft_vocab(), None);
+
+    let tokenizer = &qwen.tokenizer;
+    let ids = frequent_tokens(tokenizer, 1000).expect("Qwen2's ranking");
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ascending");
+    assert!(ids.len() >= 1000 && ids.len().is_multiple_of(16));
+    let has = |id: u32| ids.binary_search(&id).is_ok();
+    assert!(tokenizer.eog_ids().iter().all(|&id| has(id)));
+    assert!((0..tokenizer.vocab_size() as u32)
+        .filter(|&id| tokenizer.is_control(id))
+        .all(has));
+    for text in ["Ġ", "Ċ", "(", "Ġreturn", "ĠĠĠ"] {
+        let id = tokenizer.token_id(text).unwrap();
+        assert!(has(id), "{text:?} is among the most frequent");
+    }
+    // Rare enough to be left out of 1,000.
+    assert!(!has(tokenizer.token_id("ĠLevi").unwrap()));
+    let Some(smol) = load(SMOLLM2) else { return };
+    assert_eq!(frequent_tokens(&smol.tokenizer, 1000), None);
 }
 
 #[test]

@@ -9,6 +9,7 @@ use crate::backend::cpu::kernels::RowOrder;
 use crate::backend::Backend;
 use crate::config::ModelConfig;
 use crate::layers::{Attention, Embedding, Linear, Mlp, RmsNorm, Rope};
+use crate::partial_head::PartialHead;
 use crate::pass::Activations;
 use crate::step::Step;
 use crate::weights::{GgufWeights, SafetensorsWeights, Weights};
@@ -131,13 +132,32 @@ impl DecoderModel {
         step: &Step,
         a: &mut Activations<B>,
     ) -> Result<()> {
+        self.forward_head(b, step, a, None)
+    }
+
+    /// [`Self::forward`] with the logits of `head`'s tokens only
+    /// (`[rows, head.tokens().len()]`) when there is one.
+    pub fn forward_head<B: Backend>(
+        &self,
+        b: &mut B,
+        step: &Step,
+        a: &mut Activations<B>,
+        head: Option<&PartialHead>,
+    ) -> Result<()> {
         self.check_tokens(step.tokens())?;
         b.begin_step(step, &self.ropes)?;
-        b.execute(step, a, |b, a| self.layers(b, step, a))
+        let lm_head = head.map_or(&self.lm_head, |h| &h.linear);
+        b.execute(step, a, |b, a| self.layers(b, step, a, lm_head))
     }
 
     /// The pass after [`Backend::begin_step`]: embedding, layers, logits.
-    fn layers<B: Backend>(&self, b: &mut B, step: &Step, a: &mut Activations<B>) -> Result<()> {
+    fn layers<B: Backend>(
+        &self,
+        b: &mut B,
+        step: &Step,
+        a: &mut Activations<B>,
+        lm_head: &Linear,
+    ) -> Result<()> {
         b.embed(&self.token_embd, step.tokens(), &mut a.x)?;
         if let Some(scale) = self.config.embedding_scale {
             b.scale(&mut a.x, scale)?;
@@ -171,7 +191,7 @@ impl DecoderModel {
                 .map_or(&self.output_norm, |l| &l.attn_norm);
             Self::add_branch_norm(b, a, layer.post_ffn_norm.as_ref(), next)?;
         }
-        b.matmul(&a.normed, &self.lm_head, &mut a.logits)?;
+        b.matmul(&a.normed, lm_head, &mut a.logits)?;
         if let Some(cap) = self.config.final_logit_softcap {
             b.softcap(&mut a.logits, cap)?;
         }

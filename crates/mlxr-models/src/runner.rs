@@ -5,7 +5,7 @@
 use crate::backend::Backend;
 use crate::pass::Activations;
 use crate::step::Step;
-use crate::{DecoderModel, Result};
+use crate::{DecoderModel, PartialHead, Result};
 
 pub struct ModelRunner<B: Backend> {
     backend: B,
@@ -29,9 +29,20 @@ impl<B: Backend> ModelRunner<B> {
     /// or last few for a verifying chunk), `[rows, vocab_size]` row-major,
     /// on the host.
     pub fn execute(&mut self, model: &DecoderModel, step: &Step) -> Result<&[f32]> {
+        self.execute_head(model, None, step)
+    }
+
+    /// [`Self::execute`] with the logits of `head`'s tokens only, `[rows,
+    /// head.tokens().len()]`, when there is one.
+    pub fn execute_head(
+        &mut self,
+        model: &DecoderModel,
+        head: Option<&PartialHead>,
+        step: &Step,
+    ) -> Result<&[f32]> {
         step.check_blocks(self.backend.num_blocks())?;
         let Self { backend, acts } = self;
-        backend.run(|b| model.forward(b, step, acts))?;
+        backend.run(|b| model.forward_head(b, step, acts, head))?;
         backend.read(&acts.logits)
     }
 }
@@ -39,15 +50,29 @@ impl<B: Backend> ModelRunner<B> {
 /// [`ModelRunner::execute`] behind a trait object: what an engine holds
 /// whichever backend runs its model.
 pub trait StepRunner: Send {
-    fn execute(&mut self, model: &DecoderModel, step: &Step) -> Result<&[f32]>;
+    fn execute(&mut self, model: &DecoderModel, step: &Step) -> Result<&[f32]> {
+        self.execute_head(model, None, step)
+    }
+
+    fn execute_head(
+        &mut self,
+        model: &DecoderModel,
+        head: Option<&PartialHead>,
+        step: &Step,
+    ) -> Result<&[f32]>;
 }
 
 impl<B: Backend + Send> StepRunner for ModelRunner<B>
 where
     B::Act: Send,
 {
-    fn execute(&mut self, model: &DecoderModel, step: &Step) -> Result<&[f32]> {
-        ModelRunner::execute(self, model, step)
+    fn execute_head(
+        &mut self,
+        model: &DecoderModel,
+        head: Option<&PartialHead>,
+        step: &Step,
+    ) -> Result<&[f32]> {
+        ModelRunner::execute_head(self, model, head, step)
     }
 }
 

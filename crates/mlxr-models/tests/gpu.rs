@@ -20,7 +20,9 @@
 //! (tests/gpu/graphs.rs); on GGUF files of our kernels' types, 9, 16 and
 //! 64 sequences decoding together give each sequence's logits alone, bit
 //! for bit (tests/gpu/batched.rs); weights' F16 copies give the bits of
-//! weights dequantized per call (tests/gpu/f16_copies.rs).
+//! weights dequantized per call (tests/gpu/f16_copies.rs); a partial LM
+//! head gives its tokens the whole head's logits, bit for bit
+//! (tests/gpu/partial_head.rs).
 //!
 //! - Tiny models (every architecture; HF, MLX and GGUF f32 forms): f32
 //!   weights on both sides, so the pass is compared: logits within
@@ -46,6 +48,8 @@ mod common;
 mod f16_copies;
 #[path = "gpu/graphs.rs"]
 mod graphs;
+#[path = "gpu/partial_head.rs"]
+mod partial_head;
 #[path = "gpu/profile.rs"]
 mod profile;
 #[path = "gpu/quant.rs"]
@@ -767,6 +771,11 @@ fn gguf(path: &Path, device: &Device) -> Vec<Outcome> {
     if device.is_cuda() {
         let label = format!("{name} (quantized, graphs)");
         let failures = graphs::check(&label, &dev, device);
+        out.push(Outcome { label, failures });
+    }
+    if device.is_cuda() {
+        let label = format!("{name} (quantized, partial head)");
+        let failures = partial_head::check(&label, &file, &dev, device);
         out.push(Outcome { label, failures });
     }
     if device.is_cuda() && ours {

@@ -453,6 +453,12 @@ pub struct SpecArgs {
     /// serves; its KV cache shares --kv-cache-mem.
     #[arg(long, value_name = "MODEL")]
     pub model_draft: Option<PathBuf>,
+    /// The draft model scores only its vocabulary's N most frequent tokens
+    /// (FR-Spec; rankings ship for Qwen2's vocabulary), a cheaper pass for
+    /// a draft whose LM head is a large part of it; 0: every token. The
+    /// output is the same either way. [default: 32768]
+    #[arg(long, value_name = "N")]
+    pub draft_vocab: Option<usize>,
 }
 
 impl SpecArgs {
@@ -469,6 +475,7 @@ impl SpecArgs {
         push("draft-min", self.draft_min.map(|n| n.to_string()));
         push("draft-p-min", self.draft_p_min.map(|p| p.to_string()));
         push("draft-length", self.draft_length.map(|l| l.to_string()));
+        push("draft-vocab", self.draft_vocab.map(|n| n.to_string()));
         push(
             "model-draft",
             self.model_draft.as_ref().map(|p| p.display().to_string()),

@@ -13,11 +13,15 @@
 //! Drafts are greedy (the target treats them as one-hot: lossless for any
 //! sampling); a sequence stops drafting once the draft's token is less
 //! likely than `p_min`, and a draft shorter than `n_min` is dropped.
+//!
+//! With a [`PartialHead`] the draft scores only its vocabulary's most
+//! frequent tokens ([`super::frequent_tokens`]); `p_min` then compares a
+//! probability among those.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use mlxr_models::{Step as ForwardStep, StepRunner};
+use mlxr_models::{PartialHead, Step as ForwardStep, StepRunner};
 use mlxr_sampling::top_probability;
 
 use crate::scheduler::{ScheduledChunk, Scheduler};
@@ -32,6 +36,8 @@ const VOCAB_CHECK_FROM: u32 = 5;
 pub struct DraftModel {
     pub model: Arc<LoadedModel>,
     runner: Box<dyn StepRunner>,
+    /// The tokens the draft scores, when not all.
+    head: Option<PartialHead>,
     step: ForwardStep,
     tokens: Vec<u32>,
 }
@@ -66,10 +72,20 @@ pub fn check_compatible(target: &LoadedModel, draft: &LoadedModel) -> Result<(),
 }
 
 impl DraftModel {
-    pub fn new(model: Arc<LoadedModel>, runner: Box<dyn StepRunner>) -> Self {
+    /// The head's tokens, when the draft scores only some.
+    pub fn head_tokens(&self) -> Option<&[u32]> {
+        self.head.as_ref().map(|h| h.tokens())
+    }
+
+    pub fn new(
+        model: Arc<LoadedModel>,
+        runner: Box<dyn StepRunner>,
+        head: Option<PartialHead>,
+    ) -> Self {
         Self {
             model,
             runner,
+            head,
             step: ForwardStep::default(),
             tokens: Vec::new(),
         }
@@ -96,7 +112,8 @@ impl DraftModel {
             })
             .map(|(i, _)| (i, 0, true))
             .collect();
-        let vocab = self.model.model.config().vocab_size;
+        let head = self.head.as_ref();
+        let width = head.map_or(self.model.model.config().vocab_size, |h| h.tokens().len());
         let mut passes = 0;
         while active.iter().any(|a| a.2) {
             passes += 1;
@@ -119,12 +136,14 @@ impl DraftModel {
                 self.step.push(&self.tokens, from, table);
             }
             self.step.finish(block_size)?;
-            let logits = self.runner.execute(&self.model.model, &self.step)?;
+            let logits = self
+                .runner
+                .execute_head(&self.model.model, head, &self.step)?;
             if passes > 1 {
                 timing.steady += 1;
                 timing.secs += started.elapsed().as_secs_f64();
             }
-            let mut rows = logits.chunks_exact(vocab);
+            let mut rows = logits.chunks_exact(width);
             for (i, made, drafting) in active.iter_mut() {
                 if !*drafting {
                     continue;
@@ -134,7 +153,8 @@ impl DraftModel {
                 let seq = scheduler.seq_mut(c.seq).expect("scheduled");
                 let fed = seq.tokens.len() + *made - seq.draft_computed();
                 seq.set_draft_computed(seq.draft_computed() + fed);
-                let (token, p) = top_probability(row);
+                let (column, p) = top_probability(row);
+                let token = head.map_or(column, |h| h.tokens()[column as usize]);
                 if p < seq.draft_p_min() {
                     *drafting = false;
                     continue;

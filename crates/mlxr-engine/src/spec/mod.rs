@@ -13,10 +13,11 @@
 //!   and the sequence's acceptance rate.
 //! - [`prompt_lookup`]: drafts copied from the sequence itself.
 //! - [`draft_model`]: drafts from a smaller model with the same vocabulary
-//!   (`--model-draft`).
+//!   (`--model-draft`), scoring only [`frequent_tokens`].
 
 pub mod cost;
 pub mod draft_model;
+pub mod frequent_tokens;
 pub mod prompt_lookup;
 
 use std::fmt;

@@ -125,6 +125,7 @@ fn start_engine(
         prefix_caching,
         speculation: super::speculation(&args.spec),
         draft_model: args.spec.model_draft.clone(),
+        draft_vocab: super::draft_vocab(&args.spec),
         ..EngineConfig::default()
     };
     let vocab = lm.model.config().vocab_size.min(lm.tokenizer.vocab_size()) as u64;

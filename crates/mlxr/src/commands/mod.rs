@@ -61,9 +61,19 @@ fn start_engine(path: &Path, args: &EngineArgs) -> Result<EngineHandle> {
         max_num_seqs: 1,
         speculation: speculation(&args.spec),
         draft_model: args.spec.model_draft.clone(),
+        draft_vocab: draft_vocab(&args.spec),
         ..EngineConfig::default()
     };
     Ok(EngineHandle::start(lm, config)?)
+}
+
+/// `--draft-vocab`: 0 for the whole vocabulary.
+pub(crate) fn draft_vocab(args: &SpecArgs) -> Option<usize> {
+    match args.draft_vocab {
+        None => EngineConfig::default().draft_vocab,
+        Some(0) => None,
+        n => n,
+    }
 }
 
 /// The speculation requests get by default, as the flags set it (the engine

@@ -88,6 +88,7 @@ pub fn serve(mut args: ServeArgs) -> Result<()> {
         long_prefill_token_threshold: (args.max_batched_tokens / 2).max(1),
         speculation: super::speculation(&args.spec),
         draft_model,
+        draft_vocab: super::draft_vocab(&args.spec),
         grammar_masks: args.grammar_masks,
         ..EngineConfig::default()
     };

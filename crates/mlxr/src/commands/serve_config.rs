@@ -42,6 +42,7 @@ pub struct ServeFile {
     spec_type: Option<String>,
     draft_max: Option<usize>,
     draft_min: Option<usize>,
+    draft_vocab: Option<usize>,
     draft_p_min: Option<f32>,
     draft_length: Option<String>,
     model_draft: Option<PathBuf>,
@@ -170,6 +171,7 @@ pub fn apply(args: &mut ServeArgs, file: ServeFile, given: Option<&ArgMatches>) 
     for (id, value, slot) in [
         ("draft_max", file.draft_max, &mut args.spec.draft_max),
         ("draft_min", file.draft_min, &mut args.spec.draft_min),
+        ("draft_vocab", file.draft_vocab, &mut args.spec.draft_vocab),
     ] {
         if value.is_some() && from_default(id) {
             *slot = value;
