@@ -16,6 +16,7 @@ records the whole set's wall time (`set_wall_s`): the summary's e2e tok/s
 is then the aggregate, all tokens over that time.
 """
 
+import re
 import argparse
 import json
 import time
@@ -119,6 +120,25 @@ def summary(results):
             "acceptance": accepted / drafted if drafted else 0.0,
         }
     return out
+
+
+def draft_positions(metrics):
+    """From an mlxr /metrics page: the drafts per length ({k: n}) and, per
+    position i (1-based), the share of the drafts that reached it whose
+    token i stood ({i: (stood, reached)})."""
+    lengths, stood = {}, {}
+    for line in metrics.splitlines():
+        for name, key, into in (("spec_decode_num_drafts_per_len_total", "length", lengths),
+                                ("spec_decode_num_accepted_tokens_per_pos_total", "position", stood)):
+            # The daemon labels each line with its model too.
+            m = re.match(rf'mlxr:{name}{{.*\b{key}="(\d+)".*}} (\d+)$', line)
+            if m:
+                into[int(m.group(1))] = into.get(int(m.group(1)), 0) + int(m.group(2))
+    positions = {}
+    for i in range(1, max(lengths, default=0) + 1):
+        reached = sum(n for k, n in lengths.items() if k >= i)
+        positions[i] = (stood.get(i - 1, 0), reached)
+    return dict(sorted(lengths.items())), positions
 
 
 if __name__ == "__main__":

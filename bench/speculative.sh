@@ -102,6 +102,7 @@ for set in $sets; do
     server_pid=$!
     wait_ready "http://127.0.0.1:18436"
     client "http://127.0.0.1:18436" "$set" "$work/$set-mlxr-$variant.json" --variant "$label" "$body"
+    curl -s "http://127.0.0.1:18436/metrics" > "$work/$set-mlxr-$variant.metrics" || true
     stop_server
   done
   for spec in $llama_variants; do
@@ -151,7 +152,7 @@ mkdir -p bench/results
   python3 - "$work" "$sets" <<'PY'
 import glob, json, os, sys
 sys.path.insert(0, "bench")
-from speculative import summary
+from speculative import draft_positions, summary
 work, sets = sys.argv[1], sys.argv[2].split()
 for s in sets:
     runs = {}
@@ -164,6 +165,15 @@ for s in sets:
     for label, v in table.items():
         print(f"| {label} | {v['requests']} | {v['tokens']} | {v['e2e_tps']:.2f} | {v['decode_tps']:.2f} | "
               f"{v['draft_n']} | {v['draft_n_accepted']} | {v['acceptance']:.2f} |")
+    for f in sorted(glob.glob(os.path.join(work, f"{s}-mlxr-*.metrics"))):
+        lengths, positions = draft_positions(open(f).read())
+        if not lengths:
+            continue
+        variant = os.path.basename(f)[len(s) + 6:-len(".metrics")]
+        print(f"\nmlxr {variant}, from its /metrics (the warm-up request included): drafts by length "
+              + ", ".join(f"k={k}: {n}" for k, n in lengths.items())
+              + "; share of the drafts reaching position i whose token i stood: "
+              + ", ".join(f"{i}: {a / r:.2f} ({a}/{r})" for i, (a, r) in positions.items() if r))
     for kind in ("lookup", "draft"):
         ours = [k for k in table if k.startswith(f"mlxr {kind}")]
         if "mlxr" not in table or not ours:

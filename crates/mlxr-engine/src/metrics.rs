@@ -30,6 +30,8 @@ pub struct EngineMetrics {
     spec_accepted_tokens: AtomicU64,
     /// Position `i`: drafts whose token `i` stood.
     spec_accepted_per_pos: [AtomicU64; MAX_DRAFT_TOKENS],
+    /// Index `k - 1`: drafts of `k` tokens (the lengths goodput chose).
+    spec_drafts_per_len: [AtomicU64; MAX_DRAFT_TOKENS],
     finished: [AtomicU64; 3],
     ttft: Histogram,
     inter_token: Histogram,
@@ -92,6 +94,12 @@ impl EngineMetrics {
             .fetch_add(accepted as u64, relaxed);
         for pos in &self.spec_accepted_per_pos[..accepted.min(MAX_DRAFT_TOKENS)] {
             pos.fetch_add(1, relaxed);
+        }
+        if let Some(len) = drafted
+            .checked_sub(1)
+            .and_then(|i| self.spec_drafts_per_len.get(i))
+        {
+            len.fetch_add(1, relaxed);
         }
     }
 
@@ -210,6 +218,23 @@ impl EngineMetrics {
             "counter",
             "Drafts whose token at this position stood.",
             per_pos,
+        );
+        let mut per_len = String::new();
+        for (i, n) in self.spec_drafts_per_len.iter().enumerate() {
+            let n = n.load(Ordering::Relaxed);
+            if n > 0 {
+                let _ = writeln!(
+                    per_len,
+                    "mlxr:spec_decode_num_drafts_per_len_total{{length=\"{}\"}} {n}",
+                    i + 1
+                );
+            }
+        }
+        metric(
+            "spec_decode_num_drafts_per_len_total",
+            "counter",
+            "Drafts of this many tokens (the lengths chosen per step).",
+            per_len,
         );
         let mut success = String::new();
         for reason in [
@@ -346,6 +371,8 @@ mod tests {
             "mlxr:spec_decode_num_draft_tokens_total 7",
             "mlxr:spec_decode_num_accepted_tokens_total 2",
             "mlxr:spec_decode_num_accepted_tokens_per_pos_total{position=\"1\"} 1",
+            "mlxr:spec_decode_num_drafts_per_len_total{length=\"3\"} 1",
+            "mlxr:spec_decode_num_drafts_per_len_total{length=\"4\"} 1",
             "mlxr:num_preemptions_total 3",
             "mlxr:generation_tokens_total 7",
             "mlxr:request_success_total{finished_reason=\"length\"} 1",

@@ -117,12 +117,18 @@ fn smollm2_prompt_lookup_is_token_identical() {
     speculation_is_token_identical(SMOLLM2, prompts(), 1..=8, None, SpecOverrides::ngram, 4);
 }
 
-/// The Qwen2.5-Coder pair's small model (head_dim 64, GQA, QKV biases): a
-/// third of the prompts.
+/// The Qwen2.5-Coder pair's small model (head_dim 64, GQA, QKV biases), as
+/// SmolLM2.
 #[test]
 fn qwen_coder_prompt_lookup_is_token_identical() {
-    let third: Vec<String> = prompts().into_iter().step_by(3).collect();
-    speculation_is_token_identical(QWEN_CODER_05B, third, [2, 7], None, SpecOverrides::ngram, 4);
+    speculation_is_token_identical(
+        QWEN_CODER_05B,
+        prompts(),
+        1..=8,
+        None,
+        SpecOverrides::ngram,
+        4,
+    );
 }
 
 /// With speculation `spec(k)` (and the draft model `draft`, if any), greedy
@@ -304,18 +310,18 @@ fn qwen_coder_drafting_for_itself_and_a_foreign_vocabulary_refused() {
 }
 
 /// The real pair: Qwen2.5-Coder-0.5B drafting for the 1.5B, with its head
-/// over its 32,768 most frequent tokens (the default), at k = 3 and 8,
-/// alone and batched with plain requests.
+/// over its 32,768 most frequent tokens (the default): the 24 prompts alone
+/// (k = 1 + i % 8), batched with plain requests, and under a KV budget
+/// that forces preemption.
 #[test]
 fn qwen_coder_pair_is_token_identical() {
-    let quarter: Vec<String> = prompts().into_iter().step_by(4).collect();
     speculation_is_token_identical(
         QWEN_CODER_15B,
-        quarter,
-        [3, 8],
+        prompts(),
+        1..=8,
         Some(QWEN_CODER_05B),
         draft,
-        1,
+        2,
     );
 }
 
