@@ -309,6 +309,20 @@ fn qwen_coder_drafting_for_itself_and_a_foreign_vocabulary_refused() {
     assert_eq!(drafting.path, served.path);
 }
 
+/// The 1.5B target with prompt lookup, as SmolLM2 (all 24 prompts, k = 1
+/// to 8, the four batch variants).
+#[test]
+fn qwen_coder_15b_prompt_lookup_is_token_identical() {
+    speculation_is_token_identical(
+        QWEN_CODER_15B,
+        prompts(),
+        1..=8,
+        None,
+        SpecOverrides::ngram,
+        4,
+    );
+}
+
 /// The real pair: Qwen2.5-Coder-0.5B drafting for the 1.5B, with its head
 /// over its 32,768 most frequent tokens (the default): the 24 prompts alone
 /// (k = 1 + i % 8), batched with plain requests, and under a KV budget
