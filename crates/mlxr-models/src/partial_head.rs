@@ -44,13 +44,13 @@ impl PartialHead {
                 "token {bad} is outside the vocabulary of {vocab}"
             )));
         }
-        let weights = GgufWeights::new(file, device).with_kernels(kernels);
+        let weights = GgufWeights::new(file, device);
         let name = if weights.contains("output.weight") {
             "output.weight"
         } else {
             "token_embd.weight"
         };
-        let (dtype, bytes) = weights.stored_data(name, &[vocab, hidden])?;
+        let (dtype, bytes) = weights.stored(name, &[vocab, hidden])?;
         let row_bytes = bytes.len() / vocab;
         let mut rows = Vec::with_capacity(tokens.len() * row_bytes);
         for &t in &tokens {

@@ -43,7 +43,7 @@ impl<'a> GgufWeights<'a> {
     /// The copy is the tensor's only one: the file's pages of it leave
     /// memory ([`GgufFile::release`]).
     pub fn qtensor(&self, name: &str, shape: &[usize]) -> Result<QTensor, ModelError> {
-        let (dtype, bytes) = self.stored_data(name, shape)?;
+        let (dtype, bytes) = self.stored(name, shape)?;
         let t = qtensor_from_ggml(dtype, bytes, shape.to_vec(), &self.device)
             .map_err(|e| ModelError::candle(format!("loading tensor '{name}'"), e))?;
         self.release(name);
@@ -57,7 +57,7 @@ impl<'a> GgufWeights<'a> {
     }
 
     /// The type and raw data of `name`, checked to have `shape`.
-    pub(crate) fn stored_data(
+    pub(crate) fn stored(
         &self,
         name: &str,
         shape: &[usize],
@@ -123,7 +123,7 @@ impl Weights for GgufWeights<'_> {
         // Rows are stored one after another, so the stack is the concatenation.
         let mut bytes = Vec::new();
         for (name, &out) in names.iter().zip(outs) {
-            bytes.extend_from_slice(self.stored_data(name, &[out, inp])?.1);
+            bytes.extend_from_slice(self.stored(name, &[out, inp])?.1);
             self.release(name);
         }
         let rows = outs.iter().sum();
