@@ -1,5 +1,6 @@
 import { ResponseError } from "./errors.js";
 import { errorText, readNdjson } from "./ndjson.js";
+import { isNode, unixSocketFetch } from "./socket.js";
 import { sendWithProgress, type Sent } from "./upload.js";
 import type {
   BlobUploadOptions,
@@ -25,14 +26,15 @@ export const DEFAULT_HOST = "127.0.0.1:11435";
 
 export interface ClientOptions {
   /**
-   * `host:port` or a URL; default `MLXR_HOST` (in Node), else
-   * 127.0.0.1:11435. In a browser page served by the daemon, `""` is the
-   * page's own origin. (A Unix socket needs a `fetch` that can reach one.)
+   * `host:port`, a URL, or `unix:PATH` (also `unix://PATH`: the daemon's
+   * `--socket`, reached through Node's `node:http`); default `MLXR_HOST` (in
+   * Node), else 127.0.0.1:11435. In a browser page served by the daemon, `""`
+   * is the page's own origin.
    */
   host?: string;
   /** Sent as `Authorization: Bearer KEY`; default `MLXR_API_KEY` in Node. */
   apiKey?: string;
-  /** Another `fetch` (a proxy, a test double, undici with a socket agent). */
+  /** Another `fetch` (a proxy, a test double); it wins over the Unix socket's too. */
   fetch?: typeof fetch;
   headers?: Record<string, string>;
 }
@@ -42,13 +44,26 @@ function env(name: string): string | undefined {
   return process?.env?.[name] || undefined;
 }
 
-/** A host as the `mlxr` CLI reads it: `host:port` or a URL. */
-function baseUrl(host: string): string {
+/**
+ * A host as the `mlxr` CLI reads it: `host:port`, a URL, or `unix:PATH`
+ * (also `unix://PATH`). Returns the base URL and the socket's path, if any.
+ */
+function parseHost(host: string): { url: string; socketPath?: string } {
   if (host.startsWith("unix:")) {
-    throw new TypeError(`${host}: the TypeScript SDK reaches the daemon over TCP only (fetch has no Unix sockets)`);
+    const path = host.slice("unix:".length).replace(/^\/\//, "");
+    if (path === "") throw new TypeError(`${host}: no socket path (unix:/path/to/mlxr.sock)`);
+    return { url: "http://localhost", socketPath: path };
   }
   host = host.replace(/\/+$/, "");
-  return host === "" || /^https?:\/\//.test(host) ? host : `http://${host}`;
+  return { url: host === "" || /^https?:\/\//.test(host) ? host : `http://${host}` };
+}
+
+/** The `fetch` that reaches the socket at `path`, in Node; elsewhere a clear refusal. */
+function socketFetch(path: string): typeof fetch {
+  if (!isNode()) {
+    throw new TypeError(`unix:${path}: a Unix socket needs Node (node:http); in a browser, reach the daemon over TCP (host:port or a URL)`);
+  }
+  return unixSocketFetch(path);
 }
 
 type Stream<T> = AsyncGenerator<T, void, undefined>;
@@ -67,13 +82,22 @@ type Stream<T> = AsyncGenerator<T, void, undefined>;
  * ```
  */
 export class Client {
+  /** The base URL of every request (`http://localhost` over a Unix socket). */
   readonly host: string;
+  /** The daemon's Unix socket, for a `unix:PATH` host. */
+  readonly socketPath?: string;
   private readonly fetch: typeof fetch;
+  /** Whether `fetch` sends a stream body piece by piece (the socket's does), so uploads can report progress. */
+  private readonly streamsUploads: boolean;
   private readonly headers: Record<string, string>;
 
   constructor(options: ClientOptions = {}) {
-    this.host = baseUrl(options.host ?? env("MLXR_HOST") ?? DEFAULT_HOST);
-    this.fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
+    const { url, socketPath } = parseHost(options.host ?? env("MLXR_HOST") ?? DEFAULT_HOST);
+    this.host = url;
+    this.socketPath = socketPath;
+    // A fetch of the caller's wins, over the socket too (it gets http://localhost URLs).
+    this.streamsUploads = socketPath !== undefined && !options.fetch;
+    this.fetch = options.fetch ?? (socketPath !== undefined ? socketFetch(socketPath) : globalThis.fetch.bind(globalThis));
     const apiKey = options.apiKey ?? env("MLXR_API_KEY");
     this.headers = { Accept: "application/json", ...options.headers };
     if (apiKey) this.headers.Authorization = `Bearer ${apiKey}`;
@@ -106,7 +130,7 @@ export class Client {
   private unreachable(e: unknown): unknown {
     if ((e as { name?: string }).name === "AbortError") return e;
     const cause = e instanceof Error ? (e.cause instanceof Error ? e.cause.message : e.message) : String(e);
-    const where = this.host || "this page's origin";
+    const where = this.socketPath !== undefined ? `unix:${this.socketPath}` : this.host || "this page's origin";
     return new Error(`could not connect to mlxr serve at ${where} (start it with \`mlxr serve\`): ${cause}`, {
       cause: e,
     });
@@ -218,14 +242,18 @@ export class Client {
   /**
    * Uploads `data` as the blob `digest` (`POST /api/blobs/DIGEST`; the daemon
    * checks the bytes against it), for `create`'s `files`. `onProgress` gets
-   * the bytes sent as they go in a browser, once at the end elsewhere.
+   * the bytes sent as they go in a browser and over a Unix socket, once at
+   * the end elsewhere.
    */
   async pushBlob(digest: string, data: Blob, options: BlobUploadOptions = {}): Promise<void> {
     const url = `${this.host}/api/blobs/${encodeURIComponent(digest)}`;
     const headers = { ...this.headers, "Content-Type": "application/octet-stream" };
     let sent: Sent;
     try {
-      sent = await sendWithProgress(url, headers, data, options.onProgress ?? (() => undefined), options.signal, this.fetch);
+      sent = await sendWithProgress(url, headers, data, options.onProgress ?? (() => undefined), options.signal, {
+        fetch: this.fetch,
+        streamsBodies: this.streamsUploads,
+      });
     } catch (e) {
       throw this.unreachable(e);
     }

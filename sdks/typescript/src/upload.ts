@@ -1,23 +1,34 @@
 /**
  * A request body sent with upload progress. `fetch` reports none (streamed
  * request bodies need HTTP/2 in browsers), so where XMLHttpRequest exists
- * (a browser page) it sends the body and reports bytes as they go; elsewhere
- * `fetch` sends it and progress comes once, at the end.
+ * (a browser page) it sends the body and reports bytes as they go; a
+ * transport that sends a stream body as it reads it (the Unix socket's)
+ * gets one that counts the bytes it takes; elsewhere `fetch` sends the body
+ * and progress comes once, at the end.
  */
 export interface Sent {
   status: number;
   text: string;
 }
 
+export interface Transport {
+  fetch: typeof fetch;
+  /** Whether `fetch` writes a ReadableStream body piece by piece, with a Content-Length it is given. */
+  streamsBodies: boolean;
+}
+
+type Progress = (sent: number, total: number) => void;
+
 export function sendWithProgress(
   url: string,
   headers: Record<string, string>,
   body: Blob,
-  onProgress: (sent: number, total: number) => void,
+  onProgress: Progress,
   signal: AbortSignal | undefined,
-  fetchFn: typeof fetch,
+  transport: Transport,
 ): Promise<Sent> {
-  if (typeof XMLHttpRequest === "undefined") return viaFetch(url, headers, body, onProgress, signal, fetchFn);
+  if (transport.streamsBodies) return viaStream(url, headers, body, onProgress, signal, transport.fetch);
+  if (typeof XMLHttpRequest === "undefined") return viaFetch(url, headers, body, onProgress, signal, transport.fetch);
   return new Promise((resolve, reject) => {
     const xhr = new XMLHttpRequest();
     xhr.open("POST", url);
@@ -36,7 +47,7 @@ async function viaFetch(
   url: string,
   headers: Record<string, string>,
   body: Blob,
-  onProgress: (sent: number, total: number) => void,
+  onProgress: Progress,
   signal: AbortSignal | undefined,
   fetchFn: typeof fetch,
 ): Promise<Sent> {
@@ -44,4 +55,37 @@ async function viaFetch(
   const text = await response.text();
   if (response.ok) onProgress(body.size, body.size);
   return { status: response.status, text };
+}
+
+async function viaStream(
+  url: string,
+  headers: Record<string, string>,
+  body: Blob,
+  onProgress: Progress,
+  signal: AbortSignal | undefined,
+  fetchFn: typeof fetch,
+): Promise<Sent> {
+  const sized = { ...headers, "Content-Length": String(body.size) };
+  const response = await fetchFn(url, { method: "POST", headers: sized, body: counted(body, onProgress), signal });
+  return { status: response.status, text: await response.text() };
+}
+
+/** An upload's piece: progress moves this finely (a Blob's own stream may be one chunk). */
+const PIECE = 256 * 1024;
+
+/** `body` in pieces, each reported to `onProgress` as the transport takes it (not ahead of it). */
+function counted(body: Blob, onProgress: Progress): ReadableStream<Uint8Array> {
+  let sent = 0;
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        if (sent >= body.size) return controller.close();
+        const piece = new Uint8Array(await body.slice(sent, sent + PIECE).arrayBuffer());
+        controller.enqueue(piece);
+        sent += piece.byteLength;
+        onProgress(sent, body.size);
+      },
+    },
+    { highWaterMark: 0 },
+  );
 }
