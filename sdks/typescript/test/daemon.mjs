@@ -3,6 +3,7 @@
 // registry in a temporary MLXR home. MLXR_BIN (default
 // target/release/mlxr) and MLXR_MODELS_DIR (default ~/.cache/mlxr/models)
 // say where the binary and the models are; a missing model fails the run.
+// startSocketDaemon: the same on a Unix socket only (`--socket PATH --no-tcp`).
 import { spawn } from "node:child_process";
 import { createReadStream, existsSync, mkdtempSync, statSync } from "node:fs";
 import { createServer } from "node:http";
@@ -28,7 +29,7 @@ function freePort() {
   });
 }
 
-/** `mlxr serve ARGS`, ready once it logs its TCP listener. */
+/** `mlxr serve ARGS`, ready once it logs its TCP listener (with `--no-tcp`, its socket). */
 export async function startDaemon(...extra) {
   const model = join(modelsDir, MODEL_FILE);
   const embedder = join(modelsDir, "all-MiniLM-L6-v2");
@@ -41,11 +42,12 @@ export async function startDaemon(...extra) {
   const proc = spawn(bin, ["serve", "-m", model, "--name", MODEL, "-m", embedder, "--name", EMBED_MODEL,
     "--home", home, "--host", `127.0.0.1:${port}`, "--kv-cache-mem", "256MiB", ...extra],
   { stdio: ["ignore", "pipe", "pipe"] });
+  const tcp = !extra.includes("--no-tcp");
   let log = "";
   await new Promise((ready, fail) => {
     const watch = (chunk) => {
       log += chunk;
-      if (log.includes("listening on http://")) ready();
+      if (log.includes(tcp ? "listening on http://" : "listening on unix:")) ready();
     };
     proc.stdout.on("data", watch);
     proc.stderr.on("data", watch);
@@ -53,7 +55,7 @@ export async function startDaemon(...extra) {
     proc.once("error", fail);
   });
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: tcp ? `http://127.0.0.1:${port}` : undefined,
     home,
     log: () => log,
     stop: () => new Promise((done) => {
@@ -63,6 +65,12 @@ export async function startDaemon(...extra) {
       proc.kill("SIGTERM");
     }),
   };
+}
+
+/** `mlxr serve --socket DIR/mlxr.sock --no-tcp ARGS`; `socket` is the path. */
+export async function startSocketDaemon(...extra) {
+  const socket = join(mkdtempSync(join(tmpdir(), "mlxr-sdk-ts-sock-")), "mlxr.sock");
+  return { ...(await startDaemon("--socket", socket, "--no-tcp", ...extra)), socket };
 }
 
 /** The models folder over plain http: a pull source that needs no network. */

@@ -7,25 +7,27 @@ import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 
 import { Client, ResponseError } from "../dist/index.js";
-import { EMBED_MODEL, MODEL, MODEL_FILE, modelsDir, serveModelFiles, startDaemon } from "./daemon.mjs";
+import { EMBED_MODEL, MODEL, MODEL_FILE, modelsDir, serveModelFiles, startDaemon, startSocketDaemon } from "./daemon.mjs";
 
 const TINY_FOLDER = resolve(fileURLToPath(import.meta.url), "../../../../tests/fixtures/tiny-models/llama");
 const HI = [{ role: "user", content: "Name three colours." }];
 const GREEDY = { temperature: 0, seed: 7, num_predict: 24 };
 
-let daemon, keyed, files, client;
+let daemon, keyed, unix, files, client, overSocket;
 
 before(async () => {
-  [daemon, keyed, files] = await Promise.all([
+  [daemon, keyed, unix, files] = await Promise.all([
     startDaemon("--allow-insecure-pulls"),
     startDaemon("--api-key", "sekrit"),
+    startSocketDaemon("--allow-insecure-pulls"),
     serveModelFiles(),
   ]);
   client = new Client({ host: daemon.url });
+  overSocket = new Client({ host: `unix:${unix.socket}` });
 });
 
 after(async () => {
-  await Promise.all([daemon?.stop(), keyed?.stop(), files?.close()]);
+  await Promise.all([daemon?.stop(), keyed?.stop(), unix?.stop(), files?.close()]);
 });
 
 test("version", async () => {
@@ -217,5 +219,181 @@ test("host from MLXR_HOST", async () => {
   } finally {
     if (saved === undefined) delete process.env.MLXR_HOST;
     else process.env.MLXR_HOST = saved;
+  }
+});
+
+// The same API over `mlxr serve --socket PATH --no-tcp`, through node:http.
+
+/** The daemon's requests running now, from its /metrics. */
+async function runningRequests(c) {
+  const text = await (await c.request("GET", "/metrics")).text();
+  const values = [...text.matchAll(/^mlxr:num_requests_running\{model="[^"]+"\} (\S+)$/gm)].map((m) => Number(m[1]));
+  return values.reduce((a, b) => a + b, 0);
+}
+
+async function untilNoneRunning(c) {
+  const deadline = Date.now() + 10_000;
+  while ((await runningRequests(c)) !== 0) {
+    assert.ok(Date.now() < deadline, "the abandoned request is still running");
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+test("Unix socket: the host's spellings, MLXR_HOST, version, list, show, ps", async () => {
+  assert.equal(overSocket.host, "http://localhost");
+  assert.equal(overSocket.socketPath, unix.socket);
+  assert.equal(new Client({ host: `unix://${unix.socket}` }).socketPath, unix.socket);
+  assert.throws(() => new Client({ host: "unix:" }), /no socket path/);
+  const saved = process.env.MLXR_HOST;
+  process.env.MLXR_HOST = `unix:${unix.socket}`;
+  try {
+    assert.equal(new Client().socketPath, unix.socket);
+    assert.equal(await new Client().version(), await client.version());
+  } finally {
+    if (saved === undefined) delete process.env.MLXR_HOST;
+    else process.env.MLXR_HOST = saved;
+  }
+  const models = (await overSocket.list()).models;
+  assert.ok(models.some((m) => m.model === `${MODEL}:latest`) && models.some((m) => m.model === `${EMBED_MODEL}:latest`));
+  assert.equal((await overSocket.show({ model: MODEL })).details.family, "llama");
+  await overSocket.generate({ model: MODEL, prompt: "Hi", options: { num_predict: 1 } });
+  assert.ok((await overSocket.ps()).models.some((m) => m.model === `${MODEL}:latest`));
+});
+
+test("Unix socket: a chat stream comes in pieces as they are made, and equals TCP's", async () => {
+  const request = { model: MODEL, messages: HI, options: GREEDY };
+  const overTcp = await client.chat(request);
+  const whole = await overSocket.chat(request);
+  assert.equal(whole.eval_count, 24);
+  assert.equal(whole.message.content, overTcp.message.content);
+  const parts = [];
+  for await (const part of await overSocket.chat({ ...request, stream: true })) parts.push(part);
+  assert.ok(parts.length > 2);
+  assert.equal(parts.filter((p) => p.done).length, 1);
+  assert.equal(parts.at(-1).done, true);
+  assert.equal(parts.map((p) => p.message.content).join(""), overTcp.message.content);
+  // The body reaches its reader as the daemon writes it: its first chunks while the generation runs.
+  const response = await overSocket.request("POST", "/api/generate",
+    { model: MODEL, prompt: "Count to a thousand:", stream: true, options: { temperature: 0, num_predict: 64 } });
+  const reader = response.body.getReader();
+  let chunks = 0;
+  while (chunks < 3) {
+    assert.equal((await reader.read()).done, false);
+    chunks++;
+  }
+  assert.equal(await runningRequests(overSocket), 1);
+  while (!(await reader.read()).done) chunks++;
+  assert.ok(chunks > 3, `${chunks} chunks`);
+});
+
+test("Unix socket: generate, embed", async () => {
+  const request = { model: MODEL, prompt: "The capital of France is", options: GREEDY };
+  const whole = await overSocket.generate(request);
+  assert.equal(whole.response, (await client.generate(request)).response);
+  let text = "";
+  for await (const part of await overSocket.generate({ ...request, stream: true })) text += part.response;
+  assert.equal(text, whole.response);
+  const input = ["a cat sits on the mat", "tax law"];
+  const embedded = await overSocket.embed({ model: EMBED_MODEL, input });
+  assert.equal(embedded.embeddings.length, 2);
+  assert.equal(embedded.embeddings[0].length, 384);
+  const overTcp = (await client.embed({ model: EMBED_MODEL, input })).embeddings;
+  embedded.embeddings.forEach((e, i) => e.forEach((x, j) => assert.ok(Math.abs(x - overTcp[i][j]) < 1e-5)));
+});
+
+test("Unix socket: aborting or leaving a stream frees the request; the daemon goes on", async () => {
+  const options = { temperature: 0, num_predict: 2000 };
+  const controller = new AbortController();
+  const stream = await overSocket.generate({ model: MODEL, prompt: "Count to a thousand:", stream: true, signal: controller.signal, options });
+  await assert.rejects(async () => {
+    let n = 0;
+    for await (const part of stream) {
+      assert.equal(part.done, false);
+      if (++n === 3) {
+        assert.equal(await runningRequests(overSocket), 1);
+        controller.abort();
+      }
+    }
+  }, { name: "AbortError" });
+  await untilNoneRunning(overSocket);
+  const metrics = await (await overSocket.request("GET", "/metrics")).text();
+  assert.match(metrics, /mlxr:request_success_total\{model="[^"]+",finished_reason="abort"\} [1-9]/);
+
+  let n = 0;
+  for await (const part of await overSocket.chat({ model: MODEL, messages: HI, stream: true, options })) {
+    assert.equal(part.done, false);
+    if (++n === 3) break;
+  }
+  await untilNoneRunning(overSocket);
+  // A signal aborted before the request: no request at all.
+  await assert.rejects(overSocket.chat({ model: MODEL, messages: HI, signal: AbortSignal.abort() }), { name: "AbortError" });
+  assert.equal((await overSocket.chat({ model: MODEL, messages: HI, options: { num_predict: 2 } })).eval_count, 2);
+});
+
+test("Unix socket: pull with progress; create, copy, delete", async () => {
+  const seen = [];
+  const last = await overSocket.pull({ model: `${files.url}/${MODEL_FILE}`, onProgress: (p) => seen.push(p) });
+  assert.equal(last.status, "success");
+  const total = statSync(join(modelsDir, MODEL_FILE)).size;
+  assert.equal(seen.filter((p) => p.total).at(-1).completed, total);
+  const pulled = "smollm2-135m-instruct.q4_1:latest";
+  assert.equal((await overSocket.create({ model: "sock-pirate", from: pulled, system: "You are a pirate." })).status, "success");
+  await overSocket.copy({ source: "sock-pirate", destination: "sock-pirate-2" });
+  assert.equal((await overSocket.show({ model: "sock-pirate-2" })).system, "You are a pirate.");
+  await overSocket.delete({ model: "sock-pirate-2" });
+  await overSocket.delete({ model: "sock-pirate" });
+  const names = (await overSocket.list()).models.map((m) => m.model);
+  assert.ok(names.includes(pulled) && !names.some((n) => n.startsWith("sock-pirate")));
+});
+
+test("Unix socket: a blob upload goes in pieces, with progress", async () => {
+  const bytes = readFileSync(join(TINY_FOLDER, "model.safetensors"));
+  const digest = `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
+  assert.equal(await overSocket.hasBlob(digest), false);
+  // Aborted after its first piece: the daemon keeps nothing.
+  const controller = new AbortController();
+  await assert.rejects(overSocket.pushBlob(digest, new Blob([bytes]), { signal: controller.signal, onProgress: () => controller.abort() }),
+    { name: "AbortError" });
+  assert.equal(await overSocket.hasBlob(digest), false);
+  const seen = [];
+  await overSocket.pushBlob(digest, new Blob([bytes]), { onProgress: (sent, total) => seen.push([sent, total]) });
+  assert.ok(seen.length > 2, JSON.stringify(seen));
+  assert.ok(seen.every(([sent, total], i) => total === bytes.length && sent > (seen[i - 1]?.[0] ?? 0)));
+  assert.deepEqual(seen.at(-1), [bytes.length, bytes.length]);
+  assert.equal(await overSocket.hasBlob(digest), true);
+  const wrong = `sha256:${"0".repeat(64)}`;
+  await assert.rejects(overSocket.pushBlob(wrong, new Blob(["not those bytes"])), (e) => e instanceof ResponseError && e.statusCode === 400);
+  assert.equal(await overSocket.hasBlob(wrong), false);
+});
+
+test("Unix socket: errors carry the daemon's message", async () => {
+  await assert.rejects(overSocket.chat({ model: "no-such-model", messages: HI }), (e) => {
+    assert.ok(e instanceof ResponseError);
+    assert.equal(e.statusCode, 404);
+    assert.equal(e.message, "model 'no-such-model' not found");
+    return true;
+  });
+  await assert.rejects(overSocket.generate({ model: MODEL, prompt: "Hi", stream: true, options: { num_predict: -5 } }),
+    (e) => e instanceof ResponseError && e.statusCode === 400 && e.message.includes("num_predict"));
+  const missing = join(unix.home, "absent.sock");
+  await assert.rejects(new Client({ host: `unix:${missing}` }).version(),
+    (e) => e.message.startsWith(`could not connect to mlxr serve at unix:${missing}`) && e.message.includes("ENOENT"));
+});
+
+test("Unix socket: a fetch of the caller's wins; without Node, a clear refusal", async () => {
+  const urls = [];
+  const stub = async (url) => {
+    urls.push(url);
+    return Response.json({ version: "9.9.9" });
+  };
+  assert.equal(await new Client({ host: "unix:/nowhere.sock", fetch: stub }).version(), "9.9.9");
+  assert.deepEqual(urls, ["http://localhost/api/version"]);
+  // A browser: no `process`, so no node:http.
+  const saved = globalThis.process;
+  globalThis.process = undefined;
+  try {
+    assert.throws(() => new Client({ host: "unix:/run/mlxr.sock" }), /unix:\/run\/mlxr\.sock: a Unix socket needs Node/);
+  } finally {
+    globalThis.process = saved;
   }
 });
