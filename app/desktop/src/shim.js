@@ -2,7 +2,7 @@
 // own scripts. Requests of the page's origin to the API (/api/, /v1/,
 // /health, /metrics) go to the app over IPC, which sends them to the
 // daemon's Unix socket: the request, then its body in numbered pieces of
-// 4 MiB at most (read from the Blob or stream as they go, a few in flight at
+// 2 MiB at most (read from the Blob or stream as they go, a few in flight at
 // once, so a multi-GB upload never sits whole in memory); the app calls
 // back sent() as each piece reaches the daemon (upload progress), head(),
 // chunk() for each piece of the response body as the daemon writes it, then
@@ -13,7 +13,7 @@
   if (window.__mlxrBridge) return;
   const nativeFetch = window.fetch.bind(window);
   const NativeXHR = window.XMLHttpRequest;
-  const PIECE = 4 << 20;
+  const PIECE = 2 << 20;
   // Pieces posted but not yet written to the daemon.
   const WINDOW = 2;
   const pending = new Map();
