@@ -1,6 +1,7 @@
 //! A small blocking HTTP/1.1 client over a Unix domain socket: one request
-//! per connection (`Connection: close`), the response head parsed, the body
-//! handed over piece by piece as it arrives (chunked transfer decoded), so a
+//! per connection (`Connection: close`), its body sent whole or piece by
+//! piece ([`start`], [`Upload`]), the response head parsed, the body handed
+//! over piece by piece as it arrives (chunked transfer decoded), so a
 //! stream of server-sent events or NDJSON lines passes through unbuffered.
 
 use std::io::{BufRead, BufReader, Read, Write};
