@@ -9,13 +9,16 @@
 #     `mlxr serve --socket PATH --no-tcp`, shows the UI (a screenshot, kept
 #     and checked not to be blank), a chat reply from SmolLM2 streams
 #     through the socket bridge (the real UI driven by
-#     scripts/desktop/chat-test.js), the tray item and its menu are on D-Bus,
-#     the menu's Stop/Start stop and start the daemon, Launch at login writes
-#     and removes the systemd user unit, Quit leaves no process behind;
+#     scripts/desktop/chat-test.js), a 256 MiB upload from the page streams
+#     through the bridge to the daemon's blob store (the app's memory peak
+#     measured) and an aborted one leaves nothing, the tray item and its
+#     menu are on D-Bus, the tray shows a model load as loading, the menu's
+#     Stop/Start stop and start the daemon, Launch at login writes and
+#     removes the systemd user unit, Quit leaves no process behind;
 #  4. the .deb (scripts/build-deb.sh) installs, mlxr --version and the
 #     desktop entry work, and removing it removes them.
 # Needs target/release/mlxr (or MLXR_BIN) built with the UI embedded, and
-# SmolLM2 from scripts/fetch-models.sh. Every failure stops the script with
+# SmolLM2 and the two Qwen2.5-Coder models from scripts/fetch-models.sh. Every failure stops the script with
 # a message; nothing is skipped. Prints each step's time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,12 +27,19 @@ ROOT="$PWD"
 BIN="$(realpath "${MLXR_BIN:-$ROOT/target/release/mlxr}")"
 MODELS_DIR="${MLXR_MODELS_DIR:-$HOME/.cache/mlxr/models}"
 MODEL_FILE="$MODELS_DIR/SmolLM2-135M-Instruct.Q4_1.gguf"
+# Loaded in turn for the tray's loading state (the largest models here).
+LOAD_MODELS=(qwen-1.5b:qwen2.5-coder-1.5b-instruct-q4_k_m.gguf qwen-0.5b:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf)
+# The page's upload through the bridge.
+UPLOAD_BYTES=$((256 << 20))
 ARTIFACTS="${MLXR_DESKTOP_ARTIFACTS:-$ROOT/target/desktop-tests}"
 DESKTOP="$ROOT/app/desktop/target/release/mlxr-desktop"
 
 fail() { echo "desktop-tests: FAILED: $*" >&2; exit 1; }
 [ -x "$BIN" ] || fail "$BIN missing: cargo build --release -p mlxr"
 [ -f "$MODEL_FILE" ] || fail "$MODEL_FILE missing: run scripts/fetch-models.sh"
+for m in "${LOAD_MODELS[@]}"; do
+    [ -f "$MODELS_DIR/${m#*:}" ] || fail "$MODELS_DIR/${m#*:} missing: run scripts/fetch-models.sh"
+done
 
 T0=$SECONDS
 step() {
@@ -158,7 +168,11 @@ launch() {
     # allows that through its config file, which it finds in MLXR_CONFIG).
     cp "$MODEL_FILE" "$TMP/desktop-pull.gguf"
     printf 'allow_local_pulls = true\n' >"$TMP/serve.toml"
-    { printf 'window.__mlxrTest = { pullSource: %s };\n' "$(python3 -c 'import json, sys; print(json.dumps(sys.argv[1]))' "$TMP/desktop-pull.gguf")"
+    # The page's go-ahead for its upload: this blob, stored by upload().
+    printf 'mlxr-desktop-tests: go\n' >"$TMP/go"
+    GO_DIGEST="$(sha256sum "$TMP/go" | cut -d' ' -f1)"
+    { printf 'window.__mlxrTest = { pullSource: %s, goDigest: "%s", uploadBytes: %d };\n' \
+          "$(python3 -c 'import json, sys; print(json.dumps(sys.argv[1]))' "$TMP/desktop-pull.gguf")" "$GO_DIGEST" "$UPLOAD_BYTES"
       cat scripts/desktop/chat-test.js; } >"$TMP/page-test.js"
     HOME="$USER_HOME" MLXR_BIN="$BIN" MLXR_CONFIG="$TMP/serve.toml" MLXR_DESKTOP_TEST_JS="$TMP/page-test.js" \
         MLXR_DESKTOP_TEST_REPORT="$TMP/report.txt" "$DESKTOP" >"$TMP/app.log" 2>&1 &
@@ -174,9 +188,9 @@ launch() {
 }
 
 chat() {
-    wait_for 240 "the page test's result" grep -q "^PASS\|^FAIL" "$TMP/report.txt"
+    wait_for 240 "the page test's chat and pull" grep -q "^UPLOAD waiting\|^FAIL" "$TMP/report.txt"
     cat "$TMP/report.txt"
-    grep -q "^PASS" "$TMP/report.txt" || fail "the page test (chat and pull through the socket bridge)"
+    grep -q "^UPLOAD waiting" "$TMP/report.txt" || fail "the page test (chat and pull through the socket bridge)"
     # The daemon has no TCP listener: the requests came over the socket.
     plain_log | grep 'path="/api/chat" status=200' >/dev/null || fail "the daemon did not log POST /api/chat 200"
     plain_log | grep 'path="/api/pull" status=200' >/dev/null || fail "the daemon did not log POST /api/pull 200"
@@ -207,6 +221,48 @@ screenshot() {
     icon="${icon:0:200}"
     [[ $icon == "_NET_WM_ICON(CARDINAL) = "* ]] || fail "the window has no icon: $icon"
     echo "window 'MLXR' with its icon (${icon:0:60}…)"
+}
+
+vm() { # FIELD: the app's /proc status line FIELD (VmHWM, VmRSS) in kB
+    awk -v f="$1:" '$1 == f { print $2 }' "/proc/$APP_PID/status"
+}
+
+upload() {
+    # The app's memory peak starts from now (clear_refs 5 resets VmHWM to
+    # the resident size); then the page gets its go-ahead.
+    echo 5 >"/proc/$APP_PID/clear_refs"
+    local base peak digest stored cut
+    base="$(vm VmHWM)"
+    curl -sf --unix-socket "$SOCK" --data-binary "@$TMP/go" "http://mlxr/api/blobs/sha256:$GO_DIGEST" >/dev/null \
+        || fail "storing the go-ahead blob"
+    wait_for 300 "the page's upload" grep -q "^PASS\|^FAIL" "$TMP/report.txt"
+    peak="$(vm VmHWM)"
+    grep "^UPLOAD \|^ABORT \|^PASS\|^FAIL" "$TMP/report.txt"
+    grep -q "^PASS" "$TMP/report.txt" || fail "the page test (upload through the socket bridge)"
+    digest="$(sed -n 's/^UPLOAD [0-9]* bytes sha256:\([0-9a-f]*\) .*/\1/p' "$TMP/report.txt")"
+    [ -n "$digest" ] || fail "the page did not report its upload's digest"
+    # The daemon stored exactly the page's bytes.
+    stored="$MLXR_HOME/blobs/sha256-$digest"
+    [ -f "$stored" ] || fail "no blob file $stored"
+    [ "$(stat -c %s "$stored")" = "$UPLOAD_BYTES" ] || fail "the stored blob has $(stat -c %s "$stored") bytes, not $UPLOAD_BYTES"
+    [ "$(sha256sum "$stored" | cut -d' ' -f1)" = "$digest" ] || fail "the stored blob's sha256 is not the page's"
+    plain_log | grep 'path="/api/blobs/sha256:'"$digest"'" status=201' >/dev/null \
+        || fail "the daemon did not log POST /api/blobs/sha256:$digest 201"
+    # The aborted upload left no blob and no temporary file.
+    cut="$(sed -n 's/^ABORT .* sha256:\([0-9a-f]*\)$/\1/p' "$TMP/report.txt")"
+    [ -n "$cut" ] || fail "the page did not report its aborted upload"
+    no_temp_blobs() { ! compgen -G "$MLXR_HOME/blobs/tmp-*" >/dev/null; }
+    wait_for 20 "the aborted upload's temporary file to go" no_temp_blobs
+    [ ! -e "$MLXR_HOME/blobs/sha256-$cut" ] || fail "the aborted upload was stored"
+    echo "the app's memory: VmHWM $((base / 1024)) MiB before the upload, peak $((peak / 1024)) MiB during it" \
+        "(+$(((peak - base) / 1024)) MiB for a $((UPLOAD_BYTES >> 20)) MiB file)"
+    # Whole in one message, the body would have been held at least twice
+    # (base64 and bytes); piece by piece the peak stays below the file's
+    # size, and grows by a few pieces' worth, not by the file.
+    [ $((peak * 1024)) -lt "$UPLOAD_BYTES" ] \
+        || fail "the app's memory peaked at $((peak / 1024)) MiB during a $((UPLOAD_BYTES >> 20)) MiB upload"
+    [ $(((peak - base) * 1024)) -lt $((UPLOAD_BYTES / 4)) ] \
+        || fail "the app's memory grew by $(((peak - base) / 1024)) MiB during a $((UPLOAD_BYTES >> 20)) MiB upload"
 }
 
 ITEM_NAME="" ITEM_PATH=""
@@ -240,6 +296,51 @@ tray() {
     sni click "$ITEM_NAME" "$ITEM_PATH" "Pull a model…"
     wait_for 20 "Pull a model… to open the Models page" grep -qx "loaded mlxr://localhost/ui/models" "$TMP/report.txt"
     echo "Pull a model… opened mlxr://localhost/ui/models"
+}
+
+icon_dot() { # the tray icon's status dot, "R,G,B"
+    local icon
+    icon="$(sni props "$ITEM_NAME" "$ITEM_PATH" | python3 -c 'import json, sys; print(json.load(sys.stdin)["icon_file"])')"
+    convert "$icon" -format '%[fx:int(255*p{24,24}.r+0.5)],%[fx:int(255*p{24,24}.g+0.5)],%[fx:int(255*p{24,24}.b+0.5)]' info:
+}
+
+loading() {
+    # Registered only now, through the app's daemon: the chat above finds
+    # SmolLM2 as the UI's only model.
+    local m
+    for m in "${LOAD_MODELS[@]}"; do
+        printf 'FROM %s\n' "$MODELS_DIR/${m#*:}" >"$TMP/Modelfile"
+        MLXR_HOST="unix:$SOCK" "$BIN" create "${m%%:*}" -f "$TMP/Modelfile" >/dev/null
+    done
+    [ "$(icon_dot)" = "47,158,68" ] || fail "the running icon's dot is $(icon_dot), not green"
+    # One load can be shorter than the tray's poll (1.5 s): requests for
+    # three models in turn through the daemon's two-model cap
+    # (--max-loaded-models, default 2) make every request a load, each
+    # evicting the least recently used model, several seconds in all.
+    (
+        for m in "${LOAD_MODELS[@]%%:*}" smollm2 "${LOAD_MODELS[@]%%:*}"; do
+            curl -sf --max-time 120 --unix-socket "$SOCK" http://mlxr/api/generate -H 'Content-Type: application/json' \
+                -d "{\"model\":\"$m\",\"prompt\":\"\",\"stream\":false}" >/dev/null || exit 1
+        done
+    ) &
+    local loads=$! t=$SECONDS
+    PIDS+=("$loads")
+    wait_for 120 "the status 'MLXR is loading a model…'" entry_has "MLXR is loading a model…" '"label"'
+    local dot
+    dot="$(icon_dot)"
+    echo "loading seen after $((SECONDS - t))s: $(entry "MLXR is") icon dot $dot"
+    [ "$dot" = "240,140,0" ] || fail "the icon's dot while loading is $dot, not amber"
+    entry_has "Stop the engine" '"enabled": true' || fail "Stop is not enabled while loading"
+    wait "$loads" || fail "the requests that load the models failed"
+    echo "the loads took $((SECONDS - t))s"
+    wait_for 20 "the status 'MLXR is running'" entry_has "MLXR is running" '"label"'
+    local models
+    models="$(entry "Loaded:")"
+    echo "$models"
+    for m in "${LOAD_MODELS[@]%%:*}"; do
+        grep -qF "$m:latest" <<<"$models" || fail "the tray does not list $m after its load"
+    done
+    [ "$(icon_dot)" = "47,158,68" ] || fail "the icon's dot after the load is $(icon_dot), not green"
 }
 
 stop_start() {
@@ -376,8 +477,10 @@ step "Xvfb, a D-Bus session and a tray host" session
 step "a model in the fresh MLXR_HOME (mlxr create over the socket)" register_model
 step "launch mlxr-desktop: it starts mlxr serve --socket --no-tcp" launch
 step "chat and pull: the UI's reply streams through the socket bridge; the pull notifies" chat
+step "upload: $((UPLOAD_BYTES >> 20)) MiB from the page through the bridge to the blob store; an aborted one leaves nothing" upload
 step "screenshot of the window" screenshot
 step "tray: item and menu on D-Bus" tray
+step "tray: a model load shows as loading, then running with the model" loading
 step "tray: Stop, then Start the engine" stop_start
 step "tray: Launch at login on, then off" launch_at_login
 step "tray: Quit leaves no process behind" quit

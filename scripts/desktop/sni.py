@@ -187,6 +187,7 @@ def main():
             icon = f"{out.get('IconThemePath') or ''}/{icon}.png"
         try:
             out["icon_sha"] = hashlib.sha256(open(icon, "rb").read()).hexdigest()[:16]
+            out["icon_file"] = icon
         except OSError as e:
             sys.exit(f"sni.py: cannot read the item's icon {icon!r}: {e}")
         print(json.dumps(out))

@@ -1,13 +1,17 @@
 //! The IPC bridge between the web UI's `fetch` and the daemon's Unix socket.
 //!
 //! The page's fetch shim (`shim.js`) posts each API request as a JSON
-//! message; [`Bridge::handle`] sends it over the socket on a thread of its
-//! own and reports the response as [`Event`]s — the head, then every body
-//! piece as the daemon writes it, then the end — which the app turns into
-//! calls of the shim's functions ([`Event::script`]) that feed the
-//! response's `ReadableStream`. A custom URI scheme cannot do this: wry hands
-//! its handlers' responses to the page as whole bodies, so an SSE or NDJSON
-//! stream would arrive only when it ends.
+//! message, then its body as numbered pieces of a few MiB, the last one
+//! marked; [`Bridge::handle`] sends the request over the socket on a thread
+//! of its own, writing each piece as it arrives (with the known
+//! `Content-Length`, else chunked), and reports the response as [`Event`]s
+//! — each piece's arrival at the daemon, the head, then every body piece as
+//! the daemon writes it, then the end — which the app turns into calls of
+//! the shim's functions ([`Event::script`]) that feed the response's
+//! `ReadableStream`. A custom URI scheme cannot do this: wry hands its
+//! handlers' responses to the page as whole bodies, so an SSE or NDJSON
+//! stream would arrive only when it ends; and a multi-GB upload (a GGUF
+//! import) in one message would sit whole in memory, twice.
 //!
 //! Only the API is reachable this way: paths under `/api/` and `/v1/`, and
 //! `/health` and `/metrics`; anything else is refused.
@@ -16,18 +20,21 @@ use std::collections::HashMap;
 use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
 use base64::Engine;
 use serde::Deserialize;
 
-use crate::uds_http::{self, Request};
+use crate::uds_http::{self, BodyLength, Upload};
 
 /// A message from the page.
 #[derive(Debug, Deserialize, PartialEq)]
 #[serde(tag = "op", rename_all = "lowercase")]
 pub enum Message {
     Fetch(FetchRequest),
+    /// A piece of a request's body.
+    Body(Piece),
     /// The page aborted request `id` (an `AbortSignal`).
     Cancel {
         id: u64,
@@ -42,14 +49,32 @@ pub struct FetchRequest {
     pub path: String,
     #[serde(default)]
     pub headers: Vec<(String, String)>,
-    /// The body, base64.
+    /// The body's size when known; `None`: sent chunked.
     #[serde(default)]
-    pub body: Option<String>,
+    pub length: Option<u64>,
+}
+
+/// A piece of a request's body: pieces are numbered from 0, and the last
+/// one (which may be empty) ends the body.
+#[derive(Debug, Deserialize, PartialEq)]
+pub struct Piece {
+    pub id: u64,
+    pub seq: u64,
+    /// The bytes, base64.
+    #[serde(default)]
+    pub data: String,
+    #[serde(default)]
+    pub last: bool,
 }
 
 /// What the app hears about a request.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
+    /// `bytes` of the request's body have been written to the daemon.
+    Sent {
+        id: u64,
+        bytes: u64,
+    },
     Head {
         id: u64,
         status: u16,
@@ -78,6 +103,7 @@ impl Event {
     /// page has no part in it).
     pub fn script(&self) -> Option<String> {
         Some(match self {
+            Event::Sent { id, bytes } => format!("window.__mlxrBridge.sent({id},{bytes})"),
             Event::Head {
                 id,
                 status,
@@ -129,12 +155,26 @@ pub fn is_api_path(path: &str) -> bool {
             || route == "/metrics")
 }
 
+/// A request in flight: where its body's pieces go until the last, and its
+/// connection once open (cut on cancel).
+struct InFlight {
+    body: Option<Sender<Piece>>,
+    conn: Option<UnixStream>,
+}
+
+/// Why a request's body did not reach the daemon whole.
+enum BodyError {
+    /// The page's pieces were bad, or stopped (a cancel).
+    Page(String),
+    /// Writing to the daemon failed; it may have answered already.
+    Write(String),
+}
+
 /// Forwards the page's requests to the daemon's socket.
 #[derive(Clone)]
 pub struct Bridge {
     socket: PathBuf,
-    /// Connections of requests in flight, to cut on cancel.
-    inflight: Arc<Mutex<HashMap<u64, UnixStream>>>,
+    inflight: Arc<Mutex<HashMap<u64, InFlight>>>,
 }
 
 impl Bridge {
@@ -149,49 +189,98 @@ impl Bridge {
     /// reports through `emit`.
     pub fn handle(&self, message: &str, emit: impl Fn(Event) + Send + 'static) {
         match serde_json::from_str::<Message>(message) {
-            Ok(Message::Fetch(req)) => {
-                let bridge = self.clone();
-                std::thread::spawn(move || bridge.fetch(req, &emit));
-            }
-            Ok(Message::Cancel { id }) => {
-                if let Some(conn) = self.inflight.lock().unwrap().remove(&id) {
-                    let _ = conn.shutdown(Shutdown::Both);
-                }
-            }
+            Ok(Message::Fetch(req)) => self.start(req, emit),
+            Ok(Message::Body(piece)) => self.body_piece(piece),
+            Ok(Message::Cancel { id }) => self.cancel(id),
             Err(e) => eprintln!("mlxr-desktop: a bridge message that is not one: {e}"),
         }
     }
 
-    /// Runs `req` to its end (on the caller's thread).
-    pub fn fetch(&self, req: FetchRequest, emit: &dyn Fn(Event)) {
-        let id = req.id;
-        match self.forward(req, emit) {
-            Ok(()) => emit(Event::End { id }),
-            Err(message) => emit(Event::Fail { id, message }),
-        }
-        self.inflight.lock().unwrap().remove(&id);
+    fn start(&self, req: FetchRequest, emit: impl Fn(Event) + Send + 'static) {
+        let (body, pieces) = mpsc::channel();
+        let entry = InFlight {
+            body: Some(body),
+            conn: None,
+        };
+        self.inflight.lock().unwrap().insert(req.id, entry);
+        let bridge = self.clone();
+        std::thread::spawn(move || bridge.run(req, pieces, &emit));
     }
 
-    fn forward(&self, req: FetchRequest, emit: &dyn Fn(Event)) -> Result<(), String> {
-        let id = req.id;
-        let body = check(&req).map_err(|e| e.to_string())?;
-        let method = req.method.to_ascii_uppercase();
-        let request = Request {
-            method: &method,
-            target: &req.path,
-            headers: req.headers,
-            body,
+    /// Passes a piece to its request's thread; pieces of a request that
+    /// was refused, failed or cancelled are dropped.
+    fn body_piece(&self, piece: Piece) {
+        let mut inflight = self.inflight.lock().unwrap();
+        let Some(entry) = inflight.get_mut(&piece.id) else {
+            return;
         };
-        let mut pull = PullWatch::new(&method, &req.path, &request.body);
-        let conn = uds_http::connect(&self.socket).map_err(|e| e.to_string())?;
-        // Registered before the request goes out: a cancel while the daemon
-        // loads a model cuts the connection too.
-        if let Ok(handle) = conn.try_clone() {
-            self.inflight.lock().unwrap().insert(id, handle);
+        let last = piece.last;
+        if let Some(body) = &entry.body {
+            let _ = body.send(piece);
         }
-        // No read timeout: a log tail may stay quiet for long; the page's
-        // abort (a cancel message) ends the request.
-        let mut response = uds_http::send_on(conn, &request, None).map_err(|e| e.to_string())?;
+        if last {
+            entry.body = None;
+        }
+    }
+
+    fn cancel(&self, id: u64) {
+        // Dropping the body's sender also stops a thread waiting for a piece.
+        if let Some(entry) = self.inflight.lock().unwrap().remove(&id) {
+            if let Some(conn) = entry.conn {
+                let _ = conn.shutdown(Shutdown::Both);
+            }
+        }
+    }
+
+    /// Runs `req` to its end (on the caller's thread).
+    fn run(&self, req: FetchRequest, pieces: Receiver<Piece>, emit: &dyn Fn(Event)) {
+        let id = req.id;
+        let result = self.forward(req, pieces, emit);
+        // Gone before the page hears of the end: its connection closes.
+        self.inflight.lock().unwrap().remove(&id);
+        emit(match result {
+            Ok(()) => Event::End { id },
+            Err(message) => Event::Fail { id, message },
+        });
+    }
+
+    /// Keeps `conn` to cut on cancel; an error if the request was cancelled
+    /// already.
+    fn register(&self, id: u64, conn: &UnixStream) -> Result<(), String> {
+        let mut inflight = self.inflight.lock().unwrap();
+        let entry = inflight.get_mut(&id).ok_or("cancelled")?;
+        entry.conn = Some(conn.try_clone().map_err(|e| e.to_string())?);
+        Ok(())
+    }
+
+    fn forward(
+        &self,
+        req: FetchRequest,
+        pieces: Receiver<Piece>,
+        emit: &dyn Fn(Event),
+    ) -> Result<(), String> {
+        let id = req.id;
+        if !is_api_path(&req.path) {
+            return Err(Refusal::NotApi(req.path).to_string());
+        }
+        let method = req.method.to_ascii_uppercase();
+        let conn = uds_http::connect(&self.socket).map_err(|e| e.to_string())?;
+        // Registered before the request goes out: a cancel while the body
+        // uploads or the daemon loads a model cuts the connection too.
+        self.register(id, &conn)?;
+        // No timeouts: a log tail may stay quiet for long, and the page may
+        // take its time reading a large body; the page's abort (a cancel
+        // message) ends the request.
+        let length = req.length.map_or(BodyLength::Chunked, BodyLength::Known);
+        let mut upload = uds_http::start(conn, &method, &req.path, &req.headers, length)
+            .map_err(|e| e.to_string())?;
+        let mut pull = PullWatch::wants(&method, &req.path).then(Vec::new);
+        let response = match send_body(&mut upload, &pieces, id, emit, pull.as_mut()) {
+            Ok(()) => upload.finish().map_err(|e| e.to_string()),
+            Err(BodyError::Page(message)) => return Err(message),
+            Err(BodyError::Write(message)) => upload.response().map_err(|_| message),
+        };
+        let mut response = response?;
         let head = &response.head;
         emit(Event::Head {
             id,
@@ -208,6 +297,7 @@ impl Bridge {
                 .collect(),
         });
         let ok = (200..300).contains(&head.status);
+        let mut pull = pull.and_then(|body| PullWatch::new(&body));
         while let Some(data) = response.next_chunk().map_err(|e| e.to_string())? {
             if let (true, Some(watch)) = (ok, pull.as_mut()) {
                 if let Some(model) = watch.feed(&data) {
@@ -220,17 +310,50 @@ impl Bridge {
     }
 }
 
-/// The request's body, if the bridge may forward it.
-fn check(req: &FetchRequest) -> Result<Vec<u8>, Refusal> {
-    if !is_api_path(&req.path) {
-        return Err(Refusal::NotApi(req.path.clone()));
+/// Writes the page's pieces of the body to the daemon as they come, in
+/// order, reporting each; `keep` collects the body too (a pull's request).
+fn send_body(
+    upload: &mut Upload,
+    pieces: &Receiver<Piece>,
+    id: u64,
+    emit: &dyn Fn(Event),
+    mut keep: Option<&mut Vec<u8>>,
+) -> Result<(), BodyError> {
+    for seq in 0.. {
+        let piece = pieces
+            .recv()
+            .map_err(|_| BodyError::Page("the request was cancelled".into()))?;
+        let data = decode_piece(&piece, seq).map_err(|e| BodyError::Page(e.to_string()))?;
+        upload
+            .write(&data)
+            .map_err(|e| BodyError::Write(e.to_string()))?;
+        if let Some(keep) = keep.as_mut() {
+            keep.extend_from_slice(&data);
+        }
+        if !data.is_empty() {
+            emit(Event::Sent {
+                id,
+                bytes: upload.written(),
+            });
+        }
+        if piece.last {
+            break;
+        }
     }
-    match &req.body {
-        None => Ok(Vec::new()),
-        Some(b64) => base64::engine::general_purpose::STANDARD
-            .decode(b64)
-            .map_err(|e| Refusal::Body(e.to_string())),
+    Ok(())
+}
+
+/// The bytes of `piece`, which must be the body's piece number `seq`.
+fn decode_piece(piece: &Piece, seq: u64) -> Result<Vec<u8>, Refusal> {
+    if piece.seq != seq {
+        return Err(Refusal::Body(format!(
+            "piece {} came where piece {seq} was due",
+            piece.seq
+        )));
     }
+    base64::engine::general_purpose::STANDARD
+        .decode(&piece.data)
+        .map_err(|e| Refusal::Body(e.to_string()))
 }
 
 /// Watches a `POST /api/pull` stream for its `"status":"success"` line.
@@ -240,10 +363,12 @@ struct PullWatch {
 }
 
 impl PullWatch {
-    fn new(method: &str, path: &str, body: &[u8]) -> Option<Self> {
-        if method != "POST" || path.split('?').next() != Some("/api/pull") {
-            return None;
-        }
+    /// Whether a request is a pull (whose body names the model).
+    fn wants(method: &str, path: &str) -> bool {
+        method == "POST" && path.split('?').next() == Some("/api/pull")
+    }
+
+    fn new(body: &[u8]) -> Option<Self> {
         let json: serde_json::Value = serde_json::from_slice(body).ok()?;
         let model = json
             .get("model")
@@ -273,21 +398,98 @@ impl PullWatch {
 
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
+    use std::io::{Read, Write};
     use std::sync::mpsc;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use super::*;
-    use crate::test_server::TestServer;
+    use crate::test_server::{read_head, read_request, Received, TestServer};
 
-    fn fetch(path: &str, body: Option<&str>) -> FetchRequest {
-        FetchRequest {
-            id: 7,
-            method: "POST".into(),
-            path: path.into(),
-            headers: vec![("Content-Type".into(), "application/json".into())],
-            body: body.map(|b| base64::engine::general_purpose::STANDARD.encode(b)),
+    const WAIT: Duration = Duration::from_secs(10);
+
+    fn fetch_message(id: u64, path: &str, length: Option<u64>) -> String {
+        serde_json::json!({
+            "op": "fetch",
+            "id": id,
+            "method": "POST",
+            "path": path,
+            "headers": [["Content-Type", "application/json"]],
+            "length": length,
+        })
+        .to_string()
+    }
+
+    fn piece_message(id: u64, seq: u64, data: &[u8], last: bool) -> String {
+        serde_json::json!({
+            "op": "body",
+            "id": id,
+            "seq": seq,
+            "data": base64::engine::general_purpose::STANDARD.encode(data),
+            "last": last,
+        })
+        .to_string()
+    }
+
+    /// Starts request `id`, as the shim does: the fetch message; its events
+    /// come through the receiver.
+    fn open(bridge: &Bridge, id: u64, path: &str, length: Option<u64>) -> Receiver<Event> {
+        let (tx, rx) = mpsc::channel();
+        bridge.handle(&fetch_message(id, path, length), move |e| {
+            let _ = tx.send(e);
+        });
+        rx
+    }
+
+    /// Posts `body` as pieces of `size` bytes from number `first` on, then
+    /// the last (empty) piece.
+    fn post_pieces(bridge: &Bridge, id: u64, first: u64, body: &[u8], size: usize) -> u64 {
+        let mut seq = first;
+        for piece in body.chunks(size) {
+            bridge.handle(&piece_message(id, seq, piece, false), |_| {});
+            seq += 1;
         }
+        bridge.handle(&piece_message(id, seq, b"", true), |_| {});
+        seq + 1
+    }
+
+    /// A whole request with `body`, its length told or not.
+    fn send(bridge: &Bridge, path: &str, body: &[u8], known: bool) -> Receiver<Event> {
+        let rx = open(bridge, 7, path, known.then_some(body.len() as u64));
+        post_pieces(bridge, 7, 0, body, 64 * 1024);
+        rx
+    }
+
+    /// The events up to the request's end or failure.
+    fn events(rx: &Receiver<Event>) -> Vec<Event> {
+        let mut all = Vec::new();
+        loop {
+            let e = rx.recv_timeout(WAIT).expect("the request to end");
+            let done = matches!(e, Event::End { .. } | Event::Fail { .. });
+            all.push(e);
+            if done {
+                return all;
+            }
+        }
+    }
+
+    /// Bytes that differ from piece to piece (a reordering shows).
+    fn noise(len: usize) -> Vec<u8> {
+        let mut x: u32 = 0x9e37_79b9;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            })
+            .collect()
+    }
+
+    fn ok_server() -> TestServer {
+        TestServer::start(|mut conn| {
+            conn.write_all(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n")
+                .unwrap();
+        })
     }
 
     #[test]
@@ -322,16 +524,151 @@ mod tests {
     fn a_path_outside_the_api_is_refused_without_touching_the_socket() {
         // No daemon listens there: a refusal cannot be a connect error.
         let bridge = Bridge::new("/nonexistent/mlxr.sock".into());
-        let (tx, rx) = mpsc::channel();
-        bridge.fetch(fetch("/ui/index.html", None), &move |e| tx.send(e).unwrap());
-        let events: Vec<Event> = rx.try_iter().collect();
+        let rx = send(&bridge, "/ui/index.html", b"{}", true);
         assert_eq!(
-            events,
+            events(&rx),
             vec![Event::Fail {
                 id: 7,
                 message: Refusal::NotApi("/ui/index.html".into()).to_string()
             }]
         );
+        // Its body's pieces went nowhere, and nothing is left in flight.
+        assert!(bridge.inflight.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn many_pieces_reach_the_daemon_in_order_byte_exact() {
+        let body = noise(3 * 1024 * 1024 + 123);
+        for known in [true, false] {
+            let server = ok_server();
+            let bridge = Bridge::new(server.path().to_path_buf());
+            let all = events(&send(&bridge, "/api/blobs/sha256:x", &body, known));
+            let got = server.received();
+            assert_eq!(got.body.len(), body.len(), "known length: {known}");
+            assert!(got.body == body, "the bytes differ (known length: {known})");
+            let framing = if known {
+                format!("Content-Length: {}\r\n", body.len())
+            } else {
+                "Transfer-Encoding: chunked\r\n".to_string()
+            };
+            assert!(got.head.contains(&framing), "{}", got.head);
+            // Each piece's arrival is reported, the last at the whole size.
+            let sent: Vec<u64> = all
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Sent { bytes, .. } => Some(*bytes),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(sent.len(), body.len().div_ceil(64 * 1024));
+            assert!(sent.windows(2).all(|w| w[0] < w[1]), "{sent:?}");
+            assert_eq!(sent.last(), Some(&(body.len() as u64)));
+            assert!(matches!(
+                all[all.len() - 2],
+                Event::Head { status: 201, .. }
+            ));
+            assert_eq!(all.last(), Some(&Event::End { id: 7 }));
+        }
+    }
+
+    #[test]
+    fn the_body_reaches_the_daemon_before_its_last_piece_is_sent() {
+        let body = noise(256 * 1024);
+        let (first_tx, first_rx) = mpsc::channel();
+        let len = body.len();
+        let server = TestServer::accept(move |mut conn| {
+            let head = read_head(&mut conn);
+            let mut first = vec![0; 1000];
+            conn.read_exact(&mut first).unwrap();
+            first_tx.send(first.clone()).unwrap();
+            let mut rest = vec![0; len - first.len()];
+            conn.read_exact(&mut rest).unwrap();
+            conn.write_all(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n")
+                .unwrap();
+            first.extend(rest);
+            Received { head, body: first }
+        });
+        let bridge = Bridge::new(server.path().to_path_buf());
+        let rx = open(&bridge, 7, "/api/blobs/sha256:x", Some(len as u64));
+        bridge.handle(&piece_message(7, 0, &body[..1000], false), |_| {});
+        // The daemon has the first piece while the page still holds the rest.
+        let first = first_rx.recv_timeout(WAIT).expect("the first piece");
+        assert_eq!(first, body[..1000]);
+        post_pieces(&bridge, 7, 1, &body[1000..], 100 * 1024);
+        assert_eq!(events(&rx).last(), Some(&Event::End { id: 7 }));
+        assert!(server.received().body == body);
+    }
+
+    #[test]
+    fn an_abort_mid_upload_cuts_the_connection_and_the_daemon_sees_it() {
+        let (got_tx, got_rx) = mpsc::channel();
+        let server = TestServer::accept(move |mut conn| {
+            let head = read_head(&mut conn);
+            // The daemon's side: reads until the app hangs up.
+            let mut body = Vec::new();
+            let mut buf = [0; 64 * 1024];
+            while let Ok(n @ 1..) = conn.read(&mut buf) {
+                body.extend_from_slice(&buf[..n]);
+                got_tx.send(body.len()).unwrap();
+            }
+            got_tx.send(usize::MAX).unwrap();
+            Received { head, body }
+        });
+        let bridge = Bridge::new(server.path().to_path_buf());
+        let rx = open(&bridge, 9, "/api/blobs/sha256:x", Some(10 << 20));
+        let piece = noise(64 * 1024);
+        bridge.handle(&piece_message(9, 0, &piece, false), |_| {});
+        while got_rx.recv_timeout(WAIT).unwrap() < piece.len() {}
+        assert_eq!(
+            rx.recv_timeout(WAIT).unwrap(),
+            Event::Sent {
+                id: 9,
+                bytes: 65536
+            }
+        );
+        bridge.handle(r#"{"op":"cancel","id":9}"#, |_| {});
+        assert_eq!(got_rx.recv_timeout(WAIT).unwrap(), usize::MAX, "a hang-up");
+        assert!(matches!(events(&rx)[..], [Event::Fail { id: 9, .. }]));
+        // Pieces after the cancel go nowhere.
+        bridge.handle(&piece_message(9, 1, &piece, true), |_| {});
+        assert!(bridge.inflight.lock().unwrap().is_empty());
+        assert_eq!(server.received().body, piece);
+    }
+
+    #[test]
+    fn bad_pieces_are_refused_and_the_upload_cut() {
+        let cases = [
+            (
+                piece_message(5, 2, b"x", false),
+                "piece 2 came where piece 1 was due",
+            ),
+            (
+                r#"{"op":"body","id":5,"seq":1,"data":"not base64!","last":true}"#.to_string(),
+                "bad request body",
+            ),
+        ];
+        for (bad, message) in cases {
+            let (done_tx, done_rx) = mpsc::channel();
+            let server = TestServer::accept(move |mut conn| {
+                let head = read_head(&mut conn);
+                let mut body = Vec::new();
+                let _ = conn.read_to_end(&mut body);
+                done_tx.send(()).unwrap();
+                Received { head, body }
+            });
+            let bridge = Bridge::new(server.path().to_path_buf());
+            let rx = open(&bridge, 5, "/api/chat", Some(100));
+            bridge.handle(&piece_message(5, 0, b"{", false), |_| {});
+            bridge.handle(&bad, |_| {});
+            let all = events(&rx);
+            let Some(Event::Fail { message: got, .. }) = all.last() else {
+                panic!("{all:?}")
+            };
+            assert!(got.contains(message), "{got}");
+            // The daemon saw the connection end after the good piece.
+            done_rx.recv_timeout(WAIT).unwrap();
+            assert_eq!(server.received().body, b"{");
+        }
     }
 
     #[test]
@@ -352,17 +689,14 @@ mod tests {
             conn.write_all(b"0\r\n\r\n").unwrap();
         });
         let bridge = Bridge::new(server.path().to_path_buf());
-        let (tx, rx) = mpsc::channel();
-        let req = fetch("/api/chat", Some("{\"model\":\"m\"}"));
-        let worker = std::thread::spawn(move || {
-            bridge.fetch(req, &move |e| tx.send((Instant::now(), e)).unwrap())
-        });
-        let next = || rx.recv_timeout(Duration::from_secs(10)).unwrap().1;
+        let rx = send(&bridge, "/api/chat", b"{\"model\":\"m\"}", true);
+        let next = || rx.recv_timeout(WAIT).unwrap();
+        assert_eq!(next(), Event::Sent { id: 7, bytes: 13 });
         let Event::Head {
             status, headers, ..
         } = next()
         else {
-            panic!("the head comes first")
+            panic!("the head comes next")
         };
         assert_eq!(status, 200);
         assert!(headers.iter().all(|(n, _)| n != "Transfer-Encoding"));
@@ -385,7 +719,6 @@ mod tests {
         );
         go_on_tx.send(()).unwrap();
         assert_eq!(next(), Event::End { id: 7 });
-        worker.join().unwrap();
         let request = server.finish();
         assert!(
             request.starts_with("POST /api/chat HTTP/1.1\r\n"),
@@ -397,19 +730,26 @@ mod tests {
     #[test]
     fn a_cancel_cuts_the_connection_and_the_daemon_sees_it() {
         let (closed_tx, closed_rx) = mpsc::channel();
-        let server = TestServer::start(move |mut conn| {
+        let server = TestServer::accept(move |mut conn| {
+            let got = read_request(&mut conn);
             conn.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n")
                 .unwrap();
             // The daemon's side: the next read ends when the app hangs up.
             let mut buf = [0; 16];
-            let n = std::io::Read::read(&mut conn, &mut buf).unwrap_or(0);
+            let n = conn.read(&mut buf).unwrap_or(0);
             closed_tx.send(n).unwrap();
+            got
         });
         let bridge = Bridge::new(server.path().to_path_buf());
         let (tx, rx) = mpsc::channel();
-        let message = r#"{"op":"fetch","id":9,"method":"POST","path":"/api/chat","body":"e30="}"#;
+        let message = r#"{"op":"fetch","id":9,"method":"POST","path":"/api/chat","length":2}"#;
         bridge.handle(message, move |e| tx.send(e).unwrap());
-        let next = || rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        bridge.handle(
+            r#"{"op":"body","id":9,"seq":0,"data":"e30=","last":true}"#,
+            |_| {},
+        );
+        let next = || rx.recv_timeout(WAIT).unwrap();
+        assert_eq!(next(), Event::Sent { id: 9, bytes: 2 });
         assert!(matches!(next(), Event::Head { id: 9, .. }));
         assert_eq!(
             next(),
@@ -419,9 +759,42 @@ mod tests {
             }
         );
         bridge.handle(r#"{"op":"cancel","id":9}"#, |_| {});
-        assert_eq!(closed_rx.recv_timeout(Duration::from_secs(10)).unwrap(), 0);
+        assert_eq!(closed_rx.recv_timeout(WAIT).unwrap(), 0);
         assert!(matches!(next(), Event::Fail { id: 9, .. }));
         assert!(bridge.inflight.lock().unwrap().is_empty());
+        assert_eq!(server.received().body, b"{}");
+    }
+
+    #[test]
+    fn a_refusal_before_the_whole_body_reaches_the_page() {
+        // The daemon answers, and hangs up, after the head: the body's
+        // write fails, and the page gets the daemon's answer.
+        let server = TestServer::accept(|mut conn| {
+            let head = read_head(&mut conn);
+            conn.write_all(
+                b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 16\r\n\r\n{\"error\":\"big\"}\n",
+            )
+            .unwrap();
+            Received {
+                head,
+                body: Vec::new(),
+            }
+        });
+        let bridge = Bridge::new(server.path().to_path_buf());
+        let len = 64 << 20;
+        let rx = open(&bridge, 7, "/api/blobs/sha256:x", Some(len));
+        let _ = server.received();
+        let piece = noise(1 << 20);
+        for seq in 0..64 {
+            bridge.handle(&piece_message(7, seq, &piece, false), |_| {});
+        }
+        let all = events(&rx);
+        assert!(
+            all.iter()
+                .any(|e| matches!(e, Event::Head { status: 413, .. })),
+            "{all:?}"
+        );
+        assert_eq!(all.last(), Some(&Event::End { id: 7 }));
     }
 
     #[test]
@@ -433,23 +806,19 @@ mod tests {
             .unwrap();
         });
         let bridge = Bridge::new(server.path().to_path_buf());
-        let (tx, rx) = mpsc::channel();
-        bridge.fetch(fetch("/api/show", Some("{}")), &move |e| {
-            tx.send(e).unwrap()
-        });
-        let events: Vec<Event> = rx.try_iter().collect();
+        let all = events(&send(&bridge, "/api/show", b"{}", true));
         assert!(
-            matches!(&events[0], Event::Head { status: 404, .. }),
-            "{events:?}"
+            matches!(&all[1], Event::Head { status: 404, .. }),
+            "{all:?}"
         );
         assert_eq!(
-            events[1],
+            all[2],
             Event::Chunk {
                 id: 7,
                 data: b"{\"error\":\"nope\"}\n".to_vec()
             }
         );
-        assert_eq!(events[2], Event::End { id: 7 });
+        assert_eq!(all[3], Event::End { id: 7 });
     }
 
     #[test]
@@ -466,13 +835,14 @@ mod tests {
             .unwrap();
         });
         let bridge = Bridge::new(server.path().to_path_buf());
-        let (tx, rx) = mpsc::channel();
-        bridge.fetch(
-            fetch("/api/pull", Some("{\"model\":\"smollm2\"}")),
-            &move |e| tx.send(e).unwrap(),
-        );
-        let pulls: Vec<Event> = rx
-            .try_iter()
+        let all = events(&send(
+            &bridge,
+            "/api/pull",
+            b"{\"model\":\"smollm2\"}",
+            true,
+        ));
+        let pulls: Vec<Event> = all
+            .into_iter()
             .filter(|e| matches!(e, Event::PullFinished { .. }))
             .collect();
         assert_eq!(
@@ -503,16 +873,36 @@ mod tests {
             chunk.script().unwrap(),
             r#"window.__mlxrBridge.chunk(3,"aGk=")"#
         );
+        let sent = Event::Sent { id: 3, bytes: 42 };
+        assert_eq!(sent.script().unwrap(), "window.__mlxrBridge.sent(3,42)");
         assert_eq!(Event::PullFinished { model: "m".into() }.script(), None);
     }
 
     #[test]
     fn messages_parse() {
         let m: Message = serde_json::from_str(
-            r#"{"op":"fetch","id":1,"method":"GET","path":"/api/ps","headers":[["Accept","application/json"]]}"#,
+            r#"{"op":"fetch","id":1,"method":"GET","path":"/api/ps","headers":[["Accept","application/json"]],"length":0}"#,
         )
         .unwrap();
-        assert!(matches!(m, Message::Fetch(FetchRequest { id: 1, .. })));
+        assert!(matches!(
+            m,
+            Message::Fetch(FetchRequest {
+                id: 1,
+                length: Some(0),
+                ..
+            })
+        ));
+        let m: Message =
+            serde_json::from_str(r#"{"op":"body","id":1,"seq":0,"last":true}"#).unwrap();
+        assert_eq!(
+            m,
+            Message::Body(Piece {
+                id: 1,
+                seq: 0,
+                data: String::new(),
+                last: true
+            })
+        );
         let m: Message = serde_json::from_str(r#"{"op":"cancel","id":1}"#).unwrap();
         assert_eq!(m, Message::Cancel { id: 1 });
     }

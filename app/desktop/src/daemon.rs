@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::uds_http;
+use crate::status::{self, Health};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -46,9 +46,9 @@ pub struct Daemon {
     child: Option<Child>,
 }
 
-/// Whether a daemon answers on `socket`.
+/// Whether a daemon answers on `socket` (also while it loads a model).
 pub fn answers(socket: &Path) -> bool {
-    uds_http::get(socket, "/health", Duration::from_secs(2)).is_ok()
+    status::health(socket, Duration::from_secs(2)) != Health::Down
 }
 
 impl Daemon {

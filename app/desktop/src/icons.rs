@@ -16,7 +16,7 @@ const WHITE: [u8; 3] = [0xff, 0xff, 0xff];
 pub fn state_color(state: &EngineState) -> [u8; 3] {
     match state {
         EngineState::Running { .. } => [0x2f, 0x9e, 0x44],
-        EngineState::Starting => [0xf0, 0x8c, 0x00],
+        EngineState::Starting | EngineState::Loading => [0xf0, 0x8c, 0x00],
         EngineState::Stopped => [0x86, 0x8e, 0x96],
     }
 }
@@ -97,7 +97,9 @@ mod tests {
             })),
         );
         let stopped = draw(32, Some(state_color(&EngineState::Stopped)));
+        let loading = draw(32, Some(state_color(&EngineState::Loading)));
         assert_eq!(pixel(&running, 24, 24), [0x2f, 0x9e, 0x44, 0xff]);
+        assert_eq!(pixel(&loading, 24, 24), [0xf0, 0x8c, 0x00, 0xff]);
         assert_eq!(pixel(&stopped, 24, 24), [0x86, 0x8e, 0x96, 0xff]);
         // Same square elsewhere; transparent corners.
         assert_eq!(pixel(&running, 3, 16), pixel(&stopped, 3, 16));

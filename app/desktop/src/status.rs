@@ -1,11 +1,11 @@
-//! What the tray shows: whether the engine runs, the models it has loaded
-//! (`/api/ps`) and how fast it generates (`/metrics`' token counters between
-//! two polls).
+//! What the tray shows: whether the engine runs or loads a model
+//! (`/health`), the models it has loaded (`/api/ps`) and how fast it
+//! generates (`/metrics`' token counters between two polls).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::uds_http;
+use crate::uds_http::{self, Request};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum EngineState {
@@ -13,6 +13,9 @@ pub enum EngineState {
     Stopped,
     /// The app started the daemon and waits for it to answer.
     Starting,
+    /// The daemon loads a model (its `/health` is 503 `loading`; `/api/ps`
+    /// waits for the load to end).
+    Loading,
     Running {
         models: Vec<String>,
         /// Requests being generated for, over all models.
@@ -27,7 +30,8 @@ impl EngineState {
     pub fn summary(&self) -> String {
         match self {
             EngineState::Stopped => "MLXR is stopped".into(),
-            EngineState::Starting => "MLXR is loading…".into(),
+            EngineState::Starting => "MLXR is starting…".into(),
+            EngineState::Loading => "MLXR is loading a model…".into(),
             EngineState::Running {
                 models,
                 tokens_per_s,
@@ -45,9 +49,36 @@ impl EngineState {
             }
         }
     }
+}
 
-    pub fn is_running(&self) -> bool {
-        matches!(self, EngineState::Running { .. })
+/// What the daemon's `/health` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    /// Nothing answers (or not as the daemon does).
+    Down,
+    Loading,
+    Ready,
+}
+
+/// Asks the daemon at `socket` how it is.
+pub fn health(socket: &Path, timeout: Duration) -> Health {
+    let answer =
+        uds_http::send(socket, &Request::get("/health"), Some(timeout)).and_then(|r| r.read_all());
+    match answer {
+        Ok((head, body)) => health_of(head.status, &body),
+        Err(_) => Health::Down,
+    }
+}
+
+/// `/health`'s answer read: 200, or 503 `{"status":"loading"}`.
+pub fn health_of(status: u16, body: &[u8]) -> Health {
+    let said = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("status")?.as_str().map(str::to_string));
+    match (status, said.as_deref()) {
+        (200, _) => Health::Ready,
+        (503, Some("loading")) => Health::Loading,
+        _ => Health::Down,
     }
 }
 
@@ -93,12 +124,29 @@ impl Poller {
     /// that does not answer yet).
     pub fn poll(&mut self, socket: &Path, starting: bool) -> EngineState {
         let timeout = Duration::from_secs(3);
-        let Ok(ps) = uds_http::get(socket, "/api/ps", timeout) else {
-            self.last = None;
-            return if starting {
+        let down = || {
+            if starting {
                 EngineState::Starting
             } else {
                 EngineState::Stopped
+            }
+        };
+        match health(socket, timeout) {
+            Health::Down => {
+                self.last = None;
+                return down();
+            }
+            Health::Loading => return EngineState::Loading,
+            Health::Ready => {}
+        }
+        // A load that began since may hold `/api/ps` past its timeout.
+        let Ok(ps) = uds_http::get(socket, "/api/ps", timeout) else {
+            return match health(socket, timeout) {
+                Health::Loading => EngineState::Loading,
+                _ => {
+                    self.last = None;
+                    down()
+                }
             };
         };
         let metrics = uds_http::get(socket, "/metrics", timeout)
@@ -153,8 +201,31 @@ process_resident_memory_bytes 19472384
     }
 
     #[test]
+    fn health_tells_loading_from_down() {
+        assert_eq!(health_of(200, br#"{"status":"ok"}"#), Health::Ready);
+        assert_eq!(health_of(503, br#"{"status":"loading"}"#), Health::Loading);
+        assert_eq!(health_of(503, b"busy"), Health::Down);
+        assert_eq!(health_of(404, b""), Health::Down);
+    }
+
+    #[test]
+    fn a_daemon_that_loads_a_model_is_loading() {
+        let server = crate::test_server::TestServer::start(|mut conn| {
+            std::io::Write::write_all(
+                &mut conn,
+                b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 20\r\n\r\n{\"status\":\"loading\"}",
+            )
+            .unwrap();
+        });
+        let state = Poller::default().poll(server.path(), false);
+        assert_eq!(state, EngineState::Loading);
+        assert!(server.finish().starts_with("GET /health "));
+    }
+
+    #[test]
     fn summaries() {
         assert_eq!(EngineState::Stopped.summary(), "MLXR is stopped");
+        assert_eq!(EngineState::Loading.summary(), "MLXR is loading a model…");
         let running = EngineState::Running {
             models: vec![],
             busy: 0,

@@ -69,6 +69,7 @@ pub fn status_lines(state: &EngineState) -> (String, String) {
             format!("Loaded: {}{busy}", models.join(", "))
         }
         EngineState::Running { .. } => "No model loaded".into(),
+        EngineState::Loading => "Requests wait for the load".into(),
         _ => "No models".into(),
     };
     (state.summary(), models)
@@ -82,6 +83,15 @@ pub struct Tray {
     stop: MenuItem,
     launch_at_login: CheckMenuItem,
     shown: Option<EngineState>,
+}
+
+fn tooltip(state: &EngineState) -> &'static str {
+    match state {
+        EngineState::Stopped => "MLXR: stopped",
+        EngineState::Starting => "MLXR: starting",
+        EngineState::Loading => "MLXR: loading a model",
+        EngineState::Running { .. } => "MLXR: running",
+    }
 }
 
 fn icon_for(state: &EngineState) -> Result<Icon> {
@@ -147,7 +157,6 @@ impl Tray {
         let (status, models) = status_lines(state);
         self.status.set_text(status);
         self.models.set_text(models);
-        let running = state.is_running();
         let stopped = *state == EngineState::Stopped;
         self.start.set_enabled(stopped);
         self.stop.set_enabled(!stopped);
@@ -157,13 +166,7 @@ impl Tray {
             .is_none_or(|s| std::mem::discriminant(s) != std::mem::discriminant(state));
         if kind_changed {
             self.icon.set_icon(Some(icon_for(state)?))?;
-            self.icon.set_tooltip(Some(if running {
-                "MLXR: running"
-            } else if stopped {
-                "MLXR: stopped"
-            } else {
-                "MLXR: loading"
-            }))?;
+            self.icon.set_tooltip(Some(tooltip(state)))?;
         }
         self.shown = Some(state.clone());
         Ok(())

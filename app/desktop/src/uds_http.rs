@@ -1,6 +1,7 @@
 //! A small blocking HTTP/1.1 client over a Unix domain socket: one request
-//! per connection (`Connection: close`), the response head parsed, the body
-//! handed over piece by piece as it arrives (chunked transfer decoded), so a
+//! per connection (`Connection: close`), its body sent whole or piece by
+//! piece ([`start`], [`Upload`]), the response head parsed, the body handed
+//! over piece by piece as it arrives (chunked transfer decoded), so a
 //! stream of server-sent events or NDJSON lines passes through unbuffered.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -107,10 +108,42 @@ pub fn send_on(
 ) -> Result<Response, HttpError> {
     stream.set_read_timeout(timeout)?;
     stream.set_write_timeout(timeout)?;
-    let mut out = Vec::with_capacity(256 + req.body.len());
-    write!(out, "{} {} HTTP/1.1\r\n", req.method, req.target)?;
+    let length = BodyLength::Known(req.body.len() as u64);
+    let mut upload = start(stream, req.method, req.target, &req.headers, length)?;
+    upload.write(&req.body)?;
+    upload.finish()
+}
+
+/// How a request's body is framed: `Content-Length`, or chunked transfer
+/// encoding when its size is not known up front.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyLength {
+    Known(u64),
+    Chunked,
+}
+
+/// A request whose head is sent and whose body goes out piece by piece
+/// ([`Upload::write`]); [`Upload::finish`] ends it and reads the response.
+pub struct Upload {
+    stream: UnixStream,
+    method: String,
+    length: BodyLength,
+    written: u64,
+}
+
+/// Sends the head of a request on `stream`; its body follows through the
+/// returned [`Upload`].
+pub fn start(
+    stream: UnixStream,
+    method: &str,
+    target: &str,
+    headers: &[(String, String)],
+    length: BodyLength,
+) -> Result<Upload, HttpError> {
+    let mut out = Vec::with_capacity(256);
+    write!(out, "{method} {target} HTTP/1.1\r\n")?;
     out.extend_from_slice(b"Host: localhost\r\nConnection: close\r\n");
-    for (name, value) in &req.headers {
+    for (name, value) in headers {
         if OWN_HEADERS.contains(&name.to_ascii_lowercase().as_str())
             || name.contains(['\r', '\n', ':'])
             || value.contains(['\r', '\n'])
@@ -119,15 +152,79 @@ pub fn send_on(
         }
         write!(out, "{name}: {value}\r\n")?;
     }
-    if !req.body.is_empty() || !matches!(req.method, "GET" | "HEAD") {
-        write!(out, "Content-Length: {}\r\n", req.body.len())?;
+    match length {
+        BodyLength::Known(0) if matches!(method, "GET" | "HEAD") => {}
+        BodyLength::Known(len) => write!(out, "Content-Length: {len}\r\n")?,
+        BodyLength::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
     }
     out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(&req.body);
     (&stream).write_all(&out)?;
+    Ok(Upload {
+        stream,
+        method: method.to_string(),
+        length,
+        written: 0,
+    })
+}
+
+impl Upload {
+    /// Sends the next piece of the body.
+    pub fn write(&mut self, piece: &[u8]) -> Result<(), HttpError> {
+        if piece.is_empty() {
+            return Ok(());
+        }
+        let after = self.written + piece.len() as u64;
+        match self.length {
+            BodyLength::Known(len) if after > len => {
+                return Err(HttpError::Protocol(format!(
+                    "the body is longer than its Content-Length {len}"
+                )));
+            }
+            BodyLength::Known(_) => (&self.stream).write_all(piece)?,
+            BodyLength::Chunked => {
+                let mut framed = Vec::with_capacity(piece.len() + 20);
+                write!(framed, "{:x}\r\n", piece.len())?;
+                framed.extend_from_slice(piece);
+                framed.extend_from_slice(b"\r\n");
+                (&self.stream).write_all(&framed)?;
+            }
+        }
+        self.written = after;
+        Ok(())
+    }
+
+    /// The body's bytes sent so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Ends the body (it must have its announced length) and reads the
+    /// response's head.
+    pub fn finish(self) -> Result<Response, HttpError> {
+        match self.length {
+            BodyLength::Known(len) if self.written != len => {
+                return Err(HttpError::Protocol(format!(
+                    "the body ended after {} of its {len} bytes",
+                    self.written
+                )));
+            }
+            BodyLength::Known(_) => {}
+            BodyLength::Chunked => (&self.stream).write_all(b"0\r\n\r\n")?,
+        }
+        self.response()
+    }
+
+    /// Reads the response's head without ending the body: the daemon may
+    /// answer (a refusal) before it has read all of it.
+    pub fn response(self) -> Result<Response, HttpError> {
+        read_response(self.stream, &self.method)
+    }
+}
+
+fn read_response(stream: UnixStream, method: &str) -> Result<Response, HttpError> {
     let mut reader = BufReader::new(stream);
     let head = read_head(&mut reader)?;
-    let no_body = req.method == "HEAD" || matches!(head.status, 100..=199 | 204 | 304);
+    let no_body = method == "HEAD" || matches!(head.status, 100..=199 | 204 | 304);
     let body = if no_body {
         Body::Empty
     } else if head
