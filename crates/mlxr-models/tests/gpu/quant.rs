@@ -16,7 +16,7 @@ use candle_core::{Device, Tensor};
 use mlxr_models::backend::cpu::kernels::ggml_f32;
 use mlxr_models::backend::cpu::kernels::kquants::{dot_q4_k_scalar, dot_q6_k_scalar};
 use mlxr_models::backend::cpu::kernels::q8k::{quantize_row, BlockQ8K, Q8KFlavor, QK_K};
-use mlxr_models::backend::cuda::MatVec;
+use mlxr_models::backend::cuda::{MatVec, BLOCK_PER_ROW_MOST};
 use mlxr_models::layers::{Linear, RmsNorm};
 use mlxr_models::{Backend, CudaBackend, Glu, KvGeometry};
 use rand::{Rng, SeedableRng};
@@ -66,7 +66,9 @@ const SHAPES: [MatVec; 5] = [
     MatVec::WarpPerRow,
     MatVec::WarpPerRows(2),
     MatVec::WarpPerRows(4),
-    MatVec::ByRows,
+    MatVec::ByRows {
+        block_most: BLOCK_PER_ROW_MOST,
+    },
 ];
 
 pub fn kernels(device: &Device) -> Vec<Outcome> {
@@ -236,7 +238,7 @@ fn bench_launches(name: &str, k: usize, layers: &[Linear], tokens: usize, device
     let runs = shapes
         .iter()
         .map(|&s| (s, false))
-        .chain(kquants.then_some((MatVec::ByRows, true)));
+        .chain(kquants.then_some((MatVec::default(), true)));
     for (shape, tensor_cores) in runs {
         let mut b = if tensor_cores {
             tensor_core_backend(shape, device)

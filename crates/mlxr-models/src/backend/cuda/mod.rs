@@ -49,7 +49,7 @@ pub use launch::Launch;
 pub use ops::PrefillAttention;
 pub use ops::PTX;
 use quant_matmul::Kernel;
-pub use quant_matmul::MatVec;
+pub use quant_matmul::{MatVec, BLOCK_PER_ROW_MOST};
 
 pub type CudaBackend = CandleBackend<CudaKernels>;
 
@@ -69,7 +69,7 @@ pub fn device(ordinal: usize) -> Result<Device> {
 impl CudaBackend {
     /// A cache of `kv` in `dtype` (F16, BF16 or F32) on `device`.
     /// The decode matmuls' shape is [`MatVec::default`], or the debug knob
-    /// `MLXR_CUDA_MATVEC` (`block`, `warp`, `rows2`, `rows4`, `rows`) that lets one binary benchmark
+    /// `MLXR_CUDA_MATVEC` (`block`, `warp`, `rows2`, `rows4`, `rows`, `rows:N`) that lets one binary benchmark
     /// each; likewise `MLXR_CUDA_F16_GEMM_ROWS` moves [`F16_GEMM_ROWS`],
     /// `MLXR_CUDA_F16_COPY_ROWS` [`F16_COPY_ROWS`] (and `MLXR_CUDA_F16_WEIGHTS`
     /// whether the copies are kept: [`keep_f16_copy`]),
@@ -79,6 +79,9 @@ impl CudaBackend {
     /// never), `MLXR_CUDA_GRAPH_ROWS` (0 to 64) the largest decode
     /// step recorded as a CUDA graph, `MLXR_CUDA_PREFILL` the [`PrefillAttention`] and
     /// `MLXR_CUDA_ATTN_CHUNK` the decode attention's fewest keys a split,
+    /// `MLXR_CUDA_ATTN_GROUP` (1 to 8) the smallest query group its
+    /// registers are sized for (8: one kernel for every model, as before
+    /// the kernels were sized by the group),
     /// `MLXR_CUDA_DECODE_TOKENS` (0 to 64) the most sequences of a decode
     /// step the split decode attention takes, `MLXR_CUDA_PDL` (`on`, `off`)
     /// the [`Launch`] of our kernels.
@@ -118,7 +121,10 @@ impl CudaBackend {
             backend.kernels_mut().graphs.set_most(rows);
         }
         if let Some(keys) = rows_knob("MLXR_CUDA_ATTN_CHUNK", 4096)? {
-            backend.kernels_mut().attention.min_chunk = keys.max(1);
+            backend.kernels_mut().attention.decode.min_chunk = keys.max(1);
+        }
+        if let Some(group) = rows_knob("MLXR_CUDA_ATTN_GROUP", ops::MAX_GROUP)? {
+            backend.kernels_mut().attention.decode.group_floor = group.next_power_of_two();
         }
         if let Some(tokens) = rows_knob("MLXR_CUDA_DECODE_TOKENS", ops::DECODE_TOKENS)? {
             backend.kernels_mut().attention.decode_tokens = tokens;
@@ -530,8 +536,8 @@ pub struct PagedAttention {
     /// The decode kernel's merge counters ([`ops::StepMeta`]).
     tickets: Tensor,
     prefill: PrefillAttention,
-    /// The decode kernel's fewest keys a split.
-    min_chunk: usize,
+    /// The decode kernel's debug knobs.
+    decode: ops::DecodeTuning,
     /// The most sequences of a decode step that takes the split decode
     /// kernel (`ops::DECODE_TOKENS`).
     decode_tokens: usize,
@@ -569,7 +575,7 @@ impl PagedAttention {
             host: Vec::new(),
             tickets,
             prefill: PrefillAttention::default(),
-            min_chunk: ops::MIN_CHUNK,
+            decode: ops::DecodeTuning::default(),
             decode_tokens: ops::SPLIT_TOKENS,
             launch: Launch::default(),
         })
@@ -633,7 +639,7 @@ impl PagedAttention {
             spec,
             self.kv.block_size,
             self.prefill,
-            self.min_chunk,
+            self.decode,
             self.launch,
         )
     }

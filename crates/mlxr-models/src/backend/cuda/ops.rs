@@ -32,6 +32,26 @@ const THREADS: u32 = 128;
 /// past a token's own splits return at once), so a recorded step (CUDA
 /// graph) serves every context.
 pub const MIN_CHUNK: usize = 16;
+
+/// The decode kernel's shape where debug knobs move it.
+#[derive(Clone, Copy, Debug)]
+pub struct DecodeTuning {
+    /// The fewest keys a split ([`MIN_CHUNK`]).
+    pub min_chunk: usize,
+    /// The smallest query group the kernel's registers are sized for (1,
+    /// 2, 4 or 8; the model's own group rounded up to a power of two when
+    /// larger).
+    pub group_floor: usize,
+}
+
+impl Default for DecodeTuning {
+    fn default() -> Self {
+        Self {
+            min_chunk: MIN_CHUNK,
+            group_floor: 1,
+        }
+    }
+}
 const MAX_SPLITS: usize = 32;
 /// The most splits the last block of a (token, KV head) merges (a lane
 /// each).
@@ -274,7 +294,7 @@ impl StepMeta {
         spec: &AttentionSpec,
         block_size: usize,
         prefill: PrefillAttention,
-        min_chunk: usize,
+        decode: DecodeTuning,
         launch: Launch,
     ) -> Result<(Tensor, Option<Tensor>)> {
         let op = Attention {
@@ -282,7 +302,7 @@ impl StepMeta {
             spec: *spec,
             block_size,
             prefill,
-            min_chunk,
+            decode,
             launch,
             new_kv,
             quantize,
@@ -337,8 +357,7 @@ struct Attention<'a> {
     spec: AttentionSpec,
     block_size: usize,
     prefill: PrefillAttention,
-    /// The decode kernel's fewest keys a split (`MIN_CHUNK` by default).
-    min_chunk: usize,
+    decode: DecodeTuning,
     /// How the decode kernel follows the kernel before it.
     launch: Launch,
     /// The new keys and values the decode kernel stores and reads itself.
@@ -386,7 +405,14 @@ impl CustomOp3 for Attention<'_> {
         let dev = q.device().clone();
         // Each lane holds head_dim / 32 values, rounded up to 2, 4 or 8.
         let per_lane = s.head_dim.div_ceil(32).next_power_of_two().max(2);
-        let name = format!("paged_attention_{}_{per_lane}", suffix(keys.dtype())?);
+        // The kernel for the query group rounded up to 1, 2, 4 or 8.
+        let group = (s.n_heads / s.n_kv_heads)
+            .next_power_of_two()
+            .max(self.decode.group_floor);
+        let name = format!(
+            "paged_attention_{}_{per_lane}_g{group}",
+            suffix(keys.dtype())?
+        );
         // 8 warps a block up to 4 values a lane, 4 beyond (`NW` there).
         let attend_threads: u32 = if per_lane <= 4 { 256 } else { 128 };
         let func = dev.get_or_load_custom_func(&name, MODULE, PTX)?;
@@ -441,7 +467,7 @@ impl CustomOp3 for Attention<'_> {
             block_dim: (attend_threads, 1, 1),
             shared_mem_bytes: 0,
         };
-        let (min_chunk, max_splits) = (i32_of(self.min_chunk.max(1))?, i32_of(MAX_SPLITS)?);
+        let (min_chunk, max_splits) = (i32_of(self.decode.min_chunk.max(1))?, i32_of(MAX_SPLITS)?);
         let group = s.n_heads / s.n_kv_heads;
         if runs > 0
             && s.head_dim <= PREFILL_HEAD_DIM

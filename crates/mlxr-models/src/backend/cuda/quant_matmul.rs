@@ -47,7 +47,7 @@ const WARPS: usize = 4;
 const ROW_WARPS: usize = 8;
 
 /// How the decode matmul kernels spread a weight's rows over the GPU.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MatVec {
     /// A block of 4 warps per row (llama.cpp's MMVQ shape for one token).
     BlockPerRow,
@@ -72,9 +72,19 @@ pub enum MatVec {
     /// default: tg128 on an H100 against `WarpPerRows(2)`, SmolLM2-shaped
     /// Q4_1 934 → 984 t/s, Q8_0 924 → 967, Qwen2.5-1.5B-shaped Q4_K_M 441 →
     /// 473 (bench/results/gpu-2026-12-05-s45.md); the 8B shape's launches
-    /// all have more rows.
-    #[default]
-    ByRows,
+    /// all have more rows (a block a row for its 4,096-row o and down
+    /// too, `MLXR_CUDA_MATVEC=rows:4096`: tg128 329.7 → 318.9 t/s, H100,
+    /// bench/results/gpu-2026-12-07-s62.md). `block_most` is
+    /// [`BLOCK_PER_ROW_MOST`] but for that debug knob.
+    ByRows { block_most: usize },
+}
+
+impl Default for MatVec {
+    fn default() -> Self {
+        MatVec::ByRows {
+            block_most: BLOCK_PER_ROW_MOST,
+        }
+    }
 }
 
 /// The most rows [`MatVec::ByRows`] gives a block each.
@@ -89,10 +99,13 @@ impl std::str::FromStr for MatVec {
             "warp" => Ok(MatVec::WarpPerRow),
             "rows2" => Ok(MatVec::WarpPerRows(2)),
             "rows4" => Ok(MatVec::WarpPerRows(4)),
-            "rows" => Ok(MatVec::ByRows),
-            other => Err(format!(
-                "MLXR_CUDA_MATVEC={other}: give block, warp, rows2, rows4 or rows"
-            )),
+            "rows" => Ok(MatVec::default()),
+            other => match other.strip_prefix("rows:").map(str::parse) {
+                Some(Ok(block_most)) => Ok(MatVec::ByRows { block_most }),
+                _ => Err(format!(
+                    "MLXR_CUDA_MATVEC={other}: give block, warp, rows2, rows4, rows or rows:N"
+                )),
+            },
         }
     }
 }
@@ -102,10 +115,10 @@ impl MatVec {
     /// suffix, the row groups per block and the rows per group.
     fn layout(self, tokens: usize, rows: usize) -> (&'static str, usize, usize) {
         match self {
-            MatVec::ByRows if rows <= BLOCK_PER_ROW_MOST => {
+            MatVec::ByRows { block_most } if rows <= block_most => {
                 MatVec::BlockPerRow.layout(tokens, rows)
             }
-            MatVec::ByRows => MatVec::WarpPerRows(2).layout(tokens, rows),
+            MatVec::ByRows { .. } => MatVec::WarpPerRows(2).layout(tokens, rows),
             MatVec::BlockPerRow => ("", 1, 1),
             MatVec::WarpPerRow => ("_w", 4, 1),
             MatVec::WarpPerRows(_) if tokens == 1 => ("_w", 4, 1),

@@ -48,8 +48,6 @@
 #include "matvec.cuh"
 #include "pdl.cuh"
 
-#define MAX_GROUP 8
-
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
 __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -145,7 +143,7 @@ __device__ void cache_write(const float *__restrict__ k, const float *__restrict
         if (i0 + j < width) from_f32(cache[dst + j], x[j]);
 }
 
-template <typename T, int DPL, int NW>
+template <typename T, int DPL, int NW, int G>
 __device__ void attend(const float *__restrict__ q, T *__restrict__ k_cache,
                        T *__restrict__ v_cache, float *__restrict__ out,
                        float *__restrict__ part_ml, float *__restrict__ part_acc,
@@ -202,11 +200,11 @@ __device__ void attend(const float *__restrict__ q, T *__restrict__ k_cache,
     const bool vec = head_dim % DPL == 0 &&
                      (reinterpret_cast<uintptr_t>(k_cache) | reinterpret_cast<uintptr_t>(v_cache)) %
                              (DPL * sizeof(T)) == 0;
-    float qr[MAX_GROUP][DPL];
-    float acc[MAX_GROUP][DPL];
-    float m[MAX_GROUP], l[MAX_GROUP];
+    float qr[G][DPL];
+    float acc[G][DPL];
+    float m[G], l[G];
 #pragma unroll
-    for (int g = 0; g < MAX_GROUP; ++g) {
+    for (int g = 0; g < G; ++g) {
         m[g] = -INFINITY;
         l[g] = 0.f;
 #pragma unroll
@@ -261,9 +259,9 @@ __device__ void attend(const float *__restrict__ q, T *__restrict__ k_cache,
                 for (int i = 0; i < DPL; ++i) kv[u][i] = vv[u][i] = 0.f;
             }
         }
-        float s[MAX_GROUP][KB];
+        float s[G][KB];
 #pragma unroll
-        for (int g = 0; g < MAX_GROUP; ++g) {
+        for (int g = 0; g < G; ++g) {
 #pragma unroll
             for (int u = 0; u < KB; ++u) {
                 float x = 0.f;
@@ -275,7 +273,7 @@ __device__ void attend(const float *__restrict__ q, T *__restrict__ k_cache,
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) {
 #pragma unroll
-            for (int g = 0; g < MAX_GROUP; ++g) {
+            for (int g = 0; g < G; ++g) {
                 if (g < group) {
 #pragma unroll
                     for (int u = 0; u < KB; ++u) s[g][u] += __shfl_xor_sync(0xffffffff, s[g][u], o);
@@ -283,7 +281,7 @@ __device__ void attend(const float *__restrict__ q, T *__restrict__ k_cache,
             }
         }
 #pragma unroll
-        for (int g = 0; g < MAX_GROUP; ++g) {
+        for (int g = 0; g < G; ++g) {
             if (g < group) {
                 float m_new = m[g];
 #pragma unroll
@@ -316,13 +314,13 @@ __device__ void attend(const float *__restrict__ q, T *__restrict__ k_cache,
     // Merge the warps: each writes (m, l, acc) to shared memory; a thread
     // per query head weighs the warps once, then the block's threads
     // combine them per (query head, dimension).
-    __shared__ float sm[NW][MAX_GROUP];
-    __shared__ float sl[NW][MAX_GROUP];
-    __shared__ __align__(16) float sacc[NW][MAX_GROUP][32 * DPL];
-    __shared__ float wt[NW][MAX_GROUP];
-    __shared__ float gmax[MAX_GROUP], gden[MAX_GROUP];
+    __shared__ float sm[NW][G];
+    __shared__ float sl[NW][G];
+    __shared__ __align__(16) float sacc[NW][G][32 * DPL];
+    __shared__ float wt[NW][G];
+    __shared__ float gmax[G], gden[G];
 #pragma unroll
-    for (int g = 0; g < MAX_GROUP; ++g) {
+    for (int g = 0; g < G; ++g) {
         if (g < group) {
             if (lane == 0) {
                 sm[warp][g] = m[g];
@@ -333,7 +331,7 @@ __device__ void attend(const float *__restrict__ q, T *__restrict__ k_cache,
     }
     // The group's outputs (group · head_dim values from column kvh · group ·
     // head_dim of row t), staged for their Q8_K.
-    __shared__ __align__(16) float staged[MAX_GROUP * 32 * DPL];
+    __shared__ __align__(16) float staged[G * 32 * DPL];
     const int group_width = group * head_dim;
     float *out_row = out + (size_t)t * n_heads * head_dim + (size_t)kvh * group_width;
     auto quantize_out = [&]() {
@@ -414,8 +412,8 @@ __device__ void attend(const float *__restrict__ q, T *__restrict__ k_cache,
     __threadfence();
     // Per query head of the group (a warp each): the splits' weights (one
     // a lane, at most 32 splits) and the sum's inverse.
-    __shared__ float weight[MAX_GROUP][32];
-    __shared__ float inv_den[MAX_GROUP];
+    __shared__ float weight[G][32];
+    __shared__ float inv_den[G];
     for (int g = warp; g < group; g += NW) {
         const size_t base = ((size_t)t * n_heads + kvh * group + g) * splits;
         const float ms = lane < own_splits ? __ldcg(part_ml + 2 * (base + lane)) : -INFINITY;
@@ -675,8 +673,9 @@ __device__ void prefill(const float *__restrict__ q, const T *__restrict__ k_cac
 // dimensions up to 128), so that each warp walks fewer keys one after the
 // other (4 warps: 28 µs per layer at a context of 1,024, waiting on memory:
 // bench/results/gpu-2026-12-03-s33.md).
-#define ATTEND(T, SUFFIX, DPL, NW)                                                              \
-    extern "C" __global__ void __launch_bounds__(NW * 32) paged_attention_##SUFFIX##_##DPL(    \
+#define ATTEND(T, SUFFIX, DPL, NW, G)                                                           \
+    extern "C" __global__ void __launch_bounds__(NW * 32)                                     \
+        paged_attention_##SUFFIX##_##DPL##_g##G(                                              \
         const float *q, T *k_cache, T *v_cache, float *out, float *part_ml,       \
         float *part_acc, uint32_t *tickets, const uint32_t *positions,                        \
         const uint32_t *token_seq,                                                            \
@@ -686,11 +685,20 @@ __device__ void prefill(const float *__restrict__ q, const T *__restrict__ k_cac
         float scale, int window, float softcap, int min_chunk, int max_splits) {              \
         pdl_trigger();                                                                        \
         pdl_wait();                                                                           \
-        attend<T, DPL, NW>(q, k_cache, v_cache, out, part_ml, part_acc, tickets, positions,   \
+        attend<T, DPL, NW, G>(q, k_cache, v_cache, out, part_ml, part_acc, tickets, positions,   \
                            token_seq, table_start, block_tables, k_new, v_new, slots, out_qs, \
                            out_d, out_bsums, n_heads, n_kv_heads, head_dim, block_size,       \
                            scale, window, softcap, min_chunk, max_splits);                    \
     }
+
+// A kernel per query group size rounded up to a power of two: the
+// registers of the queries and sums are sized by it (8 for every group,
+// 169 registers a thread, left the 8B shape's groups of 4 one block an SM).
+#define ATTEND_GROUPS(T, SUFFIX, DPL, NW)                                                       \
+    ATTEND(T, SUFFIX, DPL, NW, 1)                                                             \
+    ATTEND(T, SUFFIX, DPL, NW, 2)                                                             \
+    ATTEND(T, SUFFIX, DPL, NW, 4)                                                             \
+    ATTEND(T, SUFFIX, DPL, NW, 8)
 
 #define INSTANTIATE(T, SUFFIX)                                                                  \
     extern "C" __global__ void cache_write_##SUFFIX(const float *k, const float *v,           \
@@ -698,9 +706,9 @@ __device__ void prefill(const float *__restrict__ q, const T *__restrict__ k_cac
                                                     const uint32_t *slots, int width) {       \
         cache_write<T>(k, v, k_cache, v_cache, slots, width);                                 \
     }                                                                                         \
-    ATTEND(T, SUFFIX, 2, 8)                                                                   \
-    ATTEND(T, SUFFIX, 4, 8)                                                                   \
-    ATTEND(T, SUFFIX, 8, 4)                                                                   \
+    ATTEND_GROUPS(T, SUFFIX, 2, 8)                                                            \
+    ATTEND_GROUPS(T, SUFFIX, 4, 8)                                                            \
+    ATTEND_GROUPS(T, SUFFIX, 8, 4)                                                            \
     PREFILL(T, SUFFIX, 2)                                                                     \
     PREFILL(T, SUFFIX, 4)
 
