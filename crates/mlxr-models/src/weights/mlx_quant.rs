@@ -69,7 +69,7 @@ pub fn e8m0_to_f32(e: u8) -> f32 {
 #[derive(Debug)]
 pub enum MlxFpWeight {
     /// mxfp8.
-    Fp8(Fp8Weight),
+    Fp8(Box<Fp8Weight>),
     /// mxfp4, nvfp4.
     Fp4(Bnb4Weight),
 }
@@ -124,7 +124,7 @@ pub fn mlx_fp_weight(
             scale_bytes.iter().map(|&e| e8m0_to_f32(e)).collect(),
             [1, group],
         )
-        .map(MlxFpWeight::Fp8),
+        .map(|w| MlxFpWeight::Fp8(Box::new(w))),
         MlxMode::Mxfp4 | MlxMode::Nvfp4 => {
             let scale = if mode == MlxMode::Nvfp4 {
                 let table = Float8::E4M3.table();
@@ -269,7 +269,7 @@ mod tests {
                 let w = view(Dtype::U32, &[rows, cols * bits / 32], &codes);
                 let s = view(Dtype::U8, &[rows, cols / group], &scales);
                 match mlx_fp_weight(mode, "twins", rows, cols, &w, &s).unwrap() {
-                    MlxFpWeight::Fp8(q) => check_twins(&q, 11),
+                    MlxFpWeight::Fp8(q) => check_twins(q.as_ref(), 11),
                     MlxFpWeight::Fp4(q) => check_twins(&q, 12),
                 }
             }

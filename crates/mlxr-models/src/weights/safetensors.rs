@@ -50,7 +50,7 @@ enum HfCodes {
 impl From<MlxFpWeight> for HfCodes {
     fn from(w: MlxFpWeight) -> Self {
         match w {
-            MlxFpWeight::Fp8(w) => HfCodes::Fp8(Box::new(w)),
+            MlxFpWeight::Fp8(w) => HfCodes::Fp8(w),
             MlxFpWeight::Fp4(w) => HfCodes::Bnb4(w),
         }
     }
