@@ -21,9 +21,9 @@ pub enum SourceDtype {
     /// An FP8 or bitsandbytes 4-bit weight, dequantized by mlxr-models as
     /// the model runs it.
     Quantized,
-    /// An MLX affine-quantized matrix (U32 words, `scales`, `biases`),
-    /// dequantized by mlxr-models.
-    MlxAffine,
+    /// An MLX quantized matrix (U32 words, `scales`, and `biases` if
+    /// affine; mxfp4, mxfp8 and nvfp4 too), dequantized by mlxr-models.
+    Mlx,
 }
 
 /// One stored tensor: where its bytes are and what they are.
@@ -93,25 +93,14 @@ impl HfFolder {
             .or_else(|| config.get("quantization_config"))
             .filter(|q| q.get("group_size").is_some() && q.get("bits").is_some())
             .cloned();
-        let quantized = match config.get("quantization_config").filter(|v| !v.is_null()) {
-            None => None,
-            Some(q) if q.get("group_size").is_some() && q.get("bits").is_some() => {
-                if q.get("mode")
-                    .and_then(Value::as_str)
-                    .is_some_and(|m| m != "affine")
-                {
-                    return Err(input_err(format!(
-                        "{}: MLX quantization mode {} is not converted (affine is)",
-                        dir.display(),
-                        q["mode"]
-                    )));
-                }
-                Some(
-                    SafetensorsWeights::open(dir, false, &candle_core::Device::Cpu)
-                        .map_err(|e| input_err(format!("{}: {e}", dir.display())))?,
-                )
-            }
-            Some(_) => Some(
+        // FP8, 4-bit and MLX weights (every MLX mode) are decoded by the
+        // model crate's reader.
+        let declared = config
+            .get("quantization_config")
+            .is_some_and(|v| !v.is_null());
+        let quantized = match declared || mlx.is_some() {
+            false => None,
+            true => Some(
                 SafetensorsWeights::open(dir, false, &candle_core::Device::Cpu)
                     .map_err(|e| input_err(format!("{}: {e}", dir.display())))?,
             ),
@@ -186,7 +175,7 @@ impl HfFolder {
                             )));
                         };
                         shape = vec![out, words * 32 / bits as usize];
-                        SourceDtype::MlxAffine
+                        SourceDtype::Mlx
                     }
                     Dtype::F8_E4M3 | Dtype::F8_E5M2 | Dtype::U8 if quantized.is_some() => {
                         let weights = quantized.as_ref().expect("checked");
@@ -237,7 +226,7 @@ impl HfFolder {
     pub fn is_quantized(&self) -> bool {
         self.tensors
             .iter()
-            .any(|t| matches!(t.dtype, SourceDtype::Quantized | SourceDtype::MlxAffine))
+            .any(|t| matches!(t.dtype, SourceDtype::Quantized | SourceDtype::Mlx))
     }
 
     /// The tensor's values as f32 (F16 and BF16 widen exactly; FP8 and 4-bit
@@ -257,10 +246,10 @@ impl HfFolder {
         let tensor_err =
             |e: mlxr_models::ModelError| input_err(format!("tensor {}: {e}", tensor.name));
         Ok(match tensor.dtype {
-            SourceDtype::MlxAffine => {
+            SourceDtype::Mlx => {
                 let (weights, stem) = quantized_stem();
                 weights
-                    .dequantized_affine(stem, tensor.shape[0], tensor.shape[1])
+                    .dequantized_mlx(stem, tensor.shape[0], tensor.shape[1])
                     .map_err(tensor_err)?
             }
             SourceDtype::Quantized => {

@@ -5,7 +5,8 @@
 //! FP8 is also decoded here independently (E4M3 code × its block's scale).
 //! MLX affine-quantized folders (tests/fixtures/tiny-models, made from the
 //! tiny folders convert_hf_to_gguf.py converted) give that script's GGUF
-//! within their quantization error.
+//! within their quantization error; MLX mxfp4 / mxfp8 / nvfp4 folders
+//! (fp8-nf4) give their codes times their scales, decoded here too.
 
 mod common;
 use common::{copy_folder, values};
@@ -145,6 +146,78 @@ fn fp8_and_4bit_checkpoints_convert() {
     }
 }
 
+/// An MLX floating-point-mode matrix decoded from its bytes: E2M1 (low
+/// nibble first) or E4M3 codes times E8M0 (mx) or E4M3 (nvfp4) group scales.
+fn mlx_fp_decode(mode: &str, words: &[u8], scales: &[u8], cols: usize) -> Vec<f32> {
+    const E2M1: [f32; 8] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0];
+    let fp4 = |c: u8| E2M1[(c & 7) as usize] * if c & 8 != 0 { -1.0 } else { 1.0 };
+    let codes: Vec<f32> = match mode {
+        "mxfp8" => words.iter().map(|&b| e4m3_to_f32(b)).collect(),
+        _ => words
+            .iter()
+            .flat_map(|&b| [fp4(b & 15), fp4(b >> 4)])
+            .collect(),
+    };
+    let group = if mode == "nvfp4" { 16 } else { 32 };
+    let scale = |b: u8| match mode {
+        "nvfp4" => e4m3_to_f32(b),
+        _ => 2f32.powi(i32::from(b) - 127),
+    };
+    assert_eq!(codes.len(), scales.len() * group);
+    assert!(cols.is_multiple_of(group));
+    codes
+        .iter()
+        .enumerate()
+        .map(|(k, c)| c * scale(scales[k / group]))
+        .collect()
+}
+
+#[test]
+fn mlx_fp_folders_convert_to_their_decoded_values() {
+    for (checkpoint, class) in [
+        ("llama-mlx-mxfp4", "LlamaForCausalLM"),
+        ("qwen2-mlx-mxfp4", "Qwen2ForCausalLM"),
+        ("llama-mlx-mxfp8", "LlamaForCausalLM"),
+        ("qwen2-mlx-mxfp8", "Qwen2ForCausalLM"),
+        ("llama-mlx-nvfp4", "LlamaForCausalLM"),
+        ("qwen2-mlx-nvfp4", "Qwen2ForCausalLM"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join(checkpoint);
+        prepare(checkpoint, class, &folder);
+        let gguf = convert(&folder, &dir.path().join("out.gguf"), "gpt-2");
+        let per_layer = if class.starts_with("Qwen2") { 12 } else { 9 };
+        let extra = if class.starts_with("Qwen2") { 2 } else { 3 };
+        assert_eq!(gguf.tensors().len(), 2 * per_layer + extra, "{checkpoint}");
+        assert!(gguf.tensors().iter().all(|t| !t.name.contains("scale")));
+        let config: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(folder.join("config.json")).unwrap()).unwrap();
+        let bytes = std::fs::read(folder.join("model.safetensors")).unwrap();
+        let st = SafeTensors::deserialize(&bytes).unwrap();
+        // Matrices that keep their row order in the GGUF.
+        for (stem, gguf_name, cols) in [
+            ("model.layers.1.mlp.down_proj", "blk.1.ffn_down.weight", 128),
+            ("model.layers.0.self_attn.v_proj", "blk.0.attn_v.weight", 64),
+            ("model.embed_tokens", "token_embd.weight", 64),
+        ] {
+            let q = &config["quantization"];
+            let mode = q[stem]["mode"].as_str().or(q["mode"].as_str()).unwrap();
+            let want = mlx_fp_decode(
+                mode,
+                st.tensor(&format!("{stem}.weight")).unwrap().data(),
+                st.tensor(&format!("{stem}.scales")).unwrap().data(),
+                cols,
+            );
+            assert!(want.iter().all(|v| v.is_finite()) && want.iter().any(|v| *v != 0.0));
+            assert_eq!(
+                values(&gguf, gguf_name),
+                want,
+                "{checkpoint} {stem} ({mode})"
+            );
+        }
+    }
+}
+
 #[test]
 fn mlx_affine_folders_convert_within_their_error() {
     // (MLX folder, the tiny-models folder it was made from, worst error as a share of max |w|:
@@ -210,6 +283,7 @@ fn quantized_folders_dequantize_to_float_folders() {
         ("qwen2-fp8-b48x80", Some("Qwen2ForCausalLM"), "gpt-2"),
         ("llama-nf4", Some("LlamaForCausalLM"), "gpt-2"),
         ("llama-mlx-q4-g64", None, "qwen2"),
+        ("qwen2-mlx-nvfp4", Some("Qwen2ForCausalLM"), "gpt-2"),
     ];
     for (name, class, pre) in cases {
         let quantized = dir.path().join(name);

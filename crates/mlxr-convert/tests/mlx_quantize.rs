@@ -154,7 +154,7 @@ fn our_reader_dequantizes_what_we_wrote_within_a_step() {
             let Some(stem) = name.strip_suffix(".weight").filter(|_| shape.len() == 2) else {
                 continue;
             };
-            let back = reader.dequantized_affine(stem, shape[0], shape[1]).unwrap();
+            let back = reader.dequantized_mlx(stem, shape[0], shape[1]).unwrap();
             assert_eq!(back.len(), original.len());
             for (g, (a, b)) in original.chunks(group).zip(back.chunks(group)).enumerate() {
                 let (lo, hi) = a

@@ -1,13 +1,15 @@
 //! Quantized Hugging Face checkpoints — FP8 (`quant_method: fp8` with
 //! partial edge blocks, compressed-tensors channel and tensor scales),
 //! bitsandbytes NF4 / FP4 (with and without double quantization) — and MLX
-//! 3/5/6-bit affine folders, made by scripts/fixtures/fp8-nf4.py
+//! 3/5/6-bit affine and mxfp4 / mxfp8 / nvfp4 folders, made by
+//! scripts/fixtures/fp8-nf4.py
 //! (tests/fixtures/fp8-nf4), against the logits of transformers (float32)
 //! running the reference's own dequantized weights. On the CPU the FP8 and
 //! 4-bit weights stay in their codes and are decoded row by row inside the
 //! matmul (each value the same f32 product the reference dequantizes to),
-//! so only the float32 summation order separates the two; MLX folders run
-//! through the affine kernel. Measured on both
+//! so only the float32 summation order separates the two; MLX affine folders
+//! run through the affine kernel, MLX's floating-point modes through the
+//! FP8 (mxfp8) and 4-bit (mxfp4, nvfp4) ones. Measured on both
 //! backends: at most 1.1e-4 (llama-mlx-q6-g64), while the quantization
 //! itself moves the logits by 1.3 to 10.5.
 //! Malformed configs and missing or misshapen scale tensors are errors that
@@ -25,6 +27,17 @@ const TOLERANCE: f32 = 5e-4;
 
 /// MLX affine checkpoints beside [`common::CODED_FOLDERS`].
 const MLX_FOLDERS: [&str; 3] = ["llama-mlx-q3-g32", "qwen2-mlx-q5-g64", "llama-mlx-q6-g64"];
+
+/// MLX's floating-point modes, each for both models (qwen2-mlx-nvfp4's
+/// down_proj layers are mxfp8 through per-layer `quantization` entries).
+const MLX_FP_FOLDERS: [&str; 6] = [
+    "llama-mlx-mxfp4",
+    "qwen2-mlx-mxfp4",
+    "llama-mlx-mxfp8",
+    "qwen2-mlx-mxfp8",
+    "llama-mlx-nvfp4",
+    "qwen2-mlx-nvfp4",
+];
 
 #[derive(Deserialize)]
 struct Reference {
@@ -67,26 +80,39 @@ fn worst<B: Backend>(model: &DecoderModel, reference: &Reference, session: &mut 
     worst
 }
 
+/// Fixture `name` on the CPU backend and the reference backend against its
+/// reference logits.
+fn matches_its_reference(name: &str) {
+    let model = DecoderModel::load_dir(&fixtures().join(name), &Device::Cpu)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let reference = reference(name);
+    // The quantization itself must matter, or the test proves nothing.
+    assert!(reference.max_abs_diff_vs_unquantized > 100.0 * TOLERANCE);
+    let cpu = worst(
+        &model,
+        &reference,
+        &mut common::cpu(&model, 1, 4, DType::F32),
+    );
+    let candle = worst(&model, &reference, &mut common::reference(&model, 1, 4));
+    eprintln!("{name}: max |logit diff| CPU backend {cpu:.2e}, reference backend {candle:.2e}");
+    assert!(cpu <= TOLERANCE, "{name}: CPU backend differs by {cpu}");
+    assert!(
+        candle <= TOLERANCE,
+        "{name}: reference backend differs by {candle}"
+    );
+}
+
 #[test]
 fn quantized_folders_match_their_reference() {
     for name in common::CODED_FOLDERS.into_iter().chain(MLX_FOLDERS) {
-        let model = DecoderModel::load_dir(&fixtures().join(name), &Device::Cpu)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let reference = reference(name);
-        // The quantization itself must matter, or the test proves nothing.
-        assert!(reference.max_abs_diff_vs_unquantized > 100.0 * TOLERANCE);
-        let cpu = worst(
-            &model,
-            &reference,
-            &mut common::cpu(&model, 1, 4, DType::F32),
-        );
-        let candle = worst(&model, &reference, &mut common::reference(&model, 1, 4));
-        eprintln!("{name}: max |logit diff| CPU backend {cpu:.2e}, reference backend {candle:.2e}");
-        assert!(cpu <= TOLERANCE, "{name}: CPU backend differs by {cpu}");
-        assert!(
-            candle <= TOLERANCE,
-            "{name}: reference backend differs by {candle}"
-        );
+        matches_its_reference(name);
+    }
+}
+
+#[test]
+fn mlx_fp_modes_match_their_reference() {
+    for name in MLX_FP_FOLDERS {
+        matches_its_reference(name);
     }
 }
 
@@ -309,4 +335,102 @@ fn malformed_or_unsupported_configs_are_named() {
         let dir = edited(name, edit, |_| {});
         assert_names(&load_error(dir.path()), needles);
     }
+}
+
+/// mxfp4 / mxfp8 / nvfp4 folders: missing or misshapen scales, tensors the
+/// mode does not store, a mode that does not fit the tensors and unknown
+/// modes are errors naming the tensor or mode.
+#[test]
+fn malformed_mlx_fp_folders_are_named() {
+    let without = |suffix: &'static str| {
+        move |t: &mut Vec<(String, safetensors::Dtype, Vec<usize>, Vec<u8>)>| {
+            t.retain(|(n, ..)| n != &format!("{Q_PROJ}{suffix}"))
+        }
+    };
+    let dir = edited("llama-mlx-mxfp4", |_| {}, without(".scales"));
+    assert_names(
+        &load_error(dir.path()),
+        &[
+            &format!("{Q_PROJ}.weight"),
+            &format!("{Q_PROJ}.scales"),
+            "U32",
+        ],
+    );
+    // q_proj [64, 64] in groups of 16: scales [64, 4]; give it [64, 2].
+    let dir = edited(
+        "qwen2-mlx-nvfp4",
+        |_| {},
+        |t| {
+            let s = t
+                .iter_mut()
+                .find(|(n, ..)| n == &format!("{Q_PROJ}.scales"))
+                .unwrap();
+            s.2 = vec![64, 2];
+            s.3.truncate(128);
+        },
+    );
+    assert_names(
+        &load_error(dir.path()),
+        &[Q_PROJ, "nvfp4", "[64, 2]", "[64, 4]"],
+    );
+    // An affine layer's biases beside E8M0 scales.
+    let dir = edited(
+        "llama-mlx-mxfp8",
+        |_| {},
+        |t| {
+            let bias = (
+                format!("{Q_PROJ}.biases"),
+                safetensors::Dtype::F32,
+                vec![64, 2],
+                vec![0; 512],
+            );
+            t.push(bias);
+        },
+    );
+    assert_names(
+        &load_error(dir.path()),
+        &[&format!("{Q_PROJ}.biases"), "mxfp8"],
+    );
+    let mode = |m: &'static str| {
+        move |c: &mut serde_json::Value| {
+            c["quantization"]["mode"] = m.into();
+            c["quantization_config"]["mode"] = m.into();
+        }
+    };
+    for (name, edit, needles) in [
+        // nvfp4 codes read as mxfp4: 16-element groups are not mxfp4's 32.
+        (
+            "llama-mlx-nvfp4",
+            mode("mxfp4"),
+            &["mxfp4", "[128, 2]", "[128, 4]"][..],
+        ),
+        // mxfp8 scales and codes declared affine: U8 scales, no biases.
+        ("qwen2-mlx-mxfp8", mode("affine"), &["scales", "U8"]),
+        (
+            "llama-mlx-mxfp4",
+            mode("mxfp6"),
+            &["MLX mode 'mxfp6' is not supported"],
+        ),
+    ] {
+        let dir = edited(name, edit, |_| {});
+        let e = load_error(dir.path());
+        assert_names(&e, needles);
+        assert!(!e.contains('\n'), "one line: {e}");
+    }
+    // The per-layer entries decide: without them qwen2-mlx-nvfp4's mxfp8
+    // down_proj would be read as nvfp4.
+    let dir = edited(
+        "qwen2-mlx-nvfp4",
+        |c| {
+            for key in ["quantization", "quantization_config"] {
+                let q = c[key].as_object_mut().unwrap();
+                q.retain(|k, _| !k.contains("down_proj"));
+            }
+        },
+        |_| {},
+    );
+    assert_names(
+        &load_error(dir.path()),
+        &["model.layers.0.mlp.down_proj", "nvfp4"],
+    );
 }

@@ -4,8 +4,10 @@ use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 
 use crate::backend::cpu::kernels::affine::AffineWeight;
+use crate::backend::cpu::kernels::bnb4::Bnb4Weight;
 use crate::backend::cpu::kernels::decoded::RowDecode;
 use crate::backend::cpu::kernels::float16::HalfWeight;
+use crate::backend::cpu::kernels::fp8::Fp8Weight;
 use crate::backend::cpu::kernels::{QuantMatMul, RowOrder};
 use crate::layers::Linear;
 use crate::Result;
@@ -20,6 +22,12 @@ pub enum Embedding {
     /// F16/BF16 rows widened as they are read; a tied head multiplies the
     /// same values.
     Half(Arc<HalfWeight>),
+    /// FP8 codes with block scales (MLX mxfp8), decoded as rows are read;
+    /// a tied head multiplies the same codes.
+    Fp8(Arc<Fp8Weight>),
+    /// 4-bit codes of a 16-entry book times block scales (MLX mxfp4,
+    /// nvfp4), likewise.
+    Bnb4(Arc<Bnb4Weight>),
 }
 
 impl Embedding {
@@ -36,6 +44,12 @@ impl Embedding {
                 op.dequantize_row(r, row);
             }),
             Embedding::Half(w) => gather(ids, w.rows(), w.cols(), device, |r, row| {
+                w.decode_row(r, row)
+            }),
+            Embedding::Fp8(w) => gather(ids, w.rows(), w.cols(), device, |r, row| {
+                w.decode_row(r, row)
+            }),
+            Embedding::Bnb4(w) => gather(ids, w.rows(), w.cols(), device, |r, row| {
                 w.decode_row(r, row)
             }),
         }
@@ -67,6 +81,8 @@ impl Embedding {
             Embedding::Dense(t) => t.dims().last().copied().unwrap_or(0),
             Embedding::Affine(w) => w.cols(),
             Embedding::Half(w) => w.cols(),
+            Embedding::Fp8(w) => w.cols(),
+            Embedding::Bnb4(w) => w.cols(),
         }
     }
 
@@ -74,7 +90,9 @@ impl Embedding {
     /// GGML blocks on the CPU.
     pub fn has_rows(&self) -> bool {
         match self {
-            Embedding::Tiled(_) | Embedding::Half(_) => true,
+            Embedding::Tiled(_) | Embedding::Half(_) | Embedding::Fp8(_) | Embedding::Bnb4(_) => {
+                true
+            }
             Embedding::Ggml(t) => t.device().is_cpu() && t.shape().dims().len() == 2,
             Embedding::Dense(_) | Embedding::Affine(_) => false,
         }
@@ -97,6 +115,8 @@ impl Embedding {
                 Ok(())
             }
             Embedding::Half(w) => Err(outside(w.rows())),
+            Embedding::Fp8(w) => decoded_row(w.as_ref(), id, out).ok_or_else(|| outside(w.rows())),
+            Embedding::Bnb4(w) => decoded_row(w.as_ref(), id, out).ok_or_else(|| outside(w.rows())),
             Embedding::Ggml(t) if self.has_rows() => {
                 let (rows, hidden) = t.shape().dims2()?;
                 if id as usize >= rows {
@@ -130,8 +150,16 @@ impl Embedding {
             Embedding::Dense(t) => Ok(Linear::dense(t.clone())),
             Embedding::Affine(w) => Ok(Linear::affine(w.clone())),
             Embedding::Half(w) => Ok(Linear::half(w.clone())),
+            Embedding::Fp8(w) => Ok(Linear::fp8(w.clone())),
+            Embedding::Bnb4(w) => Ok(Linear::bnb4(w.clone())),
         }
     }
+}
+
+/// Row `id` of `w` into `out`; `None` for ids outside the table.
+fn decoded_row<W: RowDecode>(w: &W, id: u32, out: &mut [f32]) -> Option<()> {
+    let r = id as usize;
+    (r < w.rows()).then(|| w.decode_row(r, out))
 }
 
 /// `[ids.len(), cols]` from `row(id, out)`, refusing ids outside `rows`.

@@ -18,6 +18,12 @@
 //!   scaled per 256 blocks by `nested_absmax`, plus `nested_offset`; the JSON
 //!   `quant_state.bitsandbytes__nf4` (or `__fp4`) gives blocksize and shape.
 //!
+//! - MLX (`quantization: {group_size, bits, mode}`, no `quant_method`):
+//!   `mode` affine, mxfp4, mxfp8 or nvfp4 ([`MlxMode`], the layouts in
+//!   [`super::mlx_quant`]), and per-layer entries `"<module>": {group_size,
+//!   bits, mode}` as mlx-lm records a quant predicate's choices (an entry
+//!   without `mode` is affine, as `to_quantized` defaults).
+//!
 //! On the CPU the weights stay in their codes and are decoded row by row
 //! inside the matmul (`backend::cpu::kernels::{fp8, bnb4}`); other devices
 //! get them dequantized to f32 at load.
@@ -35,8 +41,12 @@ fn invalid(msg: impl Into<String>) -> ModelError {
 /// How a checkpoint's linear weights are quantized.
 #[derive(Clone, Debug, PartialEq)]
 pub enum HfQuantization {
-    /// MLX affine (`weight`/`scales`/`biases`), read from the tensors' shapes.
-    MlxAffine,
+    /// MLX (`weight`/`scales`, and `biases` for affine): `mode` for every
+    /// quantized layer but those `layers` names with their own.
+    Mlx {
+        mode: MlxMode,
+        layers: Vec<(String, MlxMode)>,
+    },
     /// `quant_method: fp8`: `weight_scale_inv` per block, or per tensor
     /// without `weight_block_size`.
     Fp8 {
@@ -62,6 +72,53 @@ pub enum ScaleStrategy {
     Tensor,
     Channel,
     Block([usize; 2]),
+}
+
+/// MLX's quantization modes (`mx.quantize(w, mode=...)`, mlx 0.32).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MlxMode {
+    /// `bits`-bit integers with a float scale and bias per group (bits and
+    /// group size read from the tensors' shapes).
+    Affine,
+    /// E2M1 codes, an E8M0 scale per 32.
+    Mxfp4,
+    /// E4M3 codes, an E8M0 scale per 32.
+    Mxfp8,
+    /// E2M1 codes, an E4M3 scale per 16.
+    Nvfp4,
+}
+
+impl MlxMode {
+    /// The mode named `name` as mlx spells it.
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "affine" => Self::Affine,
+            "mxfp4" => Self::Mxfp4,
+            "mxfp8" => Self::Mxfp8,
+            "nvfp4" => Self::Nvfp4,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Affine => "affine",
+            Self::Mxfp4 => "mxfp4",
+            Self::Mxfp8 => "mxfp8",
+            Self::Nvfp4 => "nvfp4",
+        }
+    }
+
+    /// The `(group_size, bits)` mlx requires of a floating-point mode;
+    /// `None` for affine, which takes several.
+    pub fn fixed_layout(self) -> Option<(usize, usize)> {
+        match self {
+            Self::Affine => None,
+            Self::Mxfp4 => Some((32, 4)),
+            Self::Mxfp8 => Some((32, 8)),
+            Self::Nvfp4 => Some((16, 4)),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,6 +148,22 @@ fn string_list(v: &Value, key: &str) -> Result<Vec<String>, ModelError> {
             })
             .collect(),
         other => Err(invalid(format!("'{key}' is {other}, not a list"))),
+    }
+}
+
+/// The `mode` of an MLX quantization object (the folder's, or `module`'s
+/// own entry); affine when absent.
+fn mlx_mode(v: &Value, module: Option<&str>) -> Result<MlxMode, ModelError> {
+    let whose = module.map_or(String::new(), |m| format!(" of '{m}'"));
+    match &v["mode"] {
+        Value::Null => Ok(MlxMode::Affine),
+        Value::String(name) => MlxMode::parse(name).ok_or_else(|| {
+            invalid(format!(
+                "MLX mode '{name}'{whose} is not supported (supported: affine, mxfp4, mxfp8, \
+                 nvfp4)"
+            ))
+        }),
+        other => Err(invalid(format!("MLX 'mode'{whose} is {other}, not a name"))),
     }
 }
 
@@ -143,11 +216,28 @@ impl HfQuantization {
                 "{qc} has no quant_method and is not MLX's {{bits, group_size}}"
             )));
         }
-        match qc["mode"].as_str() {
-            None | Some("affine") => Ok(Self::MlxAffine),
-            Some(mode) => Err(invalid(format!(
-                "MLX mode '{mode}' is not supported (supported: affine)"
-            ))),
+        let mode = mlx_mode(qc, None)?;
+        let mut layers = Vec::new();
+        for (module, entry) in qc.as_object().expect("checked").iter() {
+            if entry.is_object() {
+                layers.push((module.clone(), mlx_mode(entry, Some(module))?));
+            }
+        }
+        Ok(Self::Mlx { mode, layers })
+    }
+
+    /// The MLX mode of the layer `module` (an HF stem like
+    /// `model.layers.0.mlp.down_proj`): its own entry's, else the
+    /// folder's; `None` when this is not an MLX quantization.
+    pub fn mlx_mode(&self, module: &str) -> Option<MlxMode> {
+        match self {
+            Self::Mlx { mode, layers } => Some(
+                layers
+                    .iter()
+                    .find(|(m, _)| m == module)
+                    .map_or(*mode, |(_, mode)| *mode),
+            ),
+            _ => None,
         }
     }
 
@@ -280,7 +370,7 @@ impl HfQuantization {
     /// compressed-tensors' `re:` patterns are not interpreted (never match).
     pub fn leaves_float(&self, module: &str) -> bool {
         let list = match self {
-            Self::MlxAffine => return false,
+            Self::Mlx { .. } => return false,
             Self::Fp8 { not_converted, .. }
             | Self::CompressedFp8 { not_converted, .. }
             | Self::Bnb4 { not_converted, .. } => not_converted,
@@ -437,8 +527,33 @@ mod tests {
         let mlx = json!({"quantization": {"group_size": 64, "bits": 3}});
         assert_eq!(
             HfQuantization::from_config(&mlx).unwrap(),
-            Some(HfQuantization::MlxAffine)
+            Some(HfQuantization::Mlx {
+                mode: MlxMode::Affine,
+                layers: vec![]
+            })
         );
+        // mlx-lm's per-layer entries: their own mode, affine without one.
+        let mlx = json!({"quantization": {"group_size": 16, "bits": 4, "mode": "nvfp4",
+            "model.layers.0.mlp.down_proj": {"group_size": 32, "bits": 8, "mode": "mxfp8"},
+            "lm_head": {"group_size": 64, "bits": 6}, "model.layers.1.mlp.gate": false}});
+        let q = HfQuantization::from_config(&mlx).unwrap().unwrap();
+        assert_eq!(
+            q.mlx_mode("model.layers.0.mlp.up_proj"),
+            Some(MlxMode::Nvfp4)
+        );
+        assert_eq!(
+            q.mlx_mode("model.layers.0.mlp.down_proj"),
+            Some(MlxMode::Mxfp8)
+        );
+        assert_eq!(q.mlx_mode("lm_head"), Some(MlxMode::Affine));
+        for mode in [
+            MlxMode::Affine,
+            MlxMode::Mxfp4,
+            MlxMode::Mxfp8,
+            MlxMode::Nvfp4,
+        ] {
+            assert_eq!(MlxMode::parse(mode.name()), Some(mode));
+        }
     }
 
     #[test]
@@ -491,8 +606,17 @@ mod tests {
                 "int4",
             ),
             (
-                json!({"bits": 4, "group_size": 32, "mode": "mxfp4"}),
-                "mxfp4",
+                json!({"bits": 4, "group_size": 32, "mode": "mxfp6"}),
+                "MLX mode 'mxfp6' is not supported",
+            ),
+            (
+                json!({"bits": 4, "group_size": 32, "mode": "mxfp4",
+                       "model.layers.0.mlp.up_proj": {"bits": 4, "group_size": 32, "mode": "int4"}}),
+                "'int4' of 'model.layers.0.mlp.up_proj'",
+            ),
+            (
+                json!({"bits": 4, "group_size": 32, "mode": 4}),
+                "'mode' is 4",
             ),
             (json!({"group_size": 32}), "no quant_method"),
             (json!("fp8"), "not an object"),

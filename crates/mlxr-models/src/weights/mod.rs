@@ -8,6 +8,7 @@
 mod gguf;
 mod hf_names;
 pub mod hf_quant;
+pub mod mlx_quant;
 mod safetensors;
 
 pub use gguf::GgufWeights;

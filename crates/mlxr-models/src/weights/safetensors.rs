@@ -8,7 +8,10 @@
 //! `scales` and `biases` beside its `weight` is MLX affine-quantized: the
 //! `uint32` weight holds `bits`-bit integers, and `bits` and the group size
 //! follow from the shapes (`in·bits/32` words and `in/group` scales per row),
-//! which also covers MLX's per-layer overrides.
+//! which also covers MLX's per-layer overrides. MLX's floating-point modes
+//! (mxfp4, mxfp8, nvfp4: `U8` scales, no biases, [`super::mlx_quant`]) are
+//! read in the mode `config.json` gives the layer and kept in their codes
+//! like FP8 and 4-bit weights.
 //!
 //! FP8 (`quant_method: fp8`, compressed-tensors) and bitsandbytes 4-bit
 //! linear weights, as `config.json`'s `quantization_config` declares them
@@ -25,7 +28,10 @@ use mlxr_formats::float8::Float8;
 use safetensors::Dtype;
 
 use super::hf_names::hf_name;
-use super::hf_quant::{Absmax, Bnb4Kind, Bnb4State, HfQuantization, ScaleStrategy, NF4_CODE};
+use super::hf_quant::{
+    Absmax, Bnb4Kind, Bnb4State, HfQuantization, MlxMode, ScaleStrategy, NF4_CODE,
+};
+use super::mlx_quant::{mlx_fp_weight, MlxFpWeight};
 use super::Weights;
 use crate::backend::cpu::kernels::affine::AffineWeight;
 use crate::backend::cpu::kernels::bnb4::Bnb4Weight;
@@ -39,6 +45,30 @@ use crate::{ModelError, Result};
 enum HfCodes {
     Fp8(Box<Fp8Weight>),
     Bnb4(Bnb4Weight),
+}
+
+impl From<MlxFpWeight> for HfCodes {
+    fn from(w: MlxFpWeight) -> Self {
+        match w {
+            MlxFpWeight::Fp8(w) => HfCodes::Fp8(w),
+            MlxFpWeight::Fp4(w) => HfCodes::Bnb4(w),
+        }
+    }
+}
+
+impl HfCodes {
+    fn dequantize(&self) -> Vec<f32> {
+        match self {
+            HfCodes::Fp8(w) => w.dequantize(),
+            HfCodes::Bnb4(w) => w.dequantize(),
+        }
+    }
+}
+
+/// An MLX quantized matrix: affine, or in a floating-point mode's codes.
+enum MlxWeight {
+    Affine(AffineWeight),
+    Coded(HfCodes),
 }
 
 pub struct SafetensorsWeights {
@@ -124,11 +154,42 @@ impl SafetensorsWeights {
         )?)
     }
 
-    /// The MLX affine-quantized matrix `{stem}` (U32 `weight`, `scales`,
-    /// `biases`) of `out` rows of `inp` values, dequantized to f32 row-major.
-    /// For converters (`mlxr convert`).
-    pub fn dequantized_affine(&self, stem: &str, out: usize, inp: usize) -> Result<Vec<f32>> {
-        Ok(self.affine(stem, out, inp)?.dequantize())
+    /// The MLX quantized matrix `{stem}` (U32 `weight`, `scales`, and
+    /// `biases` if affine) of `out` rows of `inp` values in the mode
+    /// `config.json` gives it, dequantized to f32 row-major. For converters
+    /// (`mlxr convert`).
+    pub fn dequantized_mlx(&self, stem: &str, out: usize, inp: usize) -> Result<Vec<f32>> {
+        Ok(match self.mlx(stem, out, inp)? {
+            MlxWeight::Affine(w) => w.dequantize(),
+            MlxWeight::Coded(codes) => codes.dequantize(),
+        })
+    }
+
+    /// The MLX matrix `{stem}` in its layer's mode (affine where
+    /// `config.json` names none).
+    fn mlx(&self, stem: &str, out: usize, inp: usize) -> Result<MlxWeight> {
+        let mode = self
+            .quantization
+            .as_ref()
+            .and_then(|q| q.mlx_mode(stem))
+            .unwrap_or(MlxMode::Affine);
+        if mode == MlxMode::Affine {
+            return Ok(MlxWeight::Affine(self.affine(stem, out, inp)?));
+        }
+        for extra in ["biases", "global_scale"] {
+            if self.has(&format!("{stem}.{extra}")) {
+                return Err(files_error(format!(
+                    "MLX {} tensor '{stem}' has '{stem}.{extra}', which that mode does not \
+                     store (affine has biases; nvfp4 global scales are not supported)",
+                    mode.name()
+                )));
+            }
+        }
+        let weight = self.view(&format!("{stem}.weight"))?;
+        let scales = self.view(&format!("{stem}.scales"))?;
+        Ok(MlxWeight::Coded(
+            mlx_fp_weight(mode, stem, out, inp, &weight, &scales)?.into(),
+        ))
     }
 
     fn affine(&self, stem: &str, out: usize, inp: usize) -> Result<AffineWeight> {
@@ -179,8 +240,20 @@ impl SafetensorsWeights {
         Ok(t.to_dtype(DType::F32)?)
     }
 
-    fn is_quantized(&self, stem: &str) -> bool {
-        self.has(&format!("{stem}.scales"))
+    /// Whether `{stem}` is an MLX quantized matrix (it has `scales`); an
+    /// error for `U32` words without them.
+    fn is_quantized(&self, stem: &str) -> Result<bool> {
+        let scales = format!("{stem}.scales");
+        if self.has(&scales) {
+            return Ok(true);
+        }
+        let weight = format!("{stem}.weight");
+        if self.has(&weight) && self.dtype(&weight)? == Dtype::U32 {
+            return Err(files_error(format!(
+                "tensor '{weight}' is U32 (MLX quantized codes) but '{scales}' is missing"
+            )));
+        }
+        Ok(false)
     }
 
     /// Tensor `name`'s stored bytes, type and shape.
@@ -221,6 +294,13 @@ impl SafetensorsWeights {
         let Some(codes) = self.hf_quantized_codes(stem, hf, out, inp)? else {
             return Ok(None);
         };
+        self.coded_linear(codes).map(Some)
+    }
+
+    /// FP8 or 4-bit codes as a linear layer: for the CPU's or CUDA's
+    /// kernels, or f32 on other devices (and on CUDA for widths its kernels
+    /// do not take).
+    fn coded_linear(&self, codes: HfCodes) -> Result<Linear> {
         #[cfg(feature = "cuda")]
         if self.device.is_cuda() {
             use crate::backend::cuda::CodedWeight;
@@ -229,13 +309,13 @@ impl SafetensorsWeights {
                 HfCodes::Bnb4(w) => CodedWeight::bnb4(w, &self.device)?,
             };
             if let Some(coded) = coded {
-                return Ok(Some(Linear::coded(Arc::new(coded))));
+                return Ok(Linear::coded(Arc::new(coded)));
             }
         }
-        Ok(Some(match codes {
-            HfCodes::Fp8(w) => self.on_device(*w, Linear::fp8)?,
-            HfCodes::Bnb4(w) => self.on_device(w, Linear::bnb4)?,
-        }))
+        match codes {
+            HfCodes::Fp8(w) => self.on_device(*w, Linear::fp8),
+            HfCodes::Bnb4(w) => self.on_device(w, Linear::bnb4),
+        }
     }
 
     /// The FP8 or bitsandbytes 4-bit weight `{stem}.weight` dequantized to
@@ -249,13 +329,7 @@ impl SafetensorsWeights {
         let hf = format!("{stem}.weight");
         Ok(self
             .hf_quantized_codes(stem, &hf, shape[0], shape[1])?
-            .map(|codes| {
-                let values = match codes {
-                    HfCodes::Fp8(w) => w.dequantize(),
-                    HfCodes::Bnb4(w) => w.dequantize(),
-                };
-                (values, shape)
-            }))
+            .map(|codes| (codes.dequantize(), shape)))
     }
 
     /// The `[out, inp]` shape of the FP8 or 4-bit weight `{stem}.weight`;
@@ -571,8 +645,11 @@ impl Weights for SafetensorsWeights {
     fn linear(&self, name: &str, out: usize, inp: usize) -> Result<Linear> {
         let hf = self.name(name)?;
         let stem = hf.strip_suffix(".weight").unwrap_or(&hf);
-        if self.is_quantized(stem) {
-            let w = self.affine(stem, out, inp)?;
+        if self.is_quantized(stem)? {
+            let w = match self.mlx(stem, out, inp)? {
+                MlxWeight::Affine(w) => w,
+                MlxWeight::Coded(codes) => return self.coded_linear(codes),
+            };
             // The affine kernels are the CPU backend's; other devices get
             // the weights dequantized (f32, 8x a 4-bit weight's memory).
             if !self.device.is_cpu() {
@@ -599,8 +676,18 @@ impl Weights for SafetensorsWeights {
     fn embedding(&self, name: &str, vocab: usize, hidden: usize) -> Result<Embedding> {
         let hf = self.name(name)?;
         let stem = hf.strip_suffix(".weight").unwrap_or(&hf);
-        if self.is_quantized(stem) {
-            let w = self.affine(stem, vocab, hidden)?;
+        if self.is_quantized(stem)? {
+            let w = match self.mlx(stem, vocab, hidden)? {
+                MlxWeight::Affine(w) => w,
+                // Rows decoded as they are read on the CPU; elsewhere f32.
+                MlxWeight::Coded(codes) if !self.device.is_cpu() => {
+                    let values =
+                        Tensor::from_vec(codes.dequantize(), (vocab, hidden), &self.device);
+                    return Ok(Embedding::Dense(values?));
+                }
+                MlxWeight::Coded(HfCodes::Fp8(w)) => return Ok(Embedding::Fp8(Arc::new(*w))),
+                MlxWeight::Coded(HfCodes::Bnb4(w)) => return Ok(Embedding::Bnb4(Arc::new(w))),
+            };
             if !self.device.is_cpu() {
                 return Ok(Embedding::Dense(self.dequantized(&w)?));
             }

@@ -7,7 +7,9 @@
 //! cross rows): `w = code[nibble] · absmax[k / blocksize]` for flat index
 //! `k`. A double-quantized `absmax` is resolved to f32 at load (it is 1/64
 //! of the weight's size); each decoded value is exactly the f32 product of
-//! bitsandbytes' `dequantize_4bit`.
+//! bitsandbytes' `dequantize_4bit`. MLX's mxfp4 and nvfp4 load into the
+//! same type (the E2M1 book, one scale per group of 32 or 16, nibbles
+//! swapped at load: `weights::mlx_quant`).
 //!
 //! The SIMD decodes take 32 codes (16 bytes) at a time where they start on
 //! a byte inside one block: the bytes' high and low nibbles interleaved

@@ -6,7 +6,9 @@
 //! partial): `w[i, j] = f32(q[i, j]) · s[i / bn, j / bk]` — DeepSeek's and
 //! Qwen3-FP8's `weight_scale_inv`; a tensor scale is one `[rows, cols]`
 //! block, a channel scale `[1, cols]` blocks. Each decoded value is exactly
-//! the f32 product transformers' `_dequantize_fp8_weight` computes.
+//! the f32 product transformers' `_dequantize_fp8_weight` computes. MLX's
+//! mxfp8 loads as E4M3 codes in blocks `[1, 32]` with its E8M0 scales as f32
+//! (`weights::mlx_quant`).
 //!
 //! The SIMD decodes compute the table's value without a table: a code's
 //! bits moved into an f32's sign, exponent and mantissa (the byte sign
