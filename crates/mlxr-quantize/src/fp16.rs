@@ -9,6 +9,22 @@ pub fn f16_bits_to_f32(bits: u16) -> f32 {
     half::f16::from_bits(bits).to_f32()
 }
 
+/// Little-endian F16 `bytes` into `out` (one value a pair), a few hundred
+/// at a time through half's slice conversion (the CPU's conversion
+/// instructions where it has them).
+pub fn f16_bytes_to_f32(bytes: &[u8], out: &mut [f32]) {
+    use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
+    let mut bits = [0u16; 256];
+    for (bytes, out) in bytes.chunks(2 * bits.len()).zip(out.chunks_mut(bits.len())) {
+        let bits = &mut bits[..out.len()];
+        for (d, b) in bits.iter_mut().zip(bytes.chunks_exact(2)) {
+            *d = u16::from_le_bytes([b[0], b[1]]);
+        }
+        bits.reinterpret_cast::<half::f16>()
+            .convert_to_f32_slice(out);
+    }
+}
+
 pub fn f32_to_bf16_bits(x: f32) -> u16 {
     let u = x.to_bits();
     if (u & 0x7fff_ffff) > 0x7f80_0000 {

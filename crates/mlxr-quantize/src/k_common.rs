@@ -8,6 +8,10 @@ pub const QK_K: usize = 256;
 /// Below this a group counts as all zeros (ggml's `GROUP_MAX_EPS`).
 const GROUP_MAX_EPS: f32 = 1e-15;
 
+/// The most values of a group the searches take (K-quants' sub-blocks are
+/// 16 or 32).
+const MAX_GROUP: usize = 32;
+
 /// Round to nearest (ties to even) through the f32 mantissa, as ggml does;
 /// valid for |x| <= 4194303.
 pub fn nearest_int(x: f32) -> i32 {
@@ -37,23 +41,37 @@ pub fn make_qx_quants(x: &[f32], nmax: i32, levels: &mut [i8]) -> f32 {
         return 0.0;
     }
     let nmax_f = nmax as f32;
-    let quant = |iscale: f32, v: f32| nearest_int(iscale * v).clamp(-nmax, nmax - 1);
-    let sums = |iscale: f32| {
+    // The weights (x², and x³ for Σ w·x·l, as ggml's w·x[i]·l multiplies)
+    // once, and each scale's levels in a pass of their own: that pass has
+    // no sum in it and is vectorized; the sums stay in ggml's order.
+    let n = x.len();
+    assert!(n <= MAX_GROUP, "groups of at most {MAX_GROUP} values");
+    let (mut w, mut wx, mut ls) = ([0f32; MAX_GROUP], [0f32; MAX_GROUP], [0f32; MAX_GROUP]);
+    for ((w, wx), &v) in w.iter_mut().zip(&mut wx).zip(x) {
+        *w = v * v;
+        *wx = *w * v;
+    }
+    let (w, wx, ls) = (&w[..n], &wx[..n], &mut ls[..n]);
+    let sums = |iscale: f32, ls: &mut [f32]| {
+        for (l, &v) in ls.iter_mut().zip(x) {
+            *l = nearest_int(iscale * v).clamp(-nmax, nmax - 1) as f32;
+        }
         let mut sumlx = 0.0f32;
         let mut suml2 = 0.0f32;
-        for &v in x {
-            let l = quant(iscale, v) as f32;
-            let w = v * v;
-            sumlx += w * v * l;
+        for ((&l, &w), &wx) in ls.iter().zip(w).zip(wx) {
+            sumlx += wx * l;
             suml2 += w * l * l;
         }
         (sumlx, suml2)
     };
+    let keep = |levels: &mut [i8], ls: &[f32]| {
+        for (l, &q) in levels.iter_mut().zip(ls) {
+            *l = (q as i32 + nmax) as i8;
+        }
+    };
     let iscale = -nmax_f / max;
-    for (l, &v) in levels.iter_mut().zip(x) {
-        *l = (quant(iscale, v) + nmax) as i8;
-    }
-    let (sumlx, suml2) = sums(iscale);
+    let (sumlx, suml2) = sums(iscale, ls);
+    keep(levels, ls);
     let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
     let mut best = scale * sumlx;
     for is in -9..=9 {
@@ -61,11 +79,9 @@ pub fn make_qx_quants(x: &[f32], nmax: i32, levels: &mut [i8]) -> f32 {
             continue;
         }
         let iscale = -(nmax_f + 0.1 * is as f32) / max;
-        let (sumlx, suml2) = sums(iscale);
+        let (sumlx, suml2) = sums(iscale, ls);
         if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
-            for (l, &v) in levels.iter_mut().zip(x) {
-                *l = (quant(iscale, v) + nmax) as i8;
-            }
+            keep(levels, ls);
             scale = sumlx / suml2;
             best = scale * sumlx;
         }
@@ -148,6 +164,7 @@ pub fn make_qkx2_quants(
     aux: &mut [u8],
 ) -> (f32, f32) {
     let n = x.len();
+    let (weights, levels, aux) = (&weights[..n], &mut levels[..n], &mut aux[..n]);
     let mut min = x[0];
     let mut max = x[0];
     let mut sum_w = weights[0];
@@ -174,11 +191,17 @@ pub fn make_qkx2_quants(
     let nmax_f = p.nmax as f32;
     let mut iscale = nmax_f / (max - min);
     let mut scale = 1.0 / iscale;
+    // Each scale's levels in a pass with no sum in it (vectorized), then
+    // the sums in ggml's order.
+    let quantize = |iscale: f32, min: f32, out: &mut [u8]| {
+        for (l, &v) in out.iter_mut().zip(x) {
+            *l = nearest_int(iscale * (v - min)).clamp(0, p.nmax) as u8;
+        }
+    };
+    quantize(iscale, min, levels);
     let mut best_error = 0.0f32;
     for i in 0..n {
-        let l = nearest_int(iscale * (x[i] - min)).clamp(0, p.nmax);
-        levels[i] = l as u8;
-        let diff = scale * l as f32 + min - x[i];
+        let diff = scale * levels[i] as f32 + min - x[i];
         best_error += weights[i] * error(diff);
     }
     if p.nstep < 1 {
@@ -186,14 +209,13 @@ pub fn make_qkx2_quants(
     }
     for is in 0..=p.nstep {
         iscale = (p.rmin + p.rdelta * is as f32 + nmax_f) / (max - min);
+        quantize(iscale, min, aux);
         let mut sum_l = 0.0f32;
         let mut sum_l2 = 0.0f32;
         let mut sum_xl = 0.0f32;
         for i in 0..n {
-            let l = nearest_int(iscale * (x[i] - min)).clamp(0, p.nmax);
-            aux[i] = l as u8;
             let w = weights[i];
-            let l = l as f32;
+            let l = aux[i] as f32;
             sum_l += w * l;
             sum_l2 += w * l * l;
             sum_xl += w * l * x[i];
