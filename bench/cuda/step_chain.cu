@@ -8,6 +8,9 @@
 // the Q6_K weight of a launch first (its rows, the slowest, start in the
 // first wave instead of making the last), and with a block of 4 warps a row
 // up to 8,192 rows rather than 2,048 (BLOCK_PER_ROW_MOST), each way.
+// With the argument `prefetch`: the layout in use only, under each L2
+// prefetch of the weights of the matmul after a launch bound by latency
+// (g_prefetch below).
 // Built and run by bench/cuda/step-chain.sh on a GPU machine.
 #include <cstdio>
 #include <cstdlib>
@@ -71,6 +74,58 @@ static float *make_f32(size_t n, float v) {
 }
 
 static bool g_pdl = false;
+// L2 prefetch of the weights a launch bound by latency comes before (the
+// attention's stand-in, the norms, SwiGLU): 0 none, 1 the output
+// projection's during attention, 2 that and the first g_prefetch_cap bytes
+// of the next matmul's during each norm and SwiGLU (3: the same from 64
+// blocks whatever the kernel beside has). Issued by a kernel on a
+// side stream forked before the latency-bound launch and joined before the
+// matmul (cp.async.bulk.prefetch.L2 returns at once: the join costs nothing).
+static int g_prefetch = 0;
+static size_t g_prefetch_cap = 8u << 20;
+static cudaStream_t g_side;
+static std::vector<cudaEvent_t> g_events;
+static size_t g_next_event = 0;
+static bool g_forked = false;
+
+// A warp a block, each lane one slice: as the first warp of each block of
+// the kernel it stands beside would issue them (its grid, `blocks`).
+__global__ void prefetch_l2(const uint8_t *p, size_t bytes) {
+    const size_t slices = (size_t)gridDim.x * 32;
+    const size_t per = (bytes / slices + 15) & ~(size_t)15;
+    const size_t off = (blockIdx.x * 32 + threadIdx.x) * per;
+    if (off >= bytes) return;
+    const unsigned n = (unsigned)(min(per, bytes - off) & ~(size_t)15);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (n > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + off), "r"(n) : "memory");
+#endif
+}
+
+static cudaEvent_t next_event() {
+    if (g_next_event == g_events.size()) {
+        cudaEvent_t event;
+        CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+        g_events.push_back(event);
+    }
+    return g_events[g_next_event++];
+}
+
+static void prefetch(cudaStream_t s, const uint8_t *w, size_t bytes, int blocks) {
+    if (bytes == 0) return;
+    cudaEvent_t fork = next_event();
+    CHECK(cudaEventRecord(fork, s));
+    CHECK(cudaStreamWaitEvent(g_side, fork));
+    prefetch_l2<<<g_prefetch == 3 ? 64 : blocks, 32, 0, g_side>>>(w, bytes);
+    g_forked = true;
+}
+
+static void join(cudaStream_t s) {
+    if (!g_forked) return;
+    cudaEvent_t done = next_event();
+    CHECK(cudaEventRecord(done, g_side));
+    CHECK(cudaStreamWaitEvent(s, done));
+    g_forked = false;
+}
 static bool g_six_first = false;
 static int g_block_most = 2048;
 
@@ -170,21 +225,37 @@ static int norm_blocks(int k) { return (k / 256 + 7) / 8; }
 static void step(Model &m, cudaStream_t s) {
     const Shape &sh = m.shape;
     const float eps = 1e-5f;
-    for (auto &L : m.layers) {
+    g_next_event = 0;
+    const size_t cap = g_prefetch >= 2 ? g_prefetch_cap : 0;
+    for (size_t l = 0; l < m.layers.size(); ++l) {
+        Layer &L = m.layers[l];
+        if (l > 0)
+            prefetch(s, L.q.w, std::min(cap, weight_bytes(L.q.n, sh.hidden, L.q.type)),
+                     norm_blocks(sh.hidden));
         launch(add_rms_norm_q8, norm_blocks(sh.hidden), 256, s, (const float *)m.h,
                (const float *)L.o.y, (const float *)m.norm_w, m.h2, m.normed, m.xh.qs, m.xh.d,
                m.xh.sums, sh.hidden, eps);
+        join(s);
         matvec(s, m.xh, sh.hidden, {L.q, L.k, L.v});
+        // The real attention's grid: KV heads × 32 splits.
+        if (g_prefetch > 0) prefetch(s, L.o.w, weight_bytes(L.o.n, sh.q, L.o.type), (sh.kv / 128) * 32);
         // Attention's stand-in: its output quantized for the output projection.
         launch(quantize_q8, (sh.q / 256 + 3) / 4, 128, s, (const float *)L.q.y, m.xq.qs,
                m.xq.d, m.xq.sums, sh.q);
+        join(s);
         matvec(s, m.xq, sh.q, {L.o});
+        prefetch(s, L.gate.w, std::min(cap, weight_bytes(L.gate.n, sh.hidden, L.gate.type)),
+                 norm_blocks(sh.hidden));
         launch(add_rms_norm_q8, norm_blocks(sh.hidden), 256, s, (const float *)m.h2,
                (const float *)L.o.y, (const float *)m.norm_w, m.h, m.normed, m.xh.qs, m.xh.d,
                m.xh.sums, sh.hidden, eps);
+        join(s);
         matvec(s, m.xh, sh.hidden, {L.gate, L.up});
+        prefetch(s, L.down.w, std::min(cap, weight_bytes(L.down.n, sh.ffn, L.down.type)),
+                 norm_blocks(sh.ffn));
         launch(swiglu_q8, norm_blocks(sh.ffn), 256, s, (const float *)L.gate.y,
                (const float *)L.up.y, m.glu, m.xf.qs, m.xf.d, m.xf.sums, sh.ffn);
+        join(s);
         matvec(s, m.xf, sh.ffn, {L.down});
     }
 }
@@ -267,10 +338,31 @@ int main(int argc, char **argv) {
     printf("device: %s\n", prop.name);
     Shape shapes[] = {{"8B", 32, 4096, 4096, 1024, 14336}, {"Qwen2.5-1.5B", 28, 1536, 1536, 256, 8960}};
     std::mt19937 rng(7);
+    CHECK(cudaStreamCreateWithFlags(&g_side, cudaStreamNonBlocking));
+    const bool prefetching = argc > 2 && strcmp(argv[2], "prefetch") == 0;
     for (auto &sh : shapes) {
         Model m = make_model(sh, rng);
         double gb = bytes_of(m) / 1e9;
         printf("%s: %d layers, %.2f GB of matmul weights\n", sh.name, sh.layers, gb);
+        if (prefetching) {
+            // The launch layout in use (Q6_K first, a block a row up to 2,048
+            // rows), under each prefetch, rotated twice.
+            g_six_first = true;
+            g_block_most = 2048;
+            struct Mode { int mode; size_t cap; } modes[] = {
+                {0, 0}, {1, 0}, {2, 4u << 20}, {2, 8u << 20}, {2, 16u << 20},
+                {3, 8u << 20}, {3, 16u << 20}};
+            for (int pass = 0; pass < 2; ++pass)
+                for (auto md : modes) {
+                    g_prefetch = md.mode;
+                    g_prefetch_cap = md.cap;
+                    float plain = replay_ms(m, false, reps);
+                    printf("  round %d, prefetch %d (cap %zu MiB): plain %.3f ms (%.0f GB/s)\n",
+                           pass + 1, md.mode, md.cap >> 20, plain, gb / plain * 1e3);
+                }
+            g_prefetch = 0;
+            continue;
+        }
         for (int pass = 0; pass < 2; ++pass)
             for (int layout = 0; layout < 4; ++layout) {
                 g_six_first = layout & 1;

@@ -28,17 +28,6 @@ const TOLERANCE: f32 = 5e-4;
 /// MLX affine checkpoints beside [`common::CODED_FOLDERS`].
 const MLX_FOLDERS: [&str; 3] = ["llama-mlx-q3-g32", "qwen2-mlx-q5-g64", "llama-mlx-q6-g64"];
 
-/// MLX's floating-point modes, each for both models (qwen2-mlx-nvfp4's
-/// down_proj layers are mxfp8 through per-layer `quantization` entries).
-const MLX_FP_FOLDERS: [&str; 6] = [
-    "llama-mlx-mxfp4",
-    "qwen2-mlx-mxfp4",
-    "llama-mlx-mxfp8",
-    "qwen2-mlx-mxfp8",
-    "llama-mlx-nvfp4",
-    "qwen2-mlx-nvfp4",
-];
-
 #[derive(Deserialize)]
 struct Reference {
     max_abs_diff_vs_unquantized: f32,
@@ -111,7 +100,7 @@ fn quantized_folders_match_their_reference() {
 
 #[test]
 fn mlx_fp_modes_match_their_reference() {
-    for name in MLX_FP_FOLDERS {
+    for name in common::MLX_FP_FOLDERS {
         matches_its_reference(name);
     }
 }

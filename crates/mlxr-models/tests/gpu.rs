@@ -691,12 +691,16 @@ fn folder_pair(label: String, dir: &Path, device: &Device, tolerance: f32) -> Ve
 }
 
 /// FP8 and bitsandbytes 4-bit checkpoints (tests/fixtures/fp8-nf4), which
-/// CUDA keeps in their codes (kernels/decoded_matvec.cu), and tiny models
+/// CUDA keeps in their codes (kernels/decoded_matvec.cu), MLX's mxfp8 and
+/// mxfp4 folders (the same kernels) and nvfp4 ones (f32), and tiny models
 /// rewritten as F16 and BF16 folders, kept 16-bit (kernels/half_matvec.cu).
 fn sixteen_bit(tiny_dir: &Path, device: &Device) -> Vec<Outcome> {
     let fixtures = tiny_dir.parent().unwrap().join("fp8-nf4");
     let mut out = Vec::new();
-    for name in common::CODED_FOLDERS {
+    for name in common::CODED_FOLDERS
+        .into_iter()
+        .chain(common::MLX_FP_FOLDERS)
+    {
         let dir = fixtures.join(name);
         out.extend(folder_pair(
             format!("tiny {name}"),

@@ -21,6 +21,17 @@ pub const CODED_FOLDERS: [&str; 8] = [
     "llama-fp4-dq",
 ];
 
+/// MLX's floating-point modes, each for both models (qwen2-mlx-nvfp4's
+/// down_proj layers are mxfp8 through per-layer `quantization` entries).
+pub const MLX_FP_FOLDERS: [&str; 6] = [
+    "llama-mlx-mxfp4",
+    "qwen2-mlx-mxfp4",
+    "llama-mlx-mxfp8",
+    "qwen2-mlx-mxfp8",
+    "llama-mlx-nvfp4",
+    "qwen2-mlx-nvfp4",
+];
+
 fn geometry(model: &DecoderModel, n_seqs: usize, blocks_per_seq: usize) -> KvGeometry {
     KvGeometry::new(model.config(), n_seqs * blocks_per_seq, BLOCK)
 }
