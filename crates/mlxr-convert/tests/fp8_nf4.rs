@@ -50,6 +50,20 @@ fn convert(folder: &Path, out: &Path, pre: &str) -> GgufFile {
     GgufFile::open(out).unwrap()
 }
 
+/// The fixture `checkpoint` (of `class`) prepared in a temporary folder and
+/// converted to GGUF, with the tensors a tiny model has: per layer 7 linears
+/// + 2 norms (+ 3 biases for qwen2); embeddings, final norm, untied head.
+fn converted(checkpoint: &str, class: &str) -> (tempfile::TempDir, GgufFile) {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join(checkpoint);
+    prepare(checkpoint, class, &folder);
+    let gguf = convert(&folder, &dir.path().join("out.gguf"), "gpt-2");
+    let per_layer = if class.starts_with("Qwen2") { 12 } else { 9 };
+    let extra = if class.starts_with("Qwen2") { 2 } else { 3 };
+    assert_eq!(gguf.tensors().len(), 2 * per_layer + extra, "{checkpoint}");
+    (dir, gguf)
+}
+
 #[test]
 fn fp8_blocks_decode_to_code_times_scale() {
     let dir = tempfile::tempdir().unwrap();
@@ -109,14 +123,8 @@ fn fp8_and_4bit_checkpoints_convert() {
         ("qwen2-nf4-dq", "Qwen2ForCausalLM"),
         ("llama-fp4-dq", "LlamaForCausalLM"),
     ] {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, gguf) = converted(checkpoint, class);
         let folder = dir.path().join(checkpoint);
-        prepare(checkpoint, class, &folder);
-        let gguf = convert(&folder, &dir.path().join("out.gguf"), "gpt-2");
-        // Per layer 7 linears + 2 norms (+ 3 biases for qwen2); embeddings, final norm, untied head.
-        let per_layer = if class.starts_with("Qwen2") { 12 } else { 9 };
-        let extra = if class.starts_with("Qwen2") { 2 } else { 3 };
-        assert_eq!(gguf.tensors().len(), 2 * per_layer + extra, "{checkpoint}");
         // What mlxr-models runs is what the GGUF holds (q/k rows permuted for llama.cpp).
         let weights = mlxr_models::weights::SafetensorsWeights::open(
             &folder,
@@ -182,13 +190,8 @@ fn mlx_fp_folders_convert_to_their_decoded_values() {
         ("llama-mlx-nvfp4", "LlamaForCausalLM"),
         ("qwen2-mlx-nvfp4", "Qwen2ForCausalLM"),
     ] {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, gguf) = converted(checkpoint, class);
         let folder = dir.path().join(checkpoint);
-        prepare(checkpoint, class, &folder);
-        let gguf = convert(&folder, &dir.path().join("out.gguf"), "gpt-2");
-        let per_layer = if class.starts_with("Qwen2") { 12 } else { 9 };
-        let extra = if class.starts_with("Qwen2") { 2 } else { 3 };
-        assert_eq!(gguf.tensors().len(), 2 * per_layer + extra, "{checkpoint}");
         assert!(gguf.tensors().iter().all(|t| !t.name.contains("scale")));
         let config: serde_json::Value =
             serde_json::from_slice(&std::fs::read(folder.join("config.json")).unwrap()).unwrap();
