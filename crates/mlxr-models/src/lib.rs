@@ -17,6 +17,7 @@ pub mod partial_head;
 pub mod pass;
 pub mod runner;
 pub mod step;
+pub mod tensor_parallel;
 pub mod weights;
 
 pub use backend::cpu::kernels::RowOrder;
