@@ -36,8 +36,11 @@ if [[ ! -f $DIST/llama.cpp.tar.xz ]]; then
     src=$work/llama_cpp_python-$VERSION/vendor
     mkdir -p "$DIST/vocabs"
     cp "$src"/llama.cpp/models/ggml-vocab-{starcoder,qwen2}.gguf "$DIST/vocabs/"
-    (cd "$src/llama.cpp" && rm -rf docs media tests .github tools/ui models conversion \
-        ggml/src/ggml-{webgpu,et,metal,hexagon,sycl,vulkan,opencl,cann,musa,zdnn,openvino})
+    # tools/ui keeps its top-level files: llama-server's build needs them
+    # (with the UI off it embeds no assets), not the UI's sources.
+    (cd "$src/llama.cpp" && rm -rf docs media tests .github models conversion \
+        ggml/src/ggml-{webgpu,et,metal,hexagon,sycl,vulkan,opencl,cann,musa,zdnn,openvino} &&
+        find tools/ui -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +)
     tar -cJf "$DIST/llama.cpp.tar.xz" -C "$src" llama.cpp
     rm -rf "$work"
 fi

@@ -34,6 +34,9 @@
 #          also mlxr under each of those settings (A=1,B=2: both at once),
 #          run while llama.cpp still
 #          compiles, or after it with the test stage)
+#   serving  GPU_SERVING_STREAMS (64) streaming HTTP clients (bench/serving.py,
+#          /v1/completions, 128 tokens each) against llama-server -np N and
+#          mlxr serve --device cuda on the GPU_SERVING model (llama8b-q4_k_m)
 #   folders  Hugging Face folders on the GPU: the GPU_FOLDERS model (a random
 #          F16 GGUF, default qwen1.5b-f16) converted by `mlxr convert` to F16
 #          and BF16 folders and by bench/fp8_nf4_folders.py to FP8 and NF4
@@ -100,9 +103,11 @@ if has llama && [[ -d $LLAMA ]]; then
     (
         cmake -S "$LLAMA" -B "$LLAMA/build" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
             -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-            -DLLAMA_BUILD_SERVER=OFF \
+            -DLLAMA_BUILD_SERVER="$(has serving && echo ON || echo OFF)" \
+            -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
             -DCMAKE_BUILD_TYPE=Release -Wno-dev &&
-            cmake --build "$LLAMA/build" -j 16 --target llama-bench llama-batched-bench
+            cmake --build "$LLAMA/build" -j 16 --target llama-bench llama-batched-bench \
+                $(has serving && echo llama-server)
     ) >"$OUT/llama-build.log" 2>&1 &
     LLAMA_PID=$!
 fi
@@ -382,6 +387,57 @@ if has batched; then
             result FAIL "mlxr bench --parallel $m (mlxr-batched-$m.log)"
         fi
         ! has test || batched_settings "$m"
+    done
+fi
+
+# Serving over HTTP: GPU_SERVING_STREAMS streaming clients (bench/serving.py,
+# /v1/completions, 128 tokens each with ignore_eos, 2 requests a client)
+# against mlxr serve --device cuda and llama-server -np N on the same file.
+if has serving; then
+    wait_llama
+    n=${GPU_SERVING_STREAMS:-64}
+    for m in ${GPU_SERVING:-llama8b-q4_k_m}; do
+        [[ -n ${MODEL[$m]:-} ]] || continue
+        port=18600
+        serve_one() { # label log-name command (answering on $port)...
+            local label=$1 name=$2
+            shift 2
+            "$@" >"$OUT/serving-$name-$m.log" 2>&1 &
+            local pid=$! ok=0
+            for _ in $(seq 1 600); do
+                curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && { ok=1; break; }
+                kill -0 $pid 2>/dev/null || break
+                sleep 0.2
+            done
+            if ((ok)) && timeout 240 python3 "$ROOT/bench/serving.py" --url "http://127.0.0.1:$port" \
+                --model random --endpoint completions --label "$label" -c "$n" --requests-per-client 2 \
+                --max-tokens 128 --json-out "$WORK/serving-$name-$m.json" 2>&1 | tee -a "$OUT/serving-$m.log"; then
+                result PASS "serving $m: $label"
+            else
+                result FAIL "serving $m: $label (serving-$name-$m.log)"
+            fi
+            kill $pid 2>/dev/null
+            wait $pid 2>/dev/null
+        }
+        stage "serving $m: $n streams over HTTP"
+        rm -f "$WORK"/serving-*-"$m".json
+        if [[ -x $LLAMA/build/bin/llama-server ]]; then
+            serve_one "llama-server -np $n" llama "$LLAMA/build/bin/llama-server" -m "${MODEL[$m]}" \
+                -np "$n" -c $((n * 512)) -ngl 99 -fa on --host 127.0.0.1 --port $port
+        fi
+        serve_one "mlxr serve" mlxr "$MLXR" serve --device cuda --home "$WORK/home-serving" \
+            -m "${MODEL[$m]}" --name random --max-num-seqs "$n" --host 127.0.0.1:$port
+        python3 - "$ROOT/bench" "$WORK" "$m" <<'PY' | tee -a "$OUT/serving-$m.log"
+import glob, json, os, sys
+sys.path.insert(0, sys.argv[1])
+from serving import summarize
+runs = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(sys.argv[2], f"serving-*-{sys.argv[3]}.json")))]
+means = summarize(runs)
+ours = [v for k, v in means.items() if k == "mlxr serve"]
+ref = [v for k, v in means.items() if k.startswith("llama-server")]
+if ours and ref:
+    print(f"\noutput tok/s ratio, mlxr / llama-server: {ours[0] / ref[0]:.2f}x")
+PY
     done
 fi
 
