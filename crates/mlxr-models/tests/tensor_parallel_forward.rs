@@ -20,6 +20,9 @@ use mlxr_formats::gguf::{GgmlType, GgufFile};
 use mlxr_models::tensor_parallel::{run_local_world, Collective, LocalWorld, ShardError};
 use mlxr_models::{CpuBackend, DecoderModel, KvGeometry, ModelError, RowOrder, Session};
 
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
 use common::{argmax, rel_diff, BLOCK};
 
 /// Relative to the largest logit (see the module doc). Measured at most
@@ -80,6 +83,33 @@ fn quantized(file: &GgufFile, ty: GgmlDType, down: GgmlDType) -> GgufFile {
             stored,
             q.data().unwrap().into_owned(),
         );
+    }
+    GgufFile::from_bytes(w.build()).unwrap()
+}
+
+/// `file` with a bias on every attention output and down projection (none
+/// of the tiny models has one): a row-parallel layer's bias must be added
+/// once, not once a rank.
+fn with_row_parallel_biases(file: &GgufFile) -> GgufFile {
+    let mut rng = StdRng::seed_from_u64(5);
+    let mut w = GgufWriter::new();
+    for (key, value) in file.metadata().iter() {
+        if key != "general.alignment" {
+            w = w.kv(key, value.clone());
+        }
+    }
+    for info in file.tensors() {
+        let data = file.tensor_data(info).unwrap().to_vec();
+        w = w.tensor(&info.name, &info.dims, info.ggml_type, data);
+        if let Some(stem) = info
+            .name
+            .strip_suffix(".weight")
+            .filter(|n| n.ends_with(".attn_output") || n.ends_with(".ffn_down"))
+        {
+            let rows = info.shape()[0];
+            let bias: Vec<f32> = (0..rows).map(|_| rng.random_range(-0.5..0.5)).collect();
+            w = w.tensor_f32(format!("{stem}.bias"), &[rows as u64], &bias);
+        }
     }
     GgufFile::from_bytes(w.build()).unwrap()
 }
@@ -167,6 +197,19 @@ fn the_tiny_models_split_over_2_and_4_ranks_match_the_whole() {
     for name in ["llama", "qwen2", "qwen3", "phi3", "gemma2-gguf"] {
         matches_the_whole_model(name, &gguf(name), &[2, 4]);
     }
+}
+
+#[test]
+fn a_row_parallel_bias_is_added_once() {
+    let llama = gguf("llama");
+    let biased = with_row_parallel_biases(&llama);
+    let plain = greedy(&llama, 1, &prompt(13, 384)).logits;
+    let whole = greedy(&biased, 1, &prompt(13, 384)).logits;
+    assert!(
+        rel_diff(&whole[0], &plain[0]) > 1e-2,
+        "the biases were not loaded"
+    );
+    matches_the_whole_model("llama with biases", &biased, &[2, 4]);
 }
 
 #[test]
@@ -282,4 +325,15 @@ fn worlds_the_model_does_not_split_over_are_refused() {
         }
     );
     assert!(load(&k_quant_down, 0, 1).is_none());
+}
+
+#[test]
+fn a_rank_outside_a_world_refuses_to_run() {
+    let llama = gguf("llama");
+    let model = DecoderModel::load_rank(&llama, &Device::Cpu, None, 0, 2).unwrap();
+    let kv = KvGeometry::new(model.config(), BLOCKS_PER_SEQ, BLOCK);
+    let backend = CpuBackend::new(kv, DType::F32).unwrap().with_threads(1);
+    let mut session = Session::new(backend, 1, BLOCKS_PER_SEQ, BLOCK);
+    let err = session.feed(&model, &[(0, &[1, 2, 3])]).unwrap_err();
+    assert!(err.to_string().contains("without a world"), "{err}");
 }
