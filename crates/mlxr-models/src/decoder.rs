@@ -84,6 +84,20 @@ impl DecoderModel {
         Self::build(rank_config, &weights, device, Some(plan))
     }
 
+    /// [`Self::load_rank`] for a Hugging Face folder of float weights (F32,
+    /// F16, BF16; quantized folders are refused).
+    pub fn load_rank_dir(dir: &Path, device: &Device, rank: usize, world: usize) -> Result<Self> {
+        let config = ModelConfig::from_hf_dir(dir)?;
+        let plan = ShardPlan::with_blocks(&config, rank, world, [1, 1])?;
+        let weights = SafetensorsWeights::open(dir, config.post_norms, device)?;
+        if world == 1 {
+            return Self::from_weights(config, &weights, device);
+        }
+        let rank_config = plan.rank_config(&config);
+        let weights = ShardedWeights::new(weights, &config, plan.clone());
+        Self::build(rank_config, &weights, device, Some(plan))
+    }
+
     /// Loads a Hugging Face or MLX model folder (`config.json` and
     /// safetensors weights).
     pub fn load_dir(dir: &Path, device: &Device) -> Result<Self> {

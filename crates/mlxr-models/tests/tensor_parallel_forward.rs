@@ -1,7 +1,7 @@
-//! The tensor-parallel forward pass on the CPU backend: the tiny GGUF
-//! models (tests/fixtures/tiny-models/gguf, f32, and the llama quantized
-//! here) split over a [`LocalWorld`] of 2 and 4 ranks on threads, against
-//! the whole model (a world of one) on the same weights.
+//! The tensor-parallel forward pass on the CPU backend: the tiny models
+//! (tests/fixtures/tiny-models: GGUF f32 files, the llama quantized here,
+//! Hugging Face folders) split over a [`LocalWorld`] of 2 and 4 ranks on
+//! threads, against the whole model (a world of one) on the same weights.
 //!
 //! Every rank gets the same logits, bit for bit (the all-reduce sums in rank
 //! order on each). Against the whole model they differ by f32 rounding only:
@@ -12,6 +12,8 @@
 //! units.
 
 mod common;
+
+use std::path::{Path, PathBuf};
 
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
@@ -34,10 +36,12 @@ const TOLERANCE: f32 = 1e-4;
 const STEPS: usize = 8;
 const BLOCKS_PER_SEQ: usize = 4;
 
+fn fixtures() -> PathBuf {
+    mlxr_testkit::fixture_path("tiny-models")
+}
+
 fn gguf(name: &str) -> GgufFile {
-    let path = mlxr_testkit::fixture_path("tiny-models")
-        .join("gguf")
-        .join(format!("{name}.f32.gguf"));
+    let path = fixtures().join("gguf").join(format!("{name}.f32.gguf"));
     GgufFile::open(path).unwrap()
 }
 
@@ -132,12 +136,24 @@ struct Run {
     tokens: Vec<u32>,
 }
 
+/// Rank `rank` of a world of `world` of a model.
+type Load<'a> = dyn Fn(usize, usize) -> mlxr_models::Result<DecoderModel> + Sync + 'a;
+
+fn from_gguf(
+    file: &GgufFile,
+) -> impl Fn(usize, usize) -> mlxr_models::Result<DecoderModel> + Sync + '_ {
+    |rank, world| DecoderModel::load_rank(file, &Device::Cpu, Some(RowOrder::Ggml), rank, world)
+}
+
+fn from_dir(dir: &Path) -> impl Fn(usize, usize) -> mlxr_models::Result<DecoderModel> + Sync + '_ {
+    |rank, world| DecoderModel::load_rank_dir(dir, &Device::Cpu, rank, world)
+}
+
 /// `prompt` prefilled, then `STEPS` greedy tokens decoded one a step, in a
 /// world of `world`; checks every rank's run is the same and returns it.
-fn greedy(file: &GgufFile, world: usize, prompt: &[u32]) -> Run {
+fn greedy(load: &Load, world: usize, prompt: &[u32]) -> Run {
     let runs = run_local_world(world, |rank| -> mlxr_models::Result<Run> {
-        let r = rank.rank();
-        let model = DecoderModel::load_rank(file, &Device::Cpu, Some(RowOrder::Ggml), r, world)?;
+        let model = load(rank.rank(), world)?;
         let mut session = session(&model, rank, 1);
         // Each rank's cache holds its KV heads only.
         let kv_heads = model
@@ -180,15 +196,11 @@ fn prompt(len: usize, vocab: usize) -> Vec<u32> {
     (0..len).map(|i| ((i * 37 + 11) % vocab) as u32).collect()
 }
 
-/// `file`'s model in worlds of `worlds` against the whole model: every
-/// step's logits within `TOLERANCE` and the same greedy tokens.
-fn matches_the_whole_model(label: &str, file: &GgufFile, worlds: &[usize]) {
-    let vocab = DecoderModel::load(file, &Device::Cpu)
-        .unwrap()
-        .config()
-        .vocab_size;
-    let prompt = prompt(13, vocab);
-    let whole = greedy(file, 1, &prompt);
+/// The model in worlds of `worlds` against the whole model: every step's
+/// logits within `TOLERANCE` and the same greedy tokens.
+fn matches_the_whole_model(label: &str, load: &Load, worlds: &[usize]) {
+    let prompt = prompt(13, load(0, 1).unwrap().config().vocab_size);
+    let whole = greedy(load, 1, &prompt);
     // The greedy tokens are a check only where the top two logits are
     // further apart than the tolerance.
     let gap = whole
@@ -198,7 +210,7 @@ fn matches_the_whole_model(label: &str, file: &GgufFile, worlds: &[usize]) {
         .fold(f32::INFINITY, f32::min);
     assert!(gap > 10.0 * TOLERANCE, "{label}: a top-2 gap of {gap}");
     for &world in worlds {
-        let split = greedy(file, world, &prompt);
+        let split = greedy(load, world, &prompt);
         let worst = split
             .logits
             .iter()
@@ -218,34 +230,54 @@ fn the_tiny_models_split_over_2_and_4_ranks_match_the_whole() {
     // their parts; Qwen 2 (biases, tied head), Qwen 3 (QK-norm) and Gemma 2
     // (post-norms, soft caps) cover the rest of the forward pass.
     for name in ["llama", "qwen2", "qwen3", "phi3", "gemma2-gguf"] {
-        matches_the_whole_model(name, &gguf(name), &[2, 4]);
+        matches_the_whole_model(name, &from_gguf(&gguf(name)), &[2, 4]);
     }
+}
+
+#[test]
+fn hugging_face_folders_split_over_2_and_4_ranks_match_the_whole() {
+    // Gemma 3: sliding-window layers with their own RoPE.
+    for name in ["llama", "qwen2", "phi3", "gemma3"] {
+        let dir = fixtures().join(name);
+        matches_the_whole_model(&format!("{name} (folder)"), &from_dir(&dir), &[2, 4]);
+    }
+    // BF16 matrices stay 16-bit, cut by rows and columns.
+    let (half, wide) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let llama = fixtures().join("llama");
+    common::rounded::write_rounded(&llama, safetensors::Dtype::BF16, half.path(), wide.path());
+    matches_the_whole_model("llama BF16 (folder)", &from_dir(half.path()), &[2, 4]);
+    // MLX-quantized weights are not cut.
+    let mlx = fixtures().join("llama-mlx-q4-g64");
+    let err = DecoderModel::load_rank_dir(&mlx, &Device::Cpu, 0, 2)
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("not supported"), "{err}");
 }
 
 #[test]
 fn a_row_parallel_bias_is_added_once() {
     let llama = gguf("llama");
     let biased = with_row_parallel_biases(&llama);
-    let plain = greedy(&llama, 1, &prompt(13, 384)).logits;
-    let whole = greedy(&biased, 1, &prompt(13, 384)).logits;
+    let plain = greedy(&from_gguf(&llama), 1, &prompt(13, 384)).logits;
+    let whole = greedy(&from_gguf(&biased), 1, &prompt(13, 384)).logits;
     assert!(
         rel_diff(&whole[0], &plain[0]) > 1e-2,
         "the biases were not loaded"
     );
-    matches_the_whole_model("llama with biases", &biased, &[2, 4]);
+    matches_the_whole_model("llama with biases", &from_gguf(&biased), &[2, 4]);
 }
 
 #[test]
 fn quantized_weights_are_cut_on_whole_blocks() {
     let llama = gguf("llama");
-    let f32_logits = greedy(&llama, 1, &prompt(13, 384)).logits;
+    let f32_logits = greedy(&from_gguf(&llama), 1, &prompt(13, 384)).logits;
     for ty in [GgmlDType::Q8_0, GgmlDType::Q4_0, GgmlDType::F16] {
         let file = quantized(&llama, ty, ty);
-        let logits = greedy(&file, 1, &prompt(13, 384)).logits;
+        let logits = greedy(&from_gguf(&file), 1, &prompt(13, 384)).logits;
         let off = rel_diff(&logits[0], &f32_logits[0]);
         eprintln!("llama {ty:?}: the whole model within {off:.1e} of f32's");
         assert!(off > 0.0, "{ty:?}: the weights were not quantized");
-        matches_the_whole_model(&format!("llama {ty:?}"), &file, &[2, 4]);
+        matches_the_whole_model(&format!("llama {ty:?}"), &from_gguf(&file), &[2, 4]);
     }
 }
 

@@ -31,12 +31,13 @@
 //! `--tensor-parallel N`; nothing has run on two GPUs.
 
 mod collective;
+mod sources;
 mod weights;
 
 use std::ops::Range;
 
 pub use collective::{run_local_world, Collective, CollectiveError, LocalWorld};
-pub use weights::ShardedWeights;
+pub use weights::{ShardSource, ShardedWeights};
 
 use crate::ModelConfig;
 

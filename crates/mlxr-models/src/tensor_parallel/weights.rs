@@ -1,27 +1,50 @@
-//! A rank's weights: the tensors of a GGUF file cut by a [`ShardPlan`] as
-//! the layers ask for them, in their stored type. Column-parallel weights
-//! (q, k, v, gate, up, the LM head) keep whole rows; row-parallel ones
-//! (the attention output, down) keep whole quantization blocks of every
-//! row, so nothing is dequantized and every GGML type cuts the same way.
+//! A rank's weights: a model's tensors cut by a [`ShardPlan`] as the layers
+//! ask for them, in their stored form. Column-parallel weights (q, k, v,
+//! gate, up, the LM head) keep whole rows; row-parallel ones (the attention
+//! output, down) keep whole quantization blocks of every row, so nothing is
+//! dequantized.
 //!
 //! Fused matrices (Phi-3's QKV and gate/up) are served as their parts, the
 //! embedding table and the norms whole. A row-parallel layer's bias is added
-//! by rank 0 alone (the all-reduce sums the ranks' outputs).
+//! by rank 0 alone (the all-reduce sums the ranks' outputs). The parts come
+//! from a [`ShardSource`]: a GGUF file (every GGML type) or a folder of
+//! float safetensors ([`super::sources`]).
 
 use std::ops::Range;
-use std::sync::Arc;
 
-use candle_core::quantized::ggml_file::qtensor_from_ggml;
-use candle_core::quantized::GgmlDType;
-use candle_core::{DType, Tensor};
-use mlxr_formats::gguf::{GgmlType, GgufFile};
+use candle_core::Tensor;
+use mlxr_formats::gguf::GgufFile;
 
 use super::{ShardError, ShardPlan};
 use crate::backend::cpu::kernels::RowOrder;
 use crate::config::ModelConfig;
 use crate::layers::{Embedding, Linear};
-use crate::weights::{GgufWeights, Weights};
+use crate::weights::Weights;
 use crate::{ModelError, Result};
+
+/// A model's whole weights, able to hand out part of a matrix in its
+/// stored form. Names are llama.cpp's, as [`Weights`] takes them.
+pub trait ShardSource: Weights {
+    /// The stored shape of tensor `name`; an error when it is missing or
+    /// this source cannot cut it.
+    fn shape(&self, name: &str) -> Result<Vec<usize>>;
+
+    /// Rows `rows` and columns `cols` of the matrix `name` (within its
+    /// shape) as a linear layer without bias.
+    fn part(&self, name: &str, rows: Range<usize>, cols: Range<usize>) -> Result<Linear>;
+
+    /// The rows `parts` (`(name, rows)`, each of `inp` columns) stacked into
+    /// one layer, where the source computes the stack exactly as the parts
+    /// (see [`Weights::stacked_linear`]); `None` otherwise.
+    fn stacked_parts(
+        &self,
+        parts: &[(String, Range<usize>)],
+        inp: usize,
+    ) -> Result<Option<Linear>> {
+        let _ = (parts, inp);
+        Ok(None)
+    }
+}
 
 impl ShardPlan {
     /// Rank `rank`'s part of `config`'s model in `file` in a world of
@@ -62,9 +85,9 @@ enum Cut {
     Hidden,
 }
 
-/// The GGUF weights of one rank (see the module doc).
-pub struct ShardedWeights<'a> {
-    inner: GgufWeights<'a>,
+/// The weights of one rank (see the module doc).
+pub struct ShardedWeights<S> {
+    inner: S,
     plan: ShardPlan,
     /// The whole model's widths, where the parts of fused matrices start.
     q_dim: usize,
@@ -72,9 +95,9 @@ pub struct ShardedWeights<'a> {
     intermediate: usize,
 }
 
-impl<'a> ShardedWeights<'a> {
+impl<S: ShardSource> ShardedWeights<S> {
     /// `plan`'s part of `inner`, the weights of `config`'s (whole) model.
-    pub fn new(inner: GgufWeights<'a>, config: &ModelConfig, plan: ShardPlan) -> Self {
+    pub fn new(inner: S, config: &ModelConfig, plan: ShardPlan) -> Self {
         Self {
             inner,
             plan,
@@ -143,21 +166,16 @@ impl<'a> ShardedWeights<'a> {
         }
     }
 
-    /// The type and bytes of rows `rows` and columns `cols` of the matrix
-    /// `tensor` (all of either when `None`), checked to be `[out, inp]`.
+    /// Rows `rows` and columns `cols` of the matrix `tensor` (all of either
+    /// when `None`), checked to be `[out, inp]`.
     fn part(
         &self,
         tensor: &str,
         rows: Option<Range<usize>>,
         cols: Option<Range<usize>>,
         [out, inp]: [usize; 2],
-    ) -> Result<(GgmlDType, Vec<u8>)> {
-        let info = self
-            .inner
-            .file()
-            .tensor(tensor)
-            .ok_or_else(|| ModelError::MissingTensor(tensor.to_string()))?;
-        let shape = info.shape();
+    ) -> Result<Linear> {
+        let shape = self.inner.shape(tensor)?;
         let &[n_rows, n_cols] = shape.as_slice() else {
             return Err(ModelError::ShapeMismatch {
                 tensor: tensor.to_string(),
@@ -172,20 +190,11 @@ impl<'a> ShardedWeights<'a> {
             )));
         }
         ModelError::check_shape(tensor, &[out, inp], &[rows.len(), cols.len()])?;
-        let ty = info.ggml_type;
-        let (dtype, bytes) = self.inner.stored(tensor, &shape)?;
-        Ok((dtype, cut_bytes(bytes, ty, n_cols, rows, cols)?))
-    }
-
-    fn ggml(&self, dtype: GgmlDType, bytes: &[u8], shape: [usize; 2]) -> Result<Linear> {
-        let device = self.inner.device();
-        let t = qtensor_from_ggml(dtype, bytes, shape.to_vec(), device)
-            .map_err(|e| ModelError::candle("loading a rank's part of a weight", e))?;
-        Linear::ggml(Arc::new(t), self.inner.kernels())
+        self.inner.part(tensor, rows, cols)
     }
 }
 
-impl Weights for ShardedWeights<'_> {
+impl<S: ShardSource> Weights for ShardedWeights<S> {
     fn contains(&self, name: &str) -> bool {
         match self.cut(name) {
             Cut::Whole => self.inner.contains(name),
@@ -195,13 +204,12 @@ impl Weights for ShardedWeights<'_> {
     }
 
     fn linear(&self, name: &str, out: usize, inp: usize) -> Result<Linear> {
-        let (dtype, bytes) = match self.cut(name) {
-            Cut::Whole => return self.inner.linear(name, out, inp),
-            Cut::Rows { tensor, rows } => self.part(&tensor, Some(rows), None, [out, inp])?,
-            Cut::Cols { tensor, cols } => self.part(&tensor, None, Some(cols), [out, inp])?,
-            Cut::Hidden => return Err(ModelError::MissingTensor(name.to_string())),
-        };
-        self.ggml(dtype, &bytes, [out, inp])
+        match self.cut(name) {
+            Cut::Whole => self.inner.linear(name, out, inp),
+            Cut::Rows { tensor, rows } => self.part(&tensor, Some(rows), None, [out, inp]),
+            Cut::Cols { tensor, cols } => self.part(&tensor, None, Some(cols), [out, inp]),
+            Cut::Hidden => Err(ModelError::MissingTensor(name.to_string())),
+        }
     }
 
     fn stacked_linear(
@@ -211,38 +219,35 @@ impl Weights for ShardedWeights<'_> {
         inp: usize,
     ) -> Result<Option<Linear>> {
         let mut parts = Vec::with_capacity(names.len());
-        for name in names {
+        for (name, &out) in names.iter().zip(outs) {
             match self.cut(name) {
-                Cut::Rows { tensor, rows } => parts.push((tensor, rows)),
+                Cut::Rows { tensor, rows } if rows.len() == out => parts.push((tensor, rows)),
                 _ => return Ok(None),
             }
         }
-        let sources: Vec<String> = parts.iter().map(|(t, _)| t.clone()).collect();
-        let Some(dtype) = self.inner.common_kernel_type(&sources) else {
+        if !parts.iter().all(|(t, _)| {
+            self.inner
+                .shape(t)
+                .is_ok_and(|s| s.len() == 2 && s[1] == inp)
+        }) {
             return Ok(None);
-        };
-        // Rows are stored one after another, so the stack is the concatenation.
-        let mut bytes = Vec::new();
-        for ((tensor, rows), &out) in parts.into_iter().zip(outs) {
-            bytes.extend(self.part(&tensor, Some(rows), None, [out, inp])?.1);
         }
-        let rows = outs.iter().sum();
-        Ok(Some(self.ggml(dtype, &bytes, [rows, inp])?))
+        self.inner.stacked_parts(&parts, inp)
     }
 
     fn vector(&self, name: &str, len: usize) -> Result<Tensor> {
         match self.cut(name) {
             Cut::Whole => self.inner.vector(name, len),
             Cut::Rows { tensor, rows } => {
-                let info = self.inner.file().tensor(&tensor);
-                let full = info.map_or(0, |i| i.n_elements() as usize);
+                let shape = self.inner.shape(&tensor)?;
+                let full = shape.iter().product();
                 ModelError::check_shape(name, &[len], &[rows.len()])?;
                 let whole = self.inner.vector(&tensor, full)?;
                 Ok(whole.narrow(0, rows.start, rows.len())?)
             }
             // Added once: by rank 0.
             Cut::Cols { tensor, .. } if self.plan.rank == 0 => self.inner.vector(&tensor, len),
-            Cut::Cols { .. } => Ok(Tensor::zeros(len, DType::F32, self.inner.device())?),
+            Cut::Cols { tensor, .. } => Ok(self.inner.vector(&tensor, len)?.zeros_like()?),
             Cut::Hidden => Err(ModelError::MissingTensor(name.to_string())),
         }
     }
@@ -264,38 +269,6 @@ fn layer_tensor(name: &str) -> Option<(&str, &str, &str)> {
     Some((&name[..4 + layer.len()], kind, suffix))
 }
 
-/// Rows `rows` and columns `cols` of a row-major `[_, n_cols]` GGML matrix
-/// of type `ty`: whole rows, and whole blocks of each.
-fn cut_bytes(
-    bytes: &[u8],
-    ty: GgmlType,
-    n_cols: usize,
-    rows: Range<usize>,
-    cols: Range<usize>,
-) -> Result<Vec<u8>, ShardError> {
-    let (block, block_bytes) = (ty.block_size() as usize, ty.type_size() as usize);
-    if !cols.start.is_multiple_of(block) || !cols.end.is_multiple_of(block) {
-        return Err(ShardError::Blocks {
-            what: "a row-parallel weight",
-            columns: cols.len(),
-            block,
-        });
-    }
-    let row_bytes = n_cols / block * block_bytes;
-    let (from, to) = (
-        cols.start / block * block_bytes,
-        cols.end / block * block_bytes,
-    );
-    if from == 0 && to == row_bytes {
-        return Ok(bytes[rows.start * row_bytes..rows.end * row_bytes].to_vec());
-    }
-    let mut out = Vec::with_capacity(rows.len() * (to - from));
-    for row in rows {
-        out.extend_from_slice(&bytes[row * row_bytes + from..row * row_bytes + to]);
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,23 +280,5 @@ mod tests {
             Some(("blk.12", "attn_q", "weight"))
         );
         assert_eq!(layer_tensor("output_norm.weight"), None);
-    }
-
-    #[test]
-    fn rows_and_whole_blocks_of_a_q8_0_matrix() {
-        // 2 rows of 64 columns: 2 blocks of 34 bytes a row.
-        let bytes: Vec<u8> = (0..4 * 34).map(|i| i as u8).collect();
-        let row1 = cut_bytes(&bytes, GgmlType::Q8_0, 64, 1..2, 0..64).unwrap();
-        assert_eq!(row1, &bytes[68..136]);
-        let second_block = cut_bytes(&bytes, GgmlType::Q8_0, 64, 0..2, 32..64).unwrap();
-        assert_eq!(second_block, [&bytes[34..68], &bytes[102..136]].concat());
-        assert_eq!(
-            cut_bytes(&bytes, GgmlType::Q8_0, 64, 0..2, 16..64),
-            Err(ShardError::Blocks {
-                what: "a row-parallel weight",
-                columns: 48,
-                block: 32
-            })
-        );
     }
 }
