@@ -5,12 +5,40 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use candle_core::quantized::ggml_file::qtensor_from_ggml;
-use mlxr_formats::gguf::GgmlType;
+use mlxr_formats::gguf::{GgmlType, GgufFile};
 
-use super::{ShardError, ShardSource};
+use super::{ShardError, ShardPlan, ShardSource};
+use crate::config::ModelConfig;
 use crate::layers::Linear;
 use crate::weights::{GgufWeights, SafetensorsWeights, Weights};
 use crate::{ModelError, Result};
+
+impl ShardPlan {
+    /// Rank `rank`'s part of `config`'s model in `file` in a world of
+    /// `world`, its row-parallel cuts on whole blocks of the file's types.
+    pub fn for_gguf(
+        config: &ModelConfig,
+        file: &GgufFile,
+        rank: usize,
+        world: usize,
+    ) -> Result<Self, ShardError> {
+        let blocks = [
+            largest_block(file, ".attn_output.weight"),
+            largest_block(file, ".ffn_down.weight"),
+        ];
+        Self::with_blocks(config, rank, world, blocks)
+    }
+}
+
+/// The largest quantization block of `file`'s tensors named `*{suffix}`.
+fn largest_block(file: &GgufFile, suffix: &str) -> usize {
+    file.tensors()
+        .iter()
+        .filter(|t| t.name.ends_with(suffix))
+        .map(|t| t.ggml_type.block_size() as usize)
+        .max()
+        .unwrap_or(1)
+}
 
 impl GgufWeights<'_> {
     /// The GGML type and bytes of rows `rows`, columns `cols` of `name`.

@@ -13,9 +13,8 @@
 use std::ops::Range;
 
 use candle_core::Tensor;
-use mlxr_formats::gguf::GgufFile;
 
-use super::{ShardError, ShardPlan};
+use super::ShardPlan;
 use crate::backend::cpu::kernels::RowOrder;
 use crate::config::ModelConfig;
 use crate::layers::{Embedding, Linear};
@@ -44,33 +43,6 @@ pub trait ShardSource: Weights {
         let _ = (parts, inp);
         Ok(None)
     }
-}
-
-impl ShardPlan {
-    /// Rank `rank`'s part of `config`'s model in `file` in a world of
-    /// `world`, its row-parallel cuts on whole blocks of the file's types.
-    pub fn for_gguf(
-        config: &ModelConfig,
-        file: &GgufFile,
-        rank: usize,
-        world: usize,
-    ) -> Result<Self, ShardError> {
-        let blocks = [
-            largest_block(file, ".attn_output.weight"),
-            largest_block(file, ".ffn_down.weight"),
-        ];
-        Self::with_blocks(config, rank, world, blocks)
-    }
-}
-
-/// The largest quantization block of `file`'s tensors named `*{suffix}`.
-fn largest_block(file: &GgufFile, suffix: &str) -> usize {
-    file.tensors()
-        .iter()
-        .filter(|t| t.name.ends_with(suffix))
-        .map(|t| t.ggml_type.block_size() as usize)
-        .max()
-        .unwrap_or(1)
 }
 
 /// How a rank gets the tensor a layer asks for.
