@@ -12,6 +12,7 @@ use crate::layers::{Attention, Embedding, Linear, Mlp, RmsNorm, Rope};
 use crate::partial_head::PartialHead;
 use crate::pass::Activations;
 use crate::step::Step;
+use crate::tensor_parallel::{ShardPlan, ShardedWeights};
 use crate::weights::{GgufWeights, SafetensorsWeights, Weights};
 use crate::{ModelError, Result};
 
@@ -34,6 +35,8 @@ pub struct DecoderModel {
     ropes: Vec<Rope>,
     output_norm: RmsNorm,
     lm_head: Linear,
+    /// This rank's part, in a tensor-parallel world of more than one.
+    shard: Option<ShardPlan>,
 }
 
 impl DecoderModel {
@@ -56,6 +59,45 @@ impl DecoderModel {
         Self::from_weights(config, &weights, device)
     }
 
+    /// Rank `rank`'s part of the model in `file` for a tensor-parallel world
+    /// of `world` (see [`crate::tensor_parallel`]): its config has the
+    /// rank's heads and intermediate width, its LM head the rank's
+    /// vocabulary rows. It runs on a backend in that world (the CPU's
+    /// [`crate::CpuBackend::with_collective`]), every rank the same steps;
+    /// each gets the whole logits. A world of one is the whole model, as
+    /// [`Self::load_with_kernels`] loads it.
+    pub fn load_rank(
+        file: &GgufFile,
+        device: &Device,
+        kernels: Option<RowOrder>,
+        rank: usize,
+        world: usize,
+    ) -> Result<Self> {
+        let config = ModelConfig::from_gguf(file.metadata())?;
+        let plan = ShardPlan::for_gguf(&config, file, rank, world)?;
+        let weights = GgufWeights::new(file, device).with_kernels(kernels);
+        if world == 1 {
+            return Self::from_weights(config, &weights, device);
+        }
+        let rank_config = plan.rank_config(&config);
+        let weights = ShardedWeights::new(weights, &config, plan.clone());
+        Self::build(rank_config, &weights, device, Some(plan))
+    }
+
+    /// [`Self::load_rank`] for a Hugging Face folder of float weights (F32,
+    /// F16, BF16; quantized folders are refused).
+    pub fn load_rank_dir(dir: &Path, device: &Device, rank: usize, world: usize) -> Result<Self> {
+        let config = ModelConfig::from_hf_dir(dir)?;
+        let plan = ShardPlan::with_blocks(&config, rank, world, [1, 1])?;
+        let weights = SafetensorsWeights::open(dir, config.post_norms, device)?;
+        if world == 1 {
+            return Self::from_weights(config, &weights, device);
+        }
+        let rank_config = plan.rank_config(&config);
+        let weights = ShardedWeights::new(weights, &config, plan.clone());
+        Self::build(rank_config, &weights, device, Some(plan))
+    }
+
     /// Loads a Hugging Face or MLX model folder (`config.json` and
     /// safetensors weights).
     pub fn load_dir(dir: &Path, device: &Device) -> Result<Self> {
@@ -65,13 +107,23 @@ impl DecoderModel {
     }
 
     pub fn from_weights(config: ModelConfig, w: &dyn Weights, device: &Device) -> Result<Self> {
+        Self::build(config, w, device, None)
+    }
+
+    fn build(
+        config: ModelConfig,
+        w: &dyn Weights,
+        device: &Device,
+        shard: Option<ShardPlan>,
+    ) -> Result<Self> {
         let (h, eps, offset) = (config.hidden_size, config.rms_norm_eps, config.norm_offset);
         let norm = |name: &str| RmsNorm::load(w, name, h, eps, offset);
 
         let token_embd = w.embedding("token_embd.weight", config.vocab_size, h)?;
         // Files without `output.weight` tie the LM head to the embeddings.
+        let head_rows = shard.as_ref().map_or(config.vocab_size, |s| s.vocab.len());
         let (token_embd, lm_head) = if w.contains("output.weight") {
-            (token_embd, Linear::load(w, "output", config.vocab_size, h)?)
+            (token_embd, Linear::load(w, "output", head_rows, h)?)
         } else {
             token_embd.tie(w.kernels())?
         };
@@ -112,7 +164,13 @@ impl DecoderModel {
             layers,
             ropes,
             lm_head,
+            shard,
         })
+    }
+
+    /// This rank's part of a tensor-parallel model, `None` for a whole one.
+    pub fn shard(&self) -> Option<&ShardPlan> {
+        self.shard.as_ref()
     }
 
     pub fn config(&self) -> &ModelConfig {
@@ -145,6 +203,11 @@ impl DecoderModel {
         head: Option<&PartialHead>,
     ) -> Result<()> {
         self.check_tokens(step.tokens())?;
+        if head.is_some() && self.shard.is_some() {
+            return Err(ModelError::InvalidConfig(
+                "a partial LM head on a tensor-parallel model".into(),
+            ));
+        }
         b.begin_step(step, &self.ropes)?;
         let lm_head = head.map_or(&self.lm_head, |h| &h.linear);
         b.execute(step, a, |b, a| self.layers(b, step, a, lm_head))
@@ -170,6 +233,7 @@ impl DecoderModel {
         for (i, layer) in self.layers.iter().enumerate() {
             let rope = &self.ropes[layer.rope];
             layer.attention.forward(b, a, rope, layer.rope, step)?;
+            self.all_reduce(b, &mut a.branch)?;
             if i + 1 == n_layers {
                 // Only each chunk's last token (or a verified draft's
                 // tokens) needs logits. Its rows are
@@ -183,6 +247,7 @@ impl DecoderModel {
                 Self::add_branch_norm(b, a, layer.post_attn_norm.as_ref(), &layer.ffn_norm)?;
             }
             layer.mlp.forward(b, a)?;
+            self.all_reduce(b, &mut a.branch)?;
             // The residual add, then the norm that reads it: the next
             // layer's attention norm, or the output norm after the last.
             let next = self
@@ -192,10 +257,22 @@ impl DecoderModel {
             Self::add_branch_norm(b, a, layer.post_ffn_norm.as_ref(), next)?;
         }
         b.matmul(&a.normed, lm_head, &mut a.logits)?;
+        if self.shard.is_some() {
+            b.all_gather_cols(&mut a.logits, step.logit_rows().len())?;
+        }
         if let Some(cap) = self.config.final_logit_softcap {
             b.softcap(&mut a.logits, cap)?;
         }
         Ok(())
+    }
+
+    /// The ranks' partial outputs of a row-parallel matmul summed, in a
+    /// tensor-parallel model.
+    fn all_reduce<B: Backend>(&self, b: &mut B, branch: &mut B::Act) -> Result<()> {
+        match self.shard {
+            Some(_) => b.all_reduce(branch),
+            None => Ok(()),
+        }
     }
 
     /// `x += branch`, normed first when the layer has a post-norm.

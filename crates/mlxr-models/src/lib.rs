@@ -59,6 +59,10 @@ pub enum ModelError {
     Files(String),
     #[error("invalid batch: {0}")]
     InvalidBatch(String),
+    #[error("tensor parallel: {0}")]
+    Shard(#[from] tensor_parallel::ShardError),
+    #[error("tensor parallel: {0}")]
+    Collective(#[from] tensor_parallel::CollectiveError),
     #[error("{context}: {source}")]
     Candle {
         context: String,

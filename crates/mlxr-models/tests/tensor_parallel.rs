@@ -5,24 +5,17 @@
 
 use mlxr_models::tensor_parallel::ShardPlan;
 use mlxr_models::ModelConfig;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
 fn fixture() -> std::path::PathBuf {
     mlxr_testkit::fixture_path("tiny-models").join("llama")
 }
 
-/// Deterministic values in [-1, 1).
+/// Seeded values in [-1, 1).
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut state = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..n).map(|_| rng.random_range(-1.0..1.0)).collect()
 }
 
 /// `w` ([rows, cols] row-major) times `x`, over `rows` and `cols` only.

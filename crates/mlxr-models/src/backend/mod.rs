@@ -222,9 +222,31 @@ pub trait Backend {
         out: &mut Self::Act,
     ) -> Result<()>;
 
+    /// `x` summed over the ranks of this backend's tensor-parallel world, in
+    /// place: the partial outputs of a row-parallel matmul. Only a
+    /// tensor-parallel model calls it; a backend outside a world refuses.
+    fn all_reduce(&mut self, x: &mut Self::Act) -> Result<()> {
+        let _ = x;
+        Err(outside_a_world())
+    }
+
+    /// `x`, this rank's `[rows, w]` columns, replaced by every rank's side
+    /// by side in rank order (`[rows, Σ w]`): the logits of a vocab-parallel
+    /// LM head. Only a tensor-parallel model calls it.
+    fn all_gather_cols(&mut self, x: &mut Self::Act, rows: usize) -> Result<()> {
+        let _ = (x, rows);
+        Err(outside_a_world())
+    }
+
     /// Keeps rows `rows` of `x` (`width` values each), in that order.
     fn select_rows(&mut self, x: &mut Self::Act, rows: &[usize], width: usize) -> Result<()>;
 
     /// `x`'s values on the host, row-major.
     fn read<'a>(&'a mut self, x: &'a Self::Act) -> Result<&'a [f32]>;
+}
+
+fn outside_a_world() -> crate::ModelError {
+    crate::ModelError::InvalidConfig(
+        "a tensor-parallel model on a backend without a world (no collective)".into(),
+    )
 }

@@ -212,6 +212,14 @@ impl<B: Backend> Backend for Profiled<B> {
         self.timed(op, |b| b.attend(layer, spec, step, q, k, v, out))
     }
 
+    fn all_reduce(&mut self, x: &mut Self::Act) -> Result<()> {
+        self.timed(|| "all_reduce".into(), |b| b.all_reduce(x))
+    }
+
+    fn all_gather_cols(&mut self, x: &mut Self::Act, rows: usize) -> Result<()> {
+        self.timed(|| "all_gather_cols".into(), |b| b.all_gather_cols(x, rows))
+    }
+
     fn select_rows(&mut self, x: &mut Self::Act, rows: &[usize], width: usize) -> Result<()> {
         self.timed(|| "select_rows".into(), |b| b.select_rows(x, rows, width))
     }

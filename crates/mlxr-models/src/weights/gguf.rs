@@ -38,6 +38,14 @@ impl<'a> GgufWeights<'a> {
         self.file.tensor(name).is_some()
     }
 
+    pub fn file(&self) -> &'a GgufFile {
+        self.file
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
     /// The tensor `name` in its stored (possibly quantized) type. `shape` is in
     /// row-major order (outermost first), the reverse of GGUF's `ne` order.
     /// The copy is the tensor's only one: the file's pages of it leave
@@ -79,7 +87,7 @@ impl<'a> GgufWeights<'a> {
 
     /// The type all of `names` share, when they exist, there are several, the
     /// weights load on the CPU and our kernels compute that type.
-    fn common_kernel_type(&self, names: &[String]) -> Option<GgmlDType> {
+    pub(crate) fn common_kernel_type(&self, names: &[String]) -> Option<GgmlDType> {
         if names.len() < 2 || !self.device.is_cpu() || self.kernels.is_none() {
             return None;
         }

@@ -18,6 +18,7 @@
 //! ([`super::hf_quant`]), stay in their codes for the CPU's and CUDA's
 //! kernels, or are dequantized to f32 for other devices.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -444,6 +445,65 @@ impl SafetensorsWeights {
             }
         };
         Ok(Some(codes))
+    }
+
+    /// The stored shape of the float tensor `name` (llama.cpp's name); an
+    /// error for a quantized one (a tensor-parallel rank's part of it is not
+    /// supported).
+    pub(crate) fn float_shape(&self, name: &str) -> Result<Vec<usize>> {
+        let hf = self.name(name)?;
+        let stem = hf.strip_suffix(".weight").unwrap_or(&hf);
+        let view = self.view(&hf)?;
+        let quantized = match view.dtype() {
+            Dtype::F32 | Dtype::F16 | Dtype::BF16 => self.is_quantized(stem)?,
+            _ => true,
+        };
+        if quantized {
+            return Err(files_error(format!(
+                "tensor '{hf}' is quantized: a rank's part of a quantized safetensors weight \
+                 is not supported (float folders and GGUF files are)"
+            )));
+        }
+        Ok(view.shape().to_vec())
+    }
+
+    /// Rows `rows` and columns `cols` of the float matrix `name` (a
+    /// tensor-parallel rank's part) as a linear layer, kept as
+    /// [`Weights::linear`] keeps a whole one: F16/BF16 16-bit for the CPU
+    /// kernels or as stored on CUDA, else f32.
+    pub(crate) fn linear_part(
+        &self,
+        name: &str,
+        rows: Range<usize>,
+        cols: Range<usize>,
+    ) -> Result<Linear> {
+        let shape = self.float_shape(name)?;
+        let hf = self.name(name)?;
+        let view = self.view(&hf)?;
+        let half = match view.dtype() {
+            Dtype::F16 => Some(HalfFormat::F16),
+            Dtype::BF16 => Some(HalfFormat::Bf16),
+            _ => None,
+        };
+        let n_cols = shape.get(1).copied().unwrap_or(0);
+        if let (Some(format), true) = (half, self.device.is_cpu()) {
+            let bytes = view.data();
+            let mut part = Vec::with_capacity(2 * rows.len() * cols.len());
+            for row in rows.clone() {
+                let at = row * n_cols;
+                part.extend_from_slice(&bytes[2 * (at + cols.start)..2 * (at + cols.end)]);
+            }
+            let w = HalfWeight::from_le_bytes(format, rows.len(), cols.len(), &part)
+                .map_err(|e| files_error(format!("tensor '{hf}': {e}")))?;
+            return Ok(Linear::half(Arc::new(w)));
+        }
+        let t = self.stored(&hf, &shape)?;
+        let t = t.narrow(0, rows.start, rows.len())?;
+        let t = t.narrow(1, cols.start, cols.len())?.contiguous()?;
+        if half.is_some() && self.device.is_cuda() {
+            return Ok(Linear::dense(t));
+        }
+        Ok(Linear::dense(t.to_dtype(DType::F32)?))
     }
 
     /// The F16/BF16 matrix `name` kept 16-bit for the CPU kernels; `None`

@@ -13,6 +13,7 @@ use candle_core::{Device, Tensor};
 use super::{softcap, AttentionSpec, Backend, Glu, KvGeometry};
 use crate::layers::{Embedding, Linear, RmsNorm, Rope};
 use crate::step::Step;
+use crate::tensor_parallel::Collective;
 use crate::{ModelError, Result};
 use kernels::ops::{rms_norm_rows, GluOp};
 use kernels::{MatmulScratch, SpinPool};
@@ -31,6 +32,10 @@ pub struct CpuBackend {
     /// Rows of the residual stream: the step's tokens, then (after
     /// `select_rows`) the rows that get logits.
     rows: usize,
+    /// This rank's tensor-parallel world, when it is in one.
+    world: Option<Box<dyn Collective>>,
+    /// The all-gathered logits before they replace this rank's.
+    gathered: Vec<f32>,
 }
 
 impl CpuBackend {
@@ -60,7 +65,22 @@ impl CpuBackend {
             rope_tables: Vec::new(),
             tokens: 0,
             rows: 0,
+            world: None,
+            gathered: Vec::new(),
         }
+    }
+
+    /// Kernel threads for this backend (by default as many as rayon's
+    /// current pool): one each for the ranks of a world on one machine.
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
+    }
+
+    /// This backend as a rank of `world`, for a tensor-parallel model.
+    pub fn with_collective(mut self, world: Box<dyn Collective>) -> Self {
+        self.world = Some(world);
+        self
     }
 
     /// The paged KV cache (for inspection).
@@ -302,6 +322,18 @@ impl Backend for CpuBackend {
             .map_err(|e| ModelError::candle(format!("layer {layer}: paged attention"), e))
     }
 
+    fn all_reduce(&mut self, x: &mut Vec<f32>) -> Result<()> {
+        let world = self.world.as_ref().ok_or_else(no_world)?;
+        Ok(world.all_reduce_sum(x)?)
+    }
+
+    fn all_gather_cols(&mut self, x: &mut Vec<f32>, rows: usize) -> Result<()> {
+        let world = self.world.as_ref().ok_or_else(no_world)?;
+        world.all_gather_cols(x, rows, &mut self.gathered)?;
+        std::mem::swap(x, &mut self.gathered);
+        Ok(())
+    }
+
     fn select_rows(&mut self, x: &mut Vec<f32>, rows: &[usize], width: usize) -> Result<()> {
         let have = check_width("select_rows", x.len(), width)?;
         for (j, &row) in rows.iter().enumerate() {
@@ -320,6 +352,12 @@ impl Backend for CpuBackend {
     fn read<'a>(&'a mut self, x: &'a Vec<f32>) -> Result<&'a [f32]> {
         Ok(x)
     }
+}
+
+fn no_world() -> ModelError {
+    ModelError::InvalidConfig(
+        "a tensor-parallel model on a CPU backend without a world (see `with_collective`)".into(),
+    )
 }
 
 /// candle's `gelu` (tanh approximation) in f32.

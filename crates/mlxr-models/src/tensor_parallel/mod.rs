@@ -1,5 +1,6 @@
 //! Megatron-style tensor parallelism: the part of each weight that rank `r`
-//! of a world of `N` GPUs holds.
+//! of a world of `N` GPUs holds, and the collectives that join the ranks'
+//! parts in the one forward pass ([`crate::DecoderModel::forward`]).
 //!
 //! - Attention: the query heads split evenly; the KV heads too where there
 //!   are at least as many as ranks, else each rank keeps the one KV head its
@@ -9,16 +10,34 @@
 //!   partial outputs add up to the whole, by an all-reduce.
 //! - MLP: gate and up column-parallel, down row-parallel over the same
 //!   slice of the intermediate width, again summed by an all-reduce.
-//! - Embeddings and the LM head split by vocabulary rows (logits gathered).
+//! - The LM head splits by vocabulary rows; its logits are all-gathered.
+//!   The embedding table is kept whole on every rank for now (a
+//!   vocab-parallel embedding would need one more all-reduce).
 //!
 //! A row-parallel weight is cut along its input dimension, so each rank's
 //! columns must be whole quantization blocks (`block`: 256 for K-quants, 32
 //! for the legacy types, 1 for floats).
 //!
-//! Only the plan exists so far: no rank runs its part of the forward pass,
-//! and there is no all-reduce (NCCL) yet.
+//! What runs: [`crate::DecoderModel::load_rank`] loads a rank's part of a
+//! GGUF model ([`ShardedWeights`]: every GGML type, cut without
+//! dequantizing), whose config has the rank's heads and intermediate width
+//! (its paged KV cache holds only its KV heads); the forward pass calls
+//! [`crate::Backend::all_reduce`] after the attention output and down
+//! projections and [`crate::Backend::all_gather_cols`] after the LM head.
+//! The CPU backend implements them over a [`Collective`]; the one there is,
+//! [`LocalWorld`], runs the ranks on threads of one process (tests, the
+//! CPU). Missing: NCCL behind [`Collective`], the collectives on the CUDA
+//! backend, safetensors folders (GGUF only), a launcher, the engine's
+//! `--tensor-parallel N`; nothing has run on two GPUs.
+
+mod collective;
+mod sources;
+mod weights;
 
 use std::ops::Range;
+
+pub use collective::{run_local_world, Collective, CollectiveError, LocalWorld};
+pub use weights::{ShardSource, ShardedWeights};
 
 use crate::ModelConfig;
 
@@ -68,6 +87,17 @@ impl ShardPlan {
         world: usize,
         block: usize,
     ) -> Result<Self, ShardError> {
+        Self::with_blocks(config, rank, world, [block, block])
+    }
+
+    /// [`Self::new`] with the attention output projections quantized in
+    /// blocks of `blocks[0]`, the down projections in blocks of `blocks[1]`.
+    pub fn with_blocks(
+        config: &ModelConfig,
+        rank: usize,
+        world: usize,
+        [attention_block, down_block]: [usize; 2],
+    ) -> Result<Self, ShardError> {
         if world == 0 || rank >= world {
             return Err(ShardError::Rank { rank, world });
         }
@@ -87,7 +117,7 @@ impl ShardPlan {
         if !width.is_multiple_of(world) {
             return Err(ShardError::Intermediate { width, world });
         }
-        let blocks = |what, columns: usize| {
+        let blocks = |what, columns: usize, block: usize| {
             if columns.is_multiple_of(block.max(1)) {
                 Ok(())
             } else {
@@ -98,8 +128,9 @@ impl ShardPlan {
                 })
             }
         };
-        blocks("the attention output", n_heads / world * config.head_dim)?;
-        blocks("the MLP's down projection", width / world)?;
+        let attention = n_heads / world * config.head_dim;
+        blocks("the attention output", attention, attention_block)?;
+        blocks("the MLP's down projection", width / world, down_block)?;
         Ok(Self {
             rank,
             world,
@@ -109,6 +140,18 @@ impl ShardPlan {
             vocab: split_uneven(config.vocab_size, rank, world),
             head_dim: config.head_dim,
         })
+    }
+
+    /// The config of this rank's part of `config`'s model: its query heads,
+    /// KV heads and intermediate width. The vocabulary stays whole: every
+    /// rank embeds every token, and the gathered logits cover it all.
+    pub fn rank_config(&self, config: &ModelConfig) -> ModelConfig {
+        ModelConfig {
+            n_heads: self.q_heads.len(),
+            n_kv_heads: self.kv_heads.len(),
+            intermediate_size: self.intermediate.len(),
+            ..config.clone()
+        }
     }
 
     /// The rows of the query projection (the columns of the output
