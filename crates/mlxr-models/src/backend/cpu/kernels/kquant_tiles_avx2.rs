@@ -69,14 +69,14 @@ pub mod x86 {
 
     /// Rows `8h..8h + 8` of the four value lines `m + 16q` (`q` 0..4) of
     /// a Q6_K tile, with the tile's lane group of `m` (and the group
-    /// [`prefetch::AHEAD`] tiles on, once per tile) asked for.
+    /// [`prefetch::AHEAD`] tiles on, once per tile) asked for with `prefetch`.
     ///
     /// # Safety
     /// AVX2; `m < 16`, `h < 2`.
     #[inline(always)]
-    unsafe fn q6k_lines(t: &Tile6, m: usize, h: usize) -> [__m256i; 4] {
+    unsafe fn q6k_lines(t: &Tile6, m: usize, h: usize, prefetch: bool) -> [__m256i; 4] {
         let (g, ..) = line_place(m);
-        if h == 0 {
+        if prefetch && h == 0 {
             for j in 0..3 {
                 prefetch::tile_line(t, 3 * g + j);
             }
@@ -114,7 +114,9 @@ pub mod x86 {
     /// 16 Q4_K rows (one row group's `tiles`, one per block) against `T`
     /// Q8_K rows, as [`crate::backend::cpu::kernels::q4k_tiles::x86::gemv_tiles`]:
     /// `pairs[t]`, ggml's gemm order (an FMA per pair of sub-blocks), else
-    /// its gemv order (an FMA per block). Returns `[token][row]`.
+    /// its gemv order (an FMA per block). `prefetch`: ask for the tiles
+    /// ahead (`matmul::first_pass` decides, as for the AVX-512 kernels).
+    /// Returns `[token][row]`.
     ///
     /// # Safety
     /// The CPU must support AVX2, FMA and F16C; `tiles.len() == ys[t].len()`.
@@ -123,6 +125,7 @@ pub mod x86 {
         tiles: &[Tile],
         ys: [&[BlockQ8K]; T],
         pairs: [bool; T],
+        prefetch: bool,
     ) -> [[f32; 16]; T] {
         let mut acc = [[_mm256_setzero_ps(); T]; 2];
         let mut accm = [[_mm256_setzero_ps(); T]; 2];
@@ -131,7 +134,7 @@ pub mod x86 {
             let yb: [&BlockQ8K; T] = unsafe { blocks_at(ys, b) };
             for h in 0..2 {
                 // SAFETY: h < 2.
-                unsafe { q4k_block_half(t, yb, pairs, h, &mut acc[h], &mut accm[h]) };
+                unsafe { q4k_block_half(t, yb, (pairs, prefetch), h, &mut acc[h], &mut accm[h]) };
             }
         }
         let mut out = [[0.0f32; 16]; T];
@@ -155,7 +158,7 @@ pub mod x86 {
     unsafe fn q4k_block_half<const T: usize>(
         t: &Tile,
         yb: [&BlockQ8K; T],
-        pairs: [bool; T],
+        (pairs, prefetch): ([bool; T], bool),
         h: usize,
         acc: &mut [__m256; T],
         accm: &mut [__m256; T],
@@ -167,7 +170,9 @@ pub mod x86 {
             let mut ia = [_mm256_setzero_si256(); T];
             let mut ib = [_mm256_setzero_si256(); T];
             for g in 0..8 {
-                prefetch::tile_line(t, 8 * p + g + 32 * h);
+                if prefetch {
+                    prefetch::tile_line(t, 8 * p + g + 32 * h);
+                }
                 // SAFETY: `qs[8p + g]` is a 64-byte aligned line.
                 let w = unsafe {
                     _mm256_load_si256(t.qs[8 * p + g].as_ptr().add(32 * h) as *const __m256i)
@@ -237,7 +242,7 @@ pub mod x86 {
     /// ([`crate::backend::cpu::kernels::q6k_tiles::x86::q6k_tiles`]: 8
     /// lanes per row, lane `l` gathering group `l % 4` of the sub-blocks `s`
     /// with `s % 2 == l / 4`, less `32·(bsums·scales)` of sub-blocks `2l`
-    /// and `2l + 1`). Returns `[token][row]`.
+    /// and `2l + 1`). `prefetch` as in [`q4k_tiles`]. Returns `[token][row]`.
     ///
     /// # Safety
     /// The CPU must support AVX2, FMA and F16C; `tiles.len() == ys[t].len()`.
@@ -245,6 +250,7 @@ pub mod x86 {
     pub unsafe fn q6k_tiles<const T: usize, const TILED: bool>(
         tiles: &[Tile6],
         ys: [&[BlockQ8K]; T],
+        prefetch: bool,
     ) -> [[f32; 16]; T] {
         let mut acc = [[[_mm256_setzero_ps(); 8]; T]; 2];
         let mut tacc = [[_mm256_setzero_ps(); T]; 2];
@@ -253,7 +259,9 @@ pub mod x86 {
             let yb: [&BlockQ8K; T] = unsafe { blocks_at(ys, b) };
             for h in 0..2 {
                 // SAFETY: h < 2.
-                unsafe { q6k_block_half::<T, TILED>(t, yb, h, &mut acc[h], &mut tacc[h]) };
+                unsafe {
+                    q6k_block_half::<T, TILED>(t, yb, (h, prefetch), &mut acc[h], &mut tacc[h])
+                };
             }
         }
         let mut out = [[0.0f32; 16]; T];
@@ -283,7 +291,7 @@ pub mod x86 {
     unsafe fn q6k_block_half<const T: usize, const TILED: bool>(
         t: &Tile6,
         yb: [&BlockQ8K; T],
-        h: usize,
+        (h, prefetch): (usize, bool),
         acc: &mut [[__m256; 8]; T],
         tacc: &mut [__m256; T],
     ) {
@@ -301,7 +309,7 @@ pub mod x86 {
         for (dd, y) in dd.iter_mut().zip(yb) {
             *dd = _mm256_mul_ps(d, _mm256_set1_ps(y.d));
         }
-        if h == 0 {
+        if prefetch && h == 0 {
             // The scales and d.
             for i in 48..53 {
                 prefetch::tile_line(t, i);
@@ -315,7 +323,12 @@ pub mod x86 {
             // order only needs the total.
             for m in (0..16).step_by(2) {
                 // SAFETY: m + 1 < 16, h < 2; AVX2.
-                let (w0, w1) = unsafe { (q6k_lines(t, m, h), q6k_lines(t, m + 1, h)) };
+                let (w0, w1) = unsafe {
+                    (
+                        q6k_lines(t, m, h, prefetch),
+                        q6k_lines(t, m + 1, h, prefetch),
+                    )
+                };
                 for q in 0..4 {
                     let i = m + 16 * q;
                     for r in 0..T {
@@ -346,7 +359,7 @@ pub mod x86 {
             let mut sum = [_mm256_setzero_si256(); T];
             for m in [l, l + 8] {
                 // SAFETY: m < 16, h < 2; AVX2.
-                let w = unsafe { q6k_lines(t, m, h) };
+                let w = unsafe { q6k_lines(t, m, h, prefetch) };
                 for q in 0..4 {
                     let i = m + 16 * q;
                     for r in 0..T {

@@ -585,7 +585,7 @@ fn kquant_matmul(
             if avx512 {
                 q4k_tiles::x86::gemv_tiles::<2>(group(g), ys, pairs, first_pass::<2>(tok, m))
             } else {
-                kquant_tiles_avx2::x86::q4k_tiles::<2>(group(g), ys, pairs)
+                kquant_tiles_avx2::x86::q4k_tiles::<2>(group(g), ys, pairs, first_pass::<2>(tok, m))
             }
         };
         // SAFETY: as above.
@@ -593,7 +593,7 @@ fn kquant_matmul(
             if avx512 {
                 q4k_tiles::x86::gemv_tile(group(g), xrow(tok), tok < m4)
             } else {
-                kquant_tiles_avx2::x86::q4k_tiles::<1>(group(g), [xrow(tok)], [tok < m4])[0]
+                kquant_tiles_avx2::x86::q4k_tiles::<1>(group(g), [xrow(tok)], [tok < m4], true)[0]
             }
         };
         // SAFETY: as above (four tokens share each unpacked line).
@@ -603,7 +603,7 @@ fn kquant_matmul(
             if avx512 {
                 q4k_tiles::x86::gemv_tiles::<4>(group(g), ys, pairs, first_pass::<4>(tok, m))
             } else {
-                kquant_tiles_avx2::x86::q4k_tiles::<4>(group(g), ys, pairs)
+                kquant_tiles_avx2::x86::q4k_tiles::<4>(group(g), ys, pairs, first_pass::<4>(tok, m))
             }
         };
         // Eight tokens at once spill the Q4_K kernels' sums (measured slower).

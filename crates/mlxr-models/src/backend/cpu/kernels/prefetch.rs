@@ -3,9 +3,9 @@
 //! under AVX2 stalled right after a tile's first load; under AVX-512 on a
 //! Zen 5 its decode ran at 0.6x of the AVX2 path's), so each kernel asks
 //! for the lines of the tiles [`AHEAD`] ahead as it reads the current ones
-//! (the AVX-512 K-quant ones only in the passes `matmul::first_pass` picks). Past a
-//! row group's slice those are the next group's tiles, which a thread
-//! usually takes next.
+//! (the Q4_K and Q6_K ones only in the passes `matmul::first_pass`
+//! picks). Past a row group's slice those are the next group's tiles, which
+//! a thread usually takes next.
 
 /// How many tiles ahead (pairs of tiles for the 32-element kernels, which
 /// walk their tiles in pairs) the kernels ask for weight lines.

@@ -177,8 +177,7 @@ pub mod x86 {
 
     /// [`q6k_tiles`] (`avx512`) or its AVX2 twin, in the tiled order
     /// (`tiled`) or the vec_dot one; `prefetch` as in
-    /// [`super::super::q4k_tiles::x86::gemv_tiles`] (the AVX2 twin always
-    /// prefetches).
+    /// [`super::super::q4k_tiles::x86::gemv_tiles`].
     ///
     /// # Safety
     /// This CPU has the kernel's features; `tiles.len() == ys[t].len()`.
@@ -194,8 +193,8 @@ pub mod x86 {
             match (avx512, tiled) {
                 (true, true) => q6k_tiles::<T, true>(tiles, ys, prefetch),
                 (true, false) => q6k_tiles::<T, false>(tiles, ys, prefetch),
-                (false, true) => avx2::<T, true>(tiles, ys),
-                (false, false) => avx2::<T, false>(tiles, ys),
+                (false, true) => avx2::<T, true>(tiles, ys, prefetch),
+                (false, false) => avx2::<T, false>(tiles, ys, prefetch),
             }
         }
     }

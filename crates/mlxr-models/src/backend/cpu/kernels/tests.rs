@@ -568,8 +568,8 @@ fn avx2_tile_kernels_equal_the_portable_dots() {
             // SAFETY: the features were checked; one tile per block.
             let (two, one) = unsafe {
                 (
-                    q4k_avx2::<2>(group, ys, pairs),
-                    q4k_avx2::<1>(group, [ys[0]], [pairs[0]]),
+                    q4k_avx2::<2>(group, ys, pairs, true),
+                    q4k_avx2::<1>(group, [ys[0]], [pairs[0]], true),
                 )
             };
             for c in 0..16 {
@@ -592,7 +592,7 @@ fn avx2_tile_kernels_equal_the_portable_dots() {
             let ys4 = [ys[0], ys[1], ys[1], ys[0]];
             let pairs4 = [pairs[0], pairs[1], pairs[0], pairs[1]];
             // SAFETY: as above.
-            let four = unsafe { q4k_avx2::<4>(group, ys4, pairs4) };
+            let four = unsafe { q4k_avx2::<4>(group, ys4, pairs4, false) };
             for (j, (out, (y, p))) in four.iter().zip(ys4.iter().zip(pairs4)).enumerate() {
                 for (c, v) in out.iter().enumerate() {
                     let r = 16 * g + c;
